@@ -1,0 +1,112 @@
+// Package abi is the contract between the wasmhost daemon and the WebAssembly handlers it runs:
+// the names of every export and import, the status codes, the encoding of requests and
+// manifests, and the ABI version. The specification is abi/README.md; this package is its Go
+// form and is shared by the host (host/) and the guest SDK (abi/guest). It has no dependency on
+// the daemon.
+package abi
+
+// Version is the ABI version this package describes. A handler declares the version it was
+// written for by exporting ExportABIVersion; the host refuses versions it does not support.
+const Version uint32 = 1
+
+// SupportedVersions lists the ABI versions the host can load.
+var SupportedVersions = []uint32{Version}
+
+// Exports a handler module must provide.
+const (
+	// ExportABIVersion: () -> i32. Returns the ABI version the module was written for.
+	ExportABIVersion = "wasmhost_abi_version"
+	// ExportManifest: () -> i32. Sets the result (ImportResultSet) to an encoded Manifest and
+	// returns StatusOK.
+	ExportManifest = "wasmhost_manifest"
+	// ExportValidate, ExportRegister, ExportDeregister: (request_len i32) -> i32 status. The
+	// request (an encoded PluginRequest of request_len bytes) is read with ImportRequestRead.
+	ExportValidate   = "wasmhost_validate"
+	ExportRegister   = "wasmhost_register"
+	ExportDeregister = "wasmhost_deregister"
+	// ExportMemory is the module's linear memory, through which all data is passed.
+	ExportMemory = "memory"
+)
+
+// ImportModule is the module name of every host function.
+const ImportModule = "wasmhost"
+
+// Host functions, all in ImportModule.
+const (
+	// ImportRequestRead: (ptr i32, len i32) -> i32. Copies up to len bytes of the current
+	// request to ptr and returns the request's full length.
+	ImportRequestRead = "request_read"
+	// ImportResultSet: (ptr i32, len i32) -> i32. Sets the call's result: the reason when a call
+	// fails, the manifest for ExportManifest. Returns StatusOK or a negative code.
+	ImportResultSet = "result_set"
+	// ImportLog: (level i32, ptr i32, len i32) -> (). Writes a log line at a LogLevel.
+	ImportLog = "log"
+	// ImportPublish: (key_ptr, key_len, val_ptr, val_len i32) -> i32. During
+	// ExportRegister, publishes a key and value about the plugin being registered.
+	ImportPublish = "publish"
+	// ImportKVGet: (key_ptr, key_len, buf_ptr, buf_cap i32) -> i32. Copies up to buf_cap bytes
+	// of the value to buf_ptr and returns its full length, or CodeNotFound.
+	ImportKVGet = "kv_get"
+	// ImportKVSet: (key_ptr, key_len, val_ptr, val_len i32) -> i32.
+	ImportKVSet = "kv_set"
+	// ImportKVDelete: (key_ptr, key_len i32) -> i32. Deleting a missing key is StatusOK.
+	ImportKVDelete = "kv_delete"
+	// ImportPluginCall: (method_ptr, method_len, req_ptr, req_len, resp_ptr, resp_cap i32) ->
+	// i32. Only with the CapabilityPluginCall grant: a unary gRPC call to the endpoint of the
+	// plugin being handled. Returns the response's full length (up to resp_cap bytes copied),
+	// or a negative code; on failure the reason is readable with ImportErrorRead.
+	ImportPluginCall = "plugin_call"
+)
+
+// Capabilities an operator can grant to the handlers of a plugin type. Host functions not named
+// by a capability are always available.
+const (
+	CapabilityPluginCall = "plugin_call"
+)
+
+// CapabilityImports maps each capability to the host functions it grants.
+var CapabilityImports = map[string][]string{
+	CapabilityPluginCall: {ImportPluginCall},
+}
+
+// Statuses returned by the handler's exports.
+const (
+	// StatusOK: the call succeeded.
+	StatusOK int32 = 0
+	// StatusRejected: the handler refuses the plugin; the result is the reason, told to the
+	// plugin. Retrying the same plugin is not expected to help.
+	StatusRejected int32 = 1
+	// StatusError: the handler failed for a reason of its own; the result is the reason. The
+	// host retries later with backoff.
+	StatusError int32 = 2
+)
+
+// Codes returned by host functions. Non-negative values are lengths or StatusOK.
+const (
+	CodeNotFound   int32 = -1 // kv_get: no such key
+	CodeTooLarge   int32 = -2 // a key, value or result over its limit
+	CodeDenied     int32 = -3 // not allowed in this call (e.g. publish outside register)
+	CodeFailed     int32 = -4 // plugin_call: the call failed (dial, deadline, gRPC status)
+	CodeBadRequest int32 = -5 // an argument is malformed (e.g. an empty key or method)
+)
+
+// LogLevel is the level argument of ImportLog. The host maps it onto log/slog levels.
+type LogLevel int32
+
+const (
+	LogDebug LogLevel = 0
+	LogInfo  LogLevel = 1
+	LogWarn  LogLevel = 2
+	LogError LogLevel = 3
+)
+
+// Limits the host enforces. Exceeding one fails the host function call with CodeTooLarge.
+const (
+	MaxRequestBytes  = 64 << 10 // an encoded PluginRequest
+	MaxResultBytes   = 4 << 10  // a result (reason or manifest)
+	MaxLogLineBytes  = 4 << 10  // one log line; longer lines are cut
+	MaxKeyBytes      = 256      // a kv or publish key
+	MaxValueBytes    = 64 << 10 // a kv or publish value
+	MaxKVEntries     = 4096     // keys in one plugin type's store
+	MaxPublishedKeys = 64       // keys published about one plugin
+)

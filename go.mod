@@ -1,0 +1,16 @@
+module github.com/wasmhost/wasmhost
+
+go 1.26.0
+
+require (
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/lmittmann/tint v1.2.1 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/kubelet v0.37.2 // indirect
+)
