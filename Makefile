@@ -1,0 +1,57 @@
+# wasmhost: a node agent that registers kubelet-style plugins through WebAssembly handlers.
+#
+#   make run     build the daemon and the shipped handlers, run it with local dirs under ./run/
+#   make test    vet and run every test with the race detector
+#   make bench   run the benchmarks (figures recorded in docs/benchmarks.md)
+
+GO       ?= go
+RUN_DIR  ?= $(CURDIR)/run
+BIN      := bin/wasmhost
+# Every directory under handlers-wasm/ is one handler, built to handlers-wasm/<name>.wasm.
+HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
+GUEST_SRC := $(wildcard abi/*.go abi/guest/*.go abi/guest/*/*.go)
+
+.PHONY: all build handlers run test test-short bench fuzz fmt vet clean
+
+all: build
+
+build: $(BIN) handlers
+
+$(BIN): FORCE
+	$(GO) build -o $@ ./cmd/wasmhost
+
+handlers: $(HANDLERS)
+
+handlers-wasm/%.wasm: handlers-wasm/%/*.go $(GUEST_SRC)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./handlers-wasm/$*
+
+run: build
+	install -d -m 0755 $(RUN_DIR)/plugins_registry $(RUN_DIR)/handlers
+	install -d -m 0700 $(RUN_DIR)/state
+	install -m 0644 $(HANDLERS) $(RUN_DIR)/handlers/
+	@echo
+	@echo "wasmhost: plugin sockets go in  $(RUN_DIR)/plugins_registry"
+	@echo "          handlers (.wasm) go in $(RUN_DIR)/handlers"
+	@echo "          try: go run ./examples/plugin --socket-dir $(RUN_DIR)/plugins_registry"
+	@echo
+	$(BIN) run --socket-dir $(RUN_DIR)/plugins_registry --handler-dir $(RUN_DIR)/handlers --state-dir $(RUN_DIR)/state
+
+vet:
+	$(GO) vet ./...
+
+test: handlers vet
+	$(GO) test -race -timeout 20m ./...
+
+test-short: handlers
+	$(GO) test -race -short ./...
+
+bench: handlers
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin $(HANDLERS)
+
+FORCE:
