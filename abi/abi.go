@@ -26,6 +26,10 @@ const (
 	ExportDeregister = "wasmhost_deregister"
 	// ExportMemory is the module's linear memory, through which all data is passed.
 	ExportMemory = "memory"
+	// ExportInitialize: () -> (), optional. The WASI reactor initializer (a Go c-shared module
+	// runs its package init functions here); the host calls it once, right after
+	// instantiation and before any other export.
+	ExportInitialize = "_initialize"
 )
 
 // ImportModule is the module name of every host function.
@@ -56,6 +60,10 @@ const (
 	// plugin being handled. Returns the response's full length (up to resp_cap bytes copied),
 	// or a negative code; on failure the reason is readable with ImportErrorRead.
 	ImportPluginCall = "plugin_call"
+	// ImportErrorRead: (ptr i32, len i32) -> i32. Copies up to len bytes of the reason of the
+	// last host function call that failed with CodeFailed in the current export call to ptr,
+	// and returns its full length (0 when there is none).
+	ImportErrorRead = "error_read"
 )
 
 // Capabilities an operator can grant to the handlers of a plugin type. Host functions not named
