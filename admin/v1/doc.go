@@ -1,0 +1,6 @@
+// Package adminv1 is the generated Go code of the wasmhost admin API, wasmhost.admin.v1
+// (admin.proto beside this file; regenerate with gen.sh).
+//
+// The wire API is versioned: within v1, fields and enum values are only ever added. The Go
+// package is generated code and follows the proto file.
+package adminv1
