@@ -1,0 +1,38 @@
+//go:build wasip1
+
+package guest
+
+import "unsafe"
+
+// The host functions of ABI v1 (abi.ImportModule "wasmhost"). The names must be literal in the
+// directives; TestDirectives checks each against the constants in package abi. A Go string
+// parameter is passed as two i32, its pointer and its length.
+
+//go:wasmimport wasmhost request_read
+func requestRead(ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmhost result_set
+func resultSet(ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmhost log
+func hostLog(level int32, msg string)
+
+//go:wasmimport wasmhost publish
+func hostPublish(key, value string) int32
+
+//go:wasmimport wasmhost kv_get
+func kvGet(key string, buf unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmhost kv_set
+func kvSet(key string, value unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmhost kv_delete
+func hostKVDelete(key string) int32
+
+func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+func hostKVGet(key string, buf []byte) int32 { return kvGet(key, ptr(buf), uint32(len(buf))) }
+
+func hostKVSet(key string, value []byte) int32 {
+	return kvSet(key, ptr(value), uint32(len(value)))
+}
