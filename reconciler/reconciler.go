@@ -16,7 +16,9 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -401,18 +403,8 @@ func (l *loop) fullPass() {
 	for _, p := range l.r.actual.List() {
 		visit(p.Socket)
 	}
-	for _, p := range slices.Sorted(mapsKeys(l.socks)) {
+	for _, p := range slices.Collect(maps.Keys(l.socks)) {
 		visit(p)
-	}
-}
-
-func mapsKeys(m map[string]*sock) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -481,7 +473,11 @@ func (l *loop) armTimer() {
 
 // eval looks at one path and starts what it needs, if anything. It is the one place where the
 // desired and actual states are compared.
-func (l *loop) eval(path string) {
+func (l *loop) eval(path string) { l.evalPath(path, true) }
+
+// evalPath is eval; logSkip says whether to log at debug that the path is skipped because it
+// backs off (not wanted right after the failure that started the backoff, already logged).
+func (l *loop) evalPath(path string, logSkip bool) {
 	r := l.r
 	d, dOK := r.desired.Get(path)
 	a, aOK := r.actual.Get(path)
@@ -528,11 +524,13 @@ func (l *loop) eval(path string) {
 		_, hasHandler := r.handlers.Get(a.Type)
 		if dOK && a.ID == d.ID && hasHandler {
 			state = StateRegistered
-			l.setWaiting(s, false, "")
+			l.forgetFailure(s)
 		} else if s.backingOff(now) {
 			state = StateFailing
-			r.log.Debug("skipping deregistration, backing off", "socket", path,
-				"plugin_type", a.Type, "plugin", a.Name, "next_retry", s.nextRetry)
+			if logSkip {
+				r.log.Debug("skipping deregistration, backing off", "socket", path,
+					"plugin_type", a.Type, "plugin", a.Name, "next_retry", s.nextRetry)
+			}
 		} else {
 			kind = opDeregister
 		}
@@ -547,8 +545,10 @@ func (l *loop) eval(path string) {
 			state = StateWaitingForHandler
 		case s.backingOff(now):
 			state = StateFailing
-			r.log.Debug("skipping registration, backing off", "socket", path,
-				"attempt", s.attempts, "next_retry", s.nextRetry)
+			if logSkip {
+				r.log.Debug("skipping registration, backing off", "socket", path,
+					"attempt", s.attempts, "next_retry", s.nextRetry)
+			}
 		default:
 			kind = opRegister
 		}
@@ -601,14 +601,14 @@ func (l *loop) complete(res result) {
 		err := res.err
 		if err == nil {
 			if p, ok := r.actual.Get(res.path); !ok || p.ID != res.socket.ID {
-				err = errNotRecorded
+				err = fmt.Errorf("%w: socket %s", errNotRecorded, res.path)
 			}
 		}
 		l.registered(s, res, err)
 	case opDeregister:
 		l.deregistered(s, res)
 	}
-	l.eval(res.path)
+	l.evalPath(res.path, false)
 	for l.inflight < r.cfg.MaxConcurrent && len(l.queue) > 0 {
 		p := l.queue[0]
 		l.queue[0] = ""

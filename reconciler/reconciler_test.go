@@ -1,9 +1,12 @@
 package reconciler_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -434,7 +437,7 @@ func TestBackoffConfigurable(t *testing.T) {
 		e := newEnv(t, reconciler.Config{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}).start()
 		e.ops.Fail("/p/a.sock", registration.ErrUnreachable)
 		e.add("/p/a.sock", 1)
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1450 * time.Millisecond) // attempts at 0, 0.1, 0.3, 0.6, 0.9, 1.2 s
 		var gaps []time.Duration
 		calls := e.ops.Calls()
 		for i := 1; i < len(calls); i++ {
@@ -793,6 +796,131 @@ func TestStatusSortedAndSince(t *testing.T) {
 		}
 		if s := e.wantState("/p/a.sock", reconciler.StateRegistered); !s.Since.Equal(t0) {
 			t.Errorf("status %+v", s)
+		}
+	})
+}
+
+func TestWaitingSocketRecreatedIsTriedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{})
+		e.ops.SetInfo("/p/a.sock", dra, "a")
+		e.start()
+		e.add("/p/a.sock", 1)
+		synctest.Wait()
+		e.wantState("/p/a.sock", reconciler.StateWaitingForHandler)
+		e.add("/p/a.sock", 2)
+		synctest.Wait()
+		equal(t, "operations", e.callsOf("/p/a.sock"), []string{"register 1", "register 2"})
+		e.wantState("/p/a.sock", reconciler.StateWaitingForHandler)
+		e.desired.Remove("/p/a.sock")
+		synctest.Wait()
+		if _, ok := e.r.SocketStatus("/p/a.sock"); ok {
+			t.Error("a removed waiting socket is still listed")
+		}
+		if got := e.changesOf("/p/a.sock"); got[len(got)-1] != reconciler.StateGone {
+			t.Errorf("changes %v, want gone last", got)
+		}
+	})
+}
+
+// forgetfulOps claims success without recording the plugin.
+type forgetfulOps struct{ calls atomic.Int32 }
+
+func (o *forgetfulOps) Register(context.Context, statecache.Socket) error {
+	o.calls.Add(1)
+	return nil
+}
+func (o *forgetfulOps) Deregister(context.Context, statecache.Plugin) error { return nil }
+
+func TestSuccessWithoutPluginIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		desired := statecache.NewDesired()
+		ops := &forgetfulOps{}
+		r := reconciler.New(desired, statecache.NewActual(), registration.NewRegistry(), ops, reconciler.Config{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		desired.Upsert(sock("/p/a.sock", 1))
+		time.Sleep(2 * time.Second) // 0, 0.5, 1.5: backed off, not spinning
+		if n := ops.calls.Load(); n != 3 {
+			t.Errorf("%d calls in 2 s, want 3", n)
+		}
+		s, _ := r.SocketStatus("/p/a.sock")
+		if s.State != reconciler.StateFailing || !strings.Contains(s.LastError, "/p/a.sock") {
+			t.Errorf("status %+v", s)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestConfigDefaults(t *testing.T) {
+	r := reconciler.New(statecache.NewDesired(), statecache.NewActual(), registration.NewRegistry(),
+		reconcilertest.NewOperations(nil, nil), reconciler.Config{})
+	c := r.Config()
+	if c.MaxConcurrent != 64 || c.InitialBackoff != 500*time.Millisecond ||
+		c.MaxBackoff != 2*time.Minute+2*time.Second || c.Resync != time.Minute || c.Logger == nil {
+		t.Errorf("defaults %+v", c)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) records(t *testing.T) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.Lines(b.buf.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestFailureLoggedOnceAtWarn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		e := newEnv(t, reconciler.Config{Logger: logger}).start()
+		e.ops.Fail("/p/a.sock", fmt.Errorf("%w: connection refused", registration.ErrUnreachable))
+		e.add("/p/a.sock", 1)
+		// Failures at 0, 0.5, 1.5, ... 31.5 s; the resync at 60 s finds it backing off until 63.5 s.
+		time.Sleep(61 * time.Second)
+		calls := e.ops.Calls()
+		var warns []map[string]any
+		debug := 0
+		for _, m := range buf.records(t) {
+			switch {
+			case m["level"] == "WARN":
+				warns = append(warns, m)
+			case m["level"] == "DEBUG" && strings.Contains(fmt.Sprint(m["msg"]), "backing off"):
+				debug++
+			}
+		}
+		if len(warns) != len(calls) || len(calls) != 7 {
+			t.Fatalf("%d warnings for %d failures, want 7 each", len(warns), len(calls))
+		}
+		for i, w := range warns {
+			if w["socket"] != "/p/a.sock" || !strings.Contains(fmt.Sprint(w["error"]), "connection refused") ||
+				w["attempt"] != float64(i+1) || w["next_retry"] == nil {
+				t.Errorf("warning %d: %v", i, w)
+			}
+		}
+		if debug != 1 {
+			t.Errorf("%d debug records of skips while backing off, want 1 (the resync)", debug)
 		}
 	})
 }
