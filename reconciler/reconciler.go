@@ -53,13 +53,19 @@ type Handlers interface {
 	Changed() <-chan struct{}
 }
 
-// Operations registers and deregisters plugins; registration.Registrar implements it. Both
+// Operations registers and deregisters plugins; the registration package's Registrar is the
+// real one, reconcilertest.Operations a fake. Both
 // calls must return soon after ctx is done.
 type Operations interface {
 	// Register dials the socket, asks GetInfo, validates with the type's handler, records the
 	// plugin in the actual state, registers and notifies. On success the plugin is in Actual.
 	// Errors wrap registration sentinels (ErrNoHandler, ErrRejected, ErrUnreachable,
 	// ErrInvalidInfo, ErrNotifyFailed, or context.DeadlineExceeded).
+	//
+	// Optionally, an error in the chain may have the methods PluginType() string and
+	// PluginName() string (found with errors.As). The reconciler then shows them in the
+	// socket's status, and a socket that failed with ErrNoHandler is retried only when a
+	// handler for that type appears, rather than on any change of the handler set.
 	Register(ctx context.Context, s statecache.Socket) error
 	// Deregister removes p from the actual state and calls its handler's DeRegisterPlugin.
 	Deregister(ctx context.Context, p statecache.Plugin) error
@@ -93,7 +99,8 @@ type Config struct {
 	// own, in order per socket, never while the reconciler holds a lock and never from the
 	// reconciler's loop, so a slow callback does not hold up registrations. It must still be
 	// fast: while it runs, further changes of a socket are coalesced and it later sees only
-	// the newest status of that socket. Defaults to nil: no calls.
+	// the newest status of that socket. Run delivers what is left and waits for the last call
+	// before it returns. Defaults to nil: no calls.
 	OnStatusChange func(SocketStatus)
 }
 
