@@ -54,8 +54,7 @@ type Handlers interface {
 }
 
 // Operations registers and deregisters plugins; the registration package's Registrar is the
-// real one, reconcilertest.Operations a fake. Both
-// calls must return soon after ctx is done.
+// real one, reconcilertest.Operations a fake. Both calls must return soon after ctx is done.
 type Operations interface {
 	// Register dials the socket, asks GetInfo, validates with the type's handler, records the
 	// plugin in the actual state, registers and notifies. On success the plugin is in Actual.
