@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ type harness struct {
 	syncN   int
 	cancel  context.CancelFunc
 	done    chan error
+	logs    *logBuffer
 }
 
 // option changes the Config before New, or the Watcher after it.
@@ -74,6 +76,7 @@ func newHarness(t testing.TB, setup []string, opts ...option) *harness {
 		desired: statecache.NewDesired(),
 		fsw:     make(chan *fsnotify.Watcher, 1),
 		ids:     make(map[string]statecache.Identity),
+		logs:    &logBuffer{},
 	}
 	t.Cleanup(func() {
 		h.stop()
@@ -90,7 +93,7 @@ func newHarness(t testing.TB, setup []string, opts ...option) *harness {
 	}
 	cfg := Config{Dir: h.dir, Desired: h.desired}
 	if _, bench := t.(*testing.B); !bench {
-		cfg.Logger = testLogger(t)
+		cfg.Logger = testLogger(t, h.logs)
 	}
 	for _, o := range opts {
 		if o.cfg != nil {
@@ -363,13 +366,33 @@ func (h *harness) step(line string) {
 }
 
 // testLogger sends the watcher's logs to the test log, shown when a test fails or with -v.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// The lines are also kept in buf for tests that check what was logged.
+func testLogger(t testing.TB, buf *logBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t, buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tlogWriter struct{ t testing.TB }
+type tlogWriter struct {
+	t   testing.TB
+	buf *logBuffer
+}
 
 func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	w.buf.mu.Lock()
+	w.buf.b.Write(p)
+	w.buf.mu.Unlock()
 	return len(p), nil
+}
+
+// logBuffer holds what the watcher logged.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// String returns everything logged so far.
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

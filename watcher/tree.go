@@ -222,7 +222,9 @@ func (w *Watcher) watchDir(p string, fi fs.FileInfo) bool {
 	w.dirs[p] = st
 	w.errs.Add(1)
 	w.watchFailure.Add(1)
-	w.addFailed = append(w.addFailed, p)
+	if w.inRelist {
+		w.unwatched++
+	}
 	if errors.Is(err, syscall.ENOSPC) {
 		w.log.Warn("cannot watch directory: inotify watch limit reached; raise the sysctl fs.inotify.max_user_watches (its sockets are found only by the periodic re-list until then)",
 			"path", p, "err", err)
@@ -313,7 +315,7 @@ func (w *Watcher) rootGone(op string) {
 func (w *Watcher) relist(reason string, urgent bool) (err error) {
 	start := time.Now()
 	w.inRelist = true
-	w.addFailed = w.addFailed[:0]
+	w.unwatched = 0
 	defer func() { w.inRelist = false }()
 
 	// Forget the directories that are gone or replaced, so that their stale watches do not
@@ -374,12 +376,12 @@ func (w *Watcher) relist(reason string, urgent bool) (err error) {
 	}
 
 	attrs := []any{"reason", reason, "sockets", len(found), "added", added, "removed", removed,
-		"unwatched_dirs", len(w.addFailed), "took", time.Since(start)}
+		"unwatched_dirs", w.unwatched, "took", time.Since(start)}
 	switch {
 	case reason == relistStart:
 		w.log.Info("watching socket directory", attrs...)
 	case !urgent && added+removed > 0:
-		w.log.Warn("periodic re-list repaired the desired state (events were missed)", attrs...)
+		w.log.Warn("periodic re-list repaired the desired state (events were missed, or directories are unwatched)", attrs...)
 	case urgent:
 		w.log.Info("re-list done", attrs...)
 	default:

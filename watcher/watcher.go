@@ -112,7 +112,7 @@ type Watcher struct {
 	dirs      map[string]dirState // directories seen under dir (dir itself included)
 	parent    dirState            // the watch on dir's parent, which reports dir's removal
 	inRelist  bool                // a failure to watch does not ask for another re-list
-	addFailed []string            // directories whose watch failed during the current scan
+	unwatched int                 // directories whose watch failed during the current re-list
 	sched     schedule
 }
 

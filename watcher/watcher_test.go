@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestScripts(t *testing.T) {
 		setup  []string // run before the watcher starts
 		script []string
 		opts   []option
+		after  func(t *testing.T, h *harness) // more checks once the script is done
 	}{
 		{
 			name: "existing sockets at start, nested",
@@ -181,12 +183,26 @@ func TestScripts(t *testing.T) {
 				"mkdirsock nowatch/deeper 1", "want nowatch/s nowatch/s2 nowatch/deeper/s0",
 				"rm nowatch/s", "want nowatch/s2 nowatch/deeper/s0",
 			},
+			after: func(t *testing.T, h *harness) {
+				if st := h.w.Stats(); st.WatchFailure == 0 || st.Errors < st.WatchFailure {
+					t.Errorf("stats = %+v, want watch failures counted as errors", st)
+				}
+				logs := h.logs.String()
+				for _, want := range []string{"fs.inotify.max_user_watches", "path=" + h.abs("nowatch")} {
+					if !strings.Contains(logs, want) {
+						t.Errorf("the logs do not mention %q", want)
+					}
+				}
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, tt.setup, tt.opts...)
 			h.run(tt.script)
+			if tt.after != nil {
+				tt.after(t, h)
+			}
 		})
 	}
 }
