@@ -221,7 +221,7 @@ func (w *Watcher) watchDir(p string, fi fs.FileInfo) bool {
 	}
 	w.dirs[p] = st
 	w.errs.Add(1)
-	w.watchFailure.Add(1)
+	w.watchFailures.Add(1)
 	if w.inRelist {
 		w.unwatched++
 	}
@@ -288,7 +288,7 @@ func (w *Watcher) watchParent() {
 	}
 	if err := w.fsw.Add(parent); err != nil {
 		w.errs.Add(1)
-		w.watchFailure.Add(1)
+		w.watchFailures.Add(1)
 		w.log.Warn("cannot watch the socket directory's parent; its removal is noticed only by the periodic re-list",
 			"path", parent, "err", err)
 		return

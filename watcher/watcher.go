@@ -80,7 +80,7 @@ type Config struct {
 type Stats struct {
 	Relists      uint64 // full re-lists done, the first one at start included
 	Errors       uint64 // errors from fsnotify (overflows included) and failures to add a watch
-	WatchFailure uint64 // failures to add a watch (a subset of Errors)
+	WatchFailures uint64 // failures to add a watch (a subset of Errors)
 	Events       uint64 // fsnotify events handled (chmod and write ones not counted)
 	Watches      int64  // directories watched now, the socket directory's parent included
 }
@@ -99,7 +99,7 @@ type Watcher struct {
 
 	relists      atomic.Uint64
 	errs         atomic.Uint64
-	watchFailure atomic.Uint64
+	watchFailures atomic.Uint64
 	events       atomic.Uint64
 	watches      atomic.Int64
 
@@ -184,7 +184,7 @@ func (w *Watcher) Stats() Stats {
 	return Stats{
 		Relists:      w.relists.Load(),
 		Errors:       w.errs.Load(),
-		WatchFailure: w.watchFailure.Load(),
+		WatchFailures: w.watchFailures.Load(),
 		Events:       w.events.Load(),
 		Watches:      w.watches.Load(),
 	}

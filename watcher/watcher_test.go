@@ -184,7 +184,7 @@ func TestScripts(t *testing.T) {
 				"rm nowatch/s", "want nowatch/s2 nowatch/deeper/s0",
 			},
 			after: func(t *testing.T, h *harness) {
-				if st := h.w.Stats(); st.WatchFailure == 0 || st.Errors < st.WatchFailure {
+				if st := h.w.Stats(); st.WatchFailures == 0 || st.Errors < st.WatchFailures {
 					t.Errorf("stats = %+v, want watch failures counted as errors", st)
 				}
 				logs := h.logs.String()
