@@ -78,11 +78,11 @@ type Config struct {
 
 // Stats are the watcher's counters, for metrics and the admin endpoint.
 type Stats struct {
-	Relists      uint64 // full re-lists done, the first one at start included
-	Errors       uint64 // errors from fsnotify (overflows included) and failures to add a watch
+	Relists       uint64 // full re-lists done, the first one at start included
+	Errors        uint64 // errors from fsnotify (overflows included) and failures to add a watch
 	WatchFailures uint64 // failures to add a watch (a subset of Errors)
-	Events       uint64 // fsnotify events handled (chmod and write ones not counted)
-	Watches      int64  // directories watched now, the socket directory's parent included
+	Events        uint64 // fsnotify events handled (chmod and write ones not counted)
+	Watches       int64  // directories watched now, the socket directory's parent included
 }
 
 // Watcher keeps a statecache.Desired equal to the unix sockets under a directory. Create it
@@ -97,11 +97,11 @@ type Watcher struct {
 	syncedOnce sync.Once
 	started    atomic.Bool
 
-	relists      atomic.Uint64
-	errs         atomic.Uint64
+	relists       atomic.Uint64
+	errs          atomic.Uint64
 	watchFailures atomic.Uint64
-	events       atomic.Uint64
-	watches      atomic.Int64
+	events        atomic.Uint64
+	watches       atomic.Int64
 
 	// Test seams, set before Run: the fsnotify constructor and the way a watch is added.
 	newFSW   func() (*fsnotify.Watcher, error)
@@ -182,11 +182,11 @@ func (w *Watcher) Synced() <-chan struct{} { return w.synced }
 // Stats returns the watcher's counters. It is safe to call at any time.
 func (w *Watcher) Stats() Stats {
 	return Stats{
-		Relists:      w.relists.Load(),
-		Errors:       w.errs.Load(),
+		Relists:       w.relists.Load(),
+		Errors:        w.errs.Load(),
 		WatchFailures: w.watchFailures.Load(),
-		Events:       w.events.Load(),
-		Watches:      w.watches.Load(),
+		Events:        w.events.Load(),
+		Watches:       w.watches.Load(),
 	}
 }
 
