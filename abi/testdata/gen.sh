@@ -1,0 +1,9 @@
+#!/bin/sh
+# Regenerates the .wasm next to each .wat in this directory with wat2wasm (Debian package wabt).
+# The .wasm files are committed so that the tests need no wabt; TestTestdataUpToDate checks them
+# when wat2wasm is installed.
+set -eu
+cd "$(dirname "$0")"
+for wat in *.wat; do
+	wat2wasm "$wat" -o "${wat%.wat}.wasm"
+done
