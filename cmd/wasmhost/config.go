@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// Config is everything the daemon can be told, from the config file and then the flags.
+// docs/configuration.md documents every key; the defaults are in defaultConfig.
+type Config struct {
+	// SocketDir is where plugins create their registration sockets. Defaults to
+	// /var/lib/wasmhost/plugins_registry. Never the kubelet's own plugins_registry.
+	SocketDir string `yaml:"socketDir"`
+	// HandlerDir holds the .wasm handlers. Defaults to /etc/wasmhost/handlers.
+	HandlerDir string `yaml:"handlerDir"`
+	// StateDir holds the compile cache and the admin socket. Defaults to /var/lib/wasmhost.
+	StateDir string `yaml:"stateDir"`
+	// ShutdownTimeout bounds a graceful shutdown; past it the daemon exits. Defaults to 10s.
+	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+
+	Log          LogConfig          `yaml:"log"`
+	Watcher      WatcherConfig      `yaml:"watcher"`
+	Reconciler   ReconcilerConfig   `yaml:"reconciler"`
+	Registration RegistrationConfig `yaml:"registration"`
+	Handlers     HandlersConfig     `yaml:"handlers"`
+	Admin        AdminConfig        `yaml:"admin"`
+	Metrics      MetricsConfig      `yaml:"metrics"`
+}
+
+// LogConfig sets the daemon's log output.
+type LogConfig struct {
+	// Format is auto (coloured text on a terminal, JSON otherwise), text or json. Defaults to auto.
+	Format string `yaml:"format"`
+	// Level is debug, info, warn or error. Defaults to info.
+	Level string `yaml:"level"`
+}
+
+// WatcherConfig tunes the socket directory watcher.
+type WatcherConfig struct {
+	// Resync is the period of the safety-net re-list of the socket tree; 0 disables it.
+	// Defaults to 5m. Any watcher error triggers a re-list at once regardless.
+	Resync Duration `yaml:"resync"`
+}
+
+// ReconcilerConfig tunes the reconciler.
+type ReconcilerConfig struct {
+	// Resync is the period of the safety-net full pass. Defaults to 1m.
+	Resync Duration `yaml:"resync"`
+	// InitialBackoff is the first retry delay after a failed operation. Defaults to 500ms.
+	InitialBackoff Duration `yaml:"initialBackoff"`
+	// MaxBackoff caps the doubling retry delay. Defaults to 2m2s.
+	MaxBackoff Duration `yaml:"maxBackoff"`
+	// MaxConcurrent bounds the operations running at once. Defaults to 64.
+	MaxConcurrent int `yaml:"maxConcurrent"`
+}
+
+// RegistrationConfig bounds the calls to plugins.
+type RegistrationConfig struct {
+	// DialTimeout bounds connecting to a plugin socket. Defaults to 10s.
+	DialTimeout Duration `yaml:"dialTimeout"`
+	// GetInfoTimeout bounds the GetInfo call. Defaults to 5s.
+	GetInfoTimeout Duration `yaml:"getInfoTimeout"`
+	// NotifyTimeout bounds each NotifyRegistrationStatus call. Defaults to 5s.
+	NotifyTimeout Duration `yaml:"notifyTimeout"`
+}
+
+// HandlersConfig sets the WebAssembly sandbox.
+type HandlersConfig struct {
+	// CallTimeout bounds every handler call. Defaults to 5s.
+	CallTimeout Duration `yaml:"callTimeout"`
+	// MemoryLimit caps each handler instance's linear memory. Defaults to 64MiB.
+	MemoryLimit ByteSize `yaml:"memoryLimit"`
+	// PoolSize is the number of instances kept per handler. Defaults to the number of CPUs.
+	PoolSize int `yaml:"poolSize"`
+	// AllowInsecure loads handler files and directories that others than their owner may
+	// write. Defaults to false.
+	AllowInsecure bool `yaml:"allowInsecure"`
+	// Types grants capabilities per plugin type. Defaults to none: deny by default.
+	Types map[string]TypeConfig `yaml:"types"`
+}
+
+// TypeConfig is what the operator grants the handlers of one plugin type.
+type TypeConfig struct {
+	// Capabilities the handler of this type may import, e.g. [plugin_call]. Defaults to none.
+	Capabilities []string `yaml:"capabilities"`
+}
+
+// AdminConfig places the admin API.
+type AdminConfig struct {
+	// Socket is the admin API's unix socket (mode 0600). Defaults to <stateDir>/admin.sock.
+	Socket string `yaml:"socket"`
+}
+
+// MetricsConfig places the Prometheus and health endpoints.
+type MetricsConfig struct {
+	// Listen is "off", "unix:/path", or host:port. Defaults to 127.0.0.1:9436.
+	Listen string `yaml:"listen"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		SocketDir:       "/var/lib/wasmhost/plugins_registry",
+		HandlerDir:      "/etc/wasmhost/handlers",
+		StateDir:        "/var/lib/wasmhost",
+		ShutdownTimeout: Duration(10 * time.Second),
+		Log:             LogConfig{Format: "auto", Level: "info"},
+		Watcher:         WatcherConfig{Resync: Duration(5 * time.Minute)},
+		Reconciler: ReconcilerConfig{
+			Resync:         Duration(time.Minute),
+			InitialBackoff: Duration(500 * time.Millisecond),
+			MaxBackoff:     Duration(2*time.Minute + 2*time.Second),
+			MaxConcurrent:  64,
+		},
+		Registration: RegistrationConfig{
+			DialTimeout:    Duration(10 * time.Second),
+			GetInfoTimeout: Duration(5 * time.Second),
+			NotifyTimeout:  Duration(5 * time.Second),
+		},
+		Handlers: HandlersConfig{
+			CallTimeout: Duration(5 * time.Second),
+			MemoryLimit: 64 << 20,
+		},
+		Metrics: MetricsConfig{Listen: "127.0.0.1:9436"},
+	}
+}
+
+// loadConfigFile reads a YAML config over the defaults. Unknown keys and bad values are errors
+// that name the key and the line.
+func loadConfigFile(path string, into *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(into); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// validate checks the config as a whole and names the key of every mistake.
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for key, v := range map[string]string{"socketDir": c.SocketDir, "handlerDir": c.HandlerDir, "stateDir": c.StateDir} {
+		if v == "" {
+			bad(key, "must not be empty")
+		}
+	}
+	if strings.HasSuffix(strings.TrimSuffix(c.SocketDir, "/"), "/kubelet/plugins_registry") {
+		bad("socketDir", "%s is the kubelet's own socket directory: give wasmhost a directory of its own", c.SocketDir)
+	}
+	positive := map[string]Duration{
+		"shutdownTimeout":             c.ShutdownTimeout,
+		"reconciler.resync":           c.Reconciler.Resync,
+		"reconciler.initialBackoff":   c.Reconciler.InitialBackoff,
+		"reconciler.maxBackoff":       c.Reconciler.MaxBackoff,
+		"registration.dialTimeout":    c.Registration.DialTimeout,
+		"registration.getInfoTimeout": c.Registration.GetInfoTimeout,
+		"registration.notifyTimeout":  c.Registration.NotifyTimeout,
+		"handlers.callTimeout":        c.Handlers.CallTimeout,
+	}
+	for key, d := range positive {
+		if d <= 0 {
+			bad(key, "must be a positive duration, got %s", time.Duration(d))
+		}
+	}
+	if c.Watcher.Resync < 0 {
+		bad("watcher.resync", "must not be negative (0 disables it), got %s", time.Duration(c.Watcher.Resync))
+	}
+	if c.Reconciler.MaxBackoff < c.Reconciler.InitialBackoff {
+		bad("reconciler.maxBackoff", "%s is below reconciler.initialBackoff %s", time.Duration(c.Reconciler.MaxBackoff), time.Duration(c.Reconciler.InitialBackoff))
+	}
+	if c.Reconciler.MaxConcurrent < 1 {
+		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)
+	}
+	if c.Handlers.MemoryLimit < 64<<10 || c.Handlers.MemoryLimit > 4<<30 {
+		bad("handlers.memoryLimit", "must be between 64KiB and 4GiB, got %s", c.Handlers.MemoryLimit)
+	}
+	if c.Handlers.PoolSize < 0 {
+		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)
+	}
+	for typ, tc := range c.Handlers.Types {
+		if typ == "" {
+			bad("handlers.types", "a plugin type must not be empty")
+		}
+		for _, capName := range tc.Capabilities {
+			if _, ok := abi.CapabilityImports[capName]; !ok {
+				bad("handlers.types."+typ+".capabilities", "unknown capability %q (known: %s)", capName, strings.Join(knownCapabilities(), ", "))
+			}
+		}
+	}
+	switch strings.ToLower(c.Log.Format) {
+	case "auto", "text", "json":
+	default:
+		bad("log.format", "want auto, text or json, got %q", c.Log.Format)
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if l := c.Metrics.Listen; l != "" && l != "off" && !strings.HasPrefix(l, "unix:") && !strings.Contains(l, ":") {
+		bad("metrics.listen", "want off, unix:/path or host:port, got %q", l)
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// grants returns the capabilities granted per plugin type.
+func (c *Config) grants() map[string][]string {
+	out := make(map[string][]string, len(c.Handlers.Types))
+	for typ, tc := range c.Handlers.Types {
+		out[typ] = slices.Clone(tc.Capabilities)
+	}
+	return out
+}
+
+// adminSocket returns the admin socket path, defaulted under the state directory.
+func (c *Config) adminSocket() string {
+	if c.Admin.Socket != "" {
+		return c.Admin.Socket
+	}
+	return strings.TrimSuffix(c.StateDir, "/") + "/admin.sock"
+}
+
+func knownCapabilities() []string {
+	var out []string
+	for k := range abi.CapabilityImports {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Duration is a time.Duration written as "500ms", "2m2s" in the config file.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 500ms, 5s, 2m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Set and Type make Duration a pflag.Value, so a flag overrides the file.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d *Duration) Type() string { return "duration" }
+
+// ByteSize is a size written as "64MiB", "512KiB" or a plain number of bytes.
+type ByteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+func parseByteSize(s string) (ByteSize, error) {
+	s = strings.TrimSpace(s)
+	for _, u := range sizeUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+			if err != nil || n < 0 {
+				return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 512KiB)", s)
+			}
+			return ByteSize(n * u.mult), nil
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 512KiB)", s)
+	}
+	return ByteSize(n), nil
+}
+
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+func (b ByteSize) String() string {
+	for _, u := range sizeUnits {
+		if int64(b) >= u.mult && int64(b)%u.mult == 0 {
+			return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}
+
+func (b *ByteSize) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+func (b *ByteSize) Type() string { return "size" }
