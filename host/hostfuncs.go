@@ -1,0 +1,383 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
+
+// maxOutputPerCall caps what one call (or one instantiation) may log, through the log host
+// function and stdout/stderr together. What goes over is dropped, and said so once.
+const maxOutputPerCall = 64 << 10
+
+// maxPluginResponse caps a plugin_call response the host accepts from the plugin.
+const maxPluginResponse = 1 << 20
+
+// callState is what the host functions know about the guest call they run in. It travels in
+// the call's context; one instance runs one call at a time, so it needs no lock.
+type callState struct {
+	m      *Module
+	inst   *instance
+	export string // the running export, or "_initialize"
+
+	pluginType string // the type whose handler runs; "" outside plugin calls
+	plugin     string // the plugin's name
+	endpoint   string // the plugin's endpoint, for plugin_call
+
+	req []byte // the encoded abi.PluginRequest
+
+	result     []byte // set by result_set
+	resultOver int    // size of the last refused (oversized) result; 0 once one fits
+
+	published map[string]string // non-nil only during ExportRegister
+
+	pluginCallErr string // reason of the last failed plugin_call
+}
+
+type stateKey struct{}
+
+func withState(ctx context.Context, st *callState) context.Context {
+	return context.WithValue(ctx, stateKey{}, st)
+}
+
+func stateOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(stateKey{}).(*callState)
+	return st
+}
+
+// guestFault is the panic value of a host function handed a pointer and length outside the
+// guest's memory. wazero turns the panic into an error of that guest call; the host then
+// reports ErrTrap and throws the instance away.
+type guestFault struct {
+	fn   string // host function
+	arg  string // which argument
+	ptr  uint32
+	n    uint32
+	size uint32 // memory size in bytes
+}
+
+func (e *guestFault) Error() string {
+	return fmt.Sprintf("%s.%s: %s [%d, %d+%d) is outside the guest memory of %d bytes",
+		abi.ImportModule, e.fn, e.arg, e.ptr, e.ptr, e.n, e.size)
+}
+
+// guestBytes returns the guest memory [ptr, ptr+n) (a view, not a copy), or panics with a
+// guestFault.
+func guestBytes(mod api.Module, fn, arg string, ptr, n uint32) []byte {
+	mem := mod.Memory()
+	if mem == nil {
+		panic(&guestFault{fn: fn, arg: arg, ptr: ptr, n: n})
+	}
+	b, ok := mem.Read(ptr, n)
+	if !ok {
+		panic(&guestFault{fn: fn, arg: arg, ptr: ptr, n: n, size: mem.Size()})
+	}
+	return b
+}
+
+// hostFunc describes one function of the wasmhost host module.
+type hostFunc struct {
+	params  []api.ValueType
+	results []api.ValueType
+	fn      func(m *Module, ctx context.Context, mod api.Module, stack []uint64)
+}
+
+func i32s(n int) []api.ValueType {
+	out := make([]api.ValueType, n)
+	for i := range out {
+		out[i] = api.ValueTypeI32
+	}
+	return out
+}
+
+// hostFuncs are the host functions by name (abi.Import*).
+var hostFuncs = map[string]hostFunc{
+	abi.ImportRequestRead: {i32s(2), i32s(1), (*Module).hostRequestRead},
+	abi.ImportResultSet:   {i32s(2), i32s(1), (*Module).hostResultSet},
+	abi.ImportLog:         {i32s(3), nil, (*Module).hostLog},
+	abi.ImportPublish:     {i32s(4), i32s(1), (*Module).hostPublish},
+	abi.ImportKVGet:       {i32s(4), i32s(1), (*Module).hostKVGet},
+	abi.ImportKVSet:       {i32s(4), i32s(1), (*Module).hostKVSet},
+	abi.ImportKVDelete:    {i32s(2), i32s(1), (*Module).hostKVDelete},
+	abi.ImportPluginCall:  {i32s(6), i32s(1), (*Module).hostPluginCall},
+}
+
+func ret(stack []uint64, code int32) { stack[0] = api.EncodeI32(code) }
+
+func arg(stack []uint64, i int) uint32 { return api.DecodeU32(stack[i]) }
+
+func (m *Module) hostRequestRead(ctx context.Context, mod api.Module, stack []uint64) {
+	ptr, n := arg(stack, 0), arg(stack, 1)
+	buf := guestBytes(mod, abi.ImportRequestRead, "buffer", ptr, n)
+	st := stateOf(ctx)
+	if st == nil || st.pluginType == "" {
+		ret(stack, 0)
+		return
+	}
+	copy(buf, st.req)
+	ret(stack, int32(len(st.req)))
+}
+
+func (m *Module) hostResultSet(ctx context.Context, mod api.Module, stack []uint64) {
+	ptr, n := arg(stack, 0), arg(stack, 1)
+	b := guestBytes(mod, abi.ImportResultSet, "result", ptr, n)
+	st := stateOf(ctx)
+	if st == nil || st.export == initializeExport {
+		ret(stack, abi.CodeDenied)
+		return
+	}
+	if n > abi.MaxResultBytes {
+		st.resultOver = int(n)
+		ret(stack, abi.CodeTooLarge)
+		return
+	}
+	st.result = append(st.result[:0], b...)
+	st.resultOver = 0
+	ret(stack, abi.StatusOK)
+}
+
+func (m *Module) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	level, ptr, n := int32(arg(stack, 0)), arg(stack, 1), arg(stack, 2)
+	b := guestBytes(mod, abi.ImportLog, "message", ptr, n)
+	st := stateOf(ctx)
+	if st == nil {
+		return
+	}
+	var slevel slog.Level
+	switch {
+	case level <= int32(abi.LogDebug):
+		slevel = slog.LevelDebug
+	case level == int32(abi.LogInfo):
+		slevel = slog.LevelInfo
+	case level == int32(abi.LogWarn):
+		slevel = slog.LevelWarn
+	default:
+		slevel = slog.LevelError
+	}
+	cut := false
+	if len(b) > abi.MaxLogLineBytes {
+		b, cut = b[:abi.MaxLogLineBytes], true
+	}
+	st.inst.emit(ctx, st, slevel, "log", b, cut)
+}
+
+func (m *Module) hostPublish(ctx context.Context, mod api.Module, stack []uint64) {
+	key := guestBytes(mod, abi.ImportPublish, "key", arg(stack, 0), arg(stack, 1))
+	val := guestBytes(mod, abi.ImportPublish, "value", arg(stack, 2), arg(stack, 3))
+	st := stateOf(ctx)
+	switch {
+	case st == nil || st.published == nil:
+		ret(stack, abi.CodeDenied)
+	case len(key) == 0:
+		ret(stack, abi.CodeBadRequest)
+	case len(key) > abi.MaxKeyBytes || len(val) > abi.MaxValueBytes:
+		ret(stack, abi.CodeTooLarge)
+	default:
+		if _, ok := st.published[string(key)]; !ok && len(st.published) >= abi.MaxPublishedKeys {
+			ret(stack, abi.CodeTooLarge)
+			return
+		}
+		st.published[string(key)] = string(val)
+		ret(stack, abi.StatusOK)
+	}
+}
+
+// kvStore is the in-memory key-value store of one plugin type, shared by the successive
+// modules that handle it.
+type kvStore struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// kvFor returns the store of the running call's plugin type, or nil outside plugin calls.
+func (m *Module) kvFor(st *callState) *kvStore {
+	if st == nil || st.pluginType == "" {
+		return nil
+	}
+	return m.h.kvStore(st.pluginType)
+}
+
+func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) {
+	key := guestBytes(mod, abi.ImportKVGet, "key", arg(stack, 0), arg(stack, 1))
+	buf := guestBytes(mod, abi.ImportKVGet, "buffer", arg(stack, 2), arg(stack, 3))
+	kv := m.kvFor(stateOf(ctx))
+	switch {
+	case kv == nil:
+		ret(stack, abi.CodeDenied)
+	case len(key) == 0:
+		ret(stack, abi.CodeBadRequest)
+	case len(key) > abi.MaxKeyBytes:
+		ret(stack, abi.CodeTooLarge)
+	default:
+		kv.mu.Lock()
+		v, ok := kv.m[string(key)]
+		if ok {
+			copy(buf, v)
+		}
+		kv.mu.Unlock()
+		if !ok {
+			ret(stack, abi.CodeNotFound)
+			return
+		}
+		ret(stack, int32(len(v)))
+	}
+}
+
+func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) {
+	key := guestBytes(mod, abi.ImportKVSet, "key", arg(stack, 0), arg(stack, 1))
+	val := guestBytes(mod, abi.ImportKVSet, "value", arg(stack, 2), arg(stack, 3))
+	kv := m.kvFor(stateOf(ctx))
+	switch {
+	case kv == nil:
+		ret(stack, abi.CodeDenied)
+	case len(key) == 0:
+		ret(stack, abi.CodeBadRequest)
+	case len(key) > abi.MaxKeyBytes || len(val) > abi.MaxValueBytes:
+		ret(stack, abi.CodeTooLarge)
+	default:
+		kv.mu.Lock()
+		defer kv.mu.Unlock()
+		if _, ok := kv.m[string(key)]; !ok && len(kv.m) >= abi.MaxKVEntries {
+			ret(stack, abi.CodeTooLarge)
+			return
+		}
+		kv.m[string(key)] = append([]byte(nil), val...)
+		ret(stack, abi.StatusOK)
+	}
+}
+
+func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint64) {
+	key := guestBytes(mod, abi.ImportKVDelete, "key", arg(stack, 0), arg(stack, 1))
+	kv := m.kvFor(stateOf(ctx))
+	switch {
+	case kv == nil:
+		ret(stack, abi.CodeDenied)
+	case len(key) == 0:
+		ret(stack, abi.CodeBadRequest)
+	case len(key) > abi.MaxKeyBytes:
+		ret(stack, abi.CodeTooLarge)
+	default:
+		kv.mu.Lock()
+		delete(kv.m, string(key))
+		kv.mu.Unlock()
+		ret(stack, abi.StatusOK)
+	}
+}
+
+func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uint64) {
+	method := guestBytes(mod, abi.ImportPluginCall, "method", arg(stack, 0), arg(stack, 1))
+	req := guestBytes(mod, abi.ImportPluginCall, "request", arg(stack, 2), arg(stack, 3))
+	resp := guestBytes(mod, abi.ImportPluginCall, "response buffer", arg(stack, 4), arg(stack, 5))
+	st := stateOf(ctx)
+	caller := m.h.cfg.PluginCaller
+	switch {
+	case st == nil || st.pluginType == "" || caller == nil ||
+		!m.h.cfg.granted(st.pluginType, abi.CapabilityPluginCall):
+		ret(stack, abi.CodeDenied)
+		return
+	case len(method) == 0 || !utf8.Valid(method):
+		ret(stack, abi.CodeBadRequest)
+		return
+	case len(req) > abi.MaxRequestBytes:
+		ret(stack, abi.CodeTooLarge)
+		return
+	case st.endpoint == "":
+		st.pluginCallErr = "the plugin has no endpoint"
+		ret(stack, abi.CodeFailed)
+		return
+	}
+	// The guest's memory may move while the call runs (it cannot: the instance is blocked
+	// here), but the caller must not retain req, so pass a copy.
+	out, err := caller.Call(ctx, st.endpoint, string(method), append([]byte(nil), req...), maxPluginResponse)
+	if err != nil {
+		st.pluginCallErr = err.Error()
+		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
+			slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
+			slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
+		ret(stack, abi.CodeFailed)
+		return
+	}
+	if len(out) > maxPluginResponse {
+		st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d", len(out), maxPluginResponse)
+		ret(stack, abi.CodeTooLarge)
+		return
+	}
+	copy(resp, out)
+	ret(stack, int32(len(out)))
+}
+
+// guestOutput captures an instance's stdout or stderr into the log, line by line; long lines
+// are cut and the bytes per call are capped.
+type guestOutput struct {
+	inst   *instance
+	stream string
+	level  slog.Level
+	line   []byte
+	cut    bool
+}
+
+func (o *guestOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if room := abi.MaxLogLineBytes - len(o.line); len(chunk) > room {
+			o.line = append(o.line, chunk[:room]...)
+			o.cut = true
+		} else {
+			o.line = append(o.line, chunk...)
+		}
+		if i < 0 {
+			break
+		}
+		o.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (o *guestOutput) flush() {
+	if len(o.line) == 0 && !o.cut {
+		return
+	}
+	st := o.inst.st
+	ctx := context.Background()
+	o.inst.emit(ctx, st, o.level, o.stream, o.line, o.cut)
+	o.line, o.cut = o.line[:0], false
+}
+
+// emit logs one guest line, within the per-call budget of the instance.
+func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, stream string, line []byte, cut bool) {
+	m := in.m
+	if in.budget <= 0 {
+		return
+	}
+	in.budget -= len(line)
+	attrs := make([]slog.Attr, 0, 7)
+	if st != nil && st.pluginType != "" {
+		attrs = append(attrs, slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin))
+	}
+	attrs = append(attrs, slog.String("handler", m.file), slog.String("stream", stream))
+	if st != nil {
+		attrs = append(attrs, slog.String("export", st.export))
+	}
+	if cut {
+		attrs = append(attrs, slog.Bool("cut", true))
+	}
+	m.h.log.LogAttrs(ctx, level, strings.ToValidUTF8(string(line), "\uFFFD"), attrs...)
+	if in.budget <= 0 {
+		m.h.log.LogAttrs(ctx, slog.LevelWarn, "handler output over the per-call limit; the rest of this call's output is dropped",
+			slog.String("handler", m.file), slog.Int("limit_bytes", maxOutputPerCall))
+	}
+}

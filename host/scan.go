@@ -1,0 +1,175 @@
+package host
+
+import (
+	"bytes"
+	"errors"
+)
+
+// scanInfo is what the host learns from a module's bytes before compiling it, to refuse it
+// with a precise message instead of the compiler's.
+type scanInfo struct {
+	// memMin is the largest minimum, in pages, of the memories the module defines.
+	memMin uint64
+	// imports are the module's imports, when the import section could be read; nil otherwise
+	// (the compiler then reports what is wrong).
+	imports []scanImport
+}
+
+type scanImport struct {
+	module, name string
+	kind         byte // 0 func, 1 table, 2 memory, 3 global, 4 tag
+}
+
+var importKinds = [...]string{"function", "table", "memory", "global", "tag"}
+
+func (i scanImport) kindName() string {
+	if int(i.kind) < len(importKinds) {
+		return importKinds[i.kind]
+	}
+	return "unknown"
+}
+
+var wasmHeader = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+
+var errNotWasm = errors.New("not a WebAssembly binary module (bad magic number or version)")
+
+// scanModule reads the header, the import section and the memory section of a binary module.
+// Only a bad header is an error: for anything else it cannot read it returns what it has and
+// leaves the diagnosis to the compiler.
+func scanModule(b []byte) (scanInfo, error) {
+	var info scanInfo
+	if len(b) < len(wasmHeader) || !bytes.Equal(b[:len(wasmHeader)], wasmHeader) {
+		return info, errNotWasm
+	}
+	r := reader{b: b[len(wasmHeader):]}
+	for len(r.b) > 0 {
+		id, ok := r.byte()
+		if !ok {
+			return info, nil
+		}
+		size, ok := r.uleb(32)
+		if !ok || size > uint64(len(r.b)) {
+			return info, nil
+		}
+		sec := reader{b: r.b[:size]}
+		r.b = r.b[size:]
+		switch id {
+		case 2:
+			info.imports = sec.imports()
+		case 5:
+			n, ok := sec.uleb(32)
+			for i := uint64(0); ok && i < n; i++ {
+				var lim uint64
+				lim, ok = sec.limitsMin()
+				if ok && lim > info.memMin {
+					info.memMin = lim
+				}
+			}
+		}
+	}
+	return info, nil
+}
+
+type reader struct{ b []byte }
+
+func (r *reader) byte() (byte, bool) {
+	if len(r.b) == 0 {
+		return 0, false
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c, true
+}
+
+// uleb reads an unsigned LEB128 number of at most bits bits.
+func (r *reader) uleb(bits uint) (uint64, bool) {
+	var v uint64
+	for shift := uint(0); shift < bits+7; shift += 7 {
+		c, ok := r.byte()
+		if !ok {
+			return 0, false
+		}
+		v |= uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+func (r *reader) name() (string, bool) {
+	n, ok := r.uleb(32)
+	if !ok || n > uint64(len(r.b)) {
+		return "", false
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s, true
+}
+
+// limitsMin reads memory or table limits and returns the minimum.
+func (r *reader) limitsMin() (uint64, bool) {
+	flag, ok := r.byte()
+	if !ok || flag > 7 {
+		return 0, false
+	}
+	bits := uint(32)
+	if flag&4 != 0 { // 64-bit memory
+		bits = 64
+	}
+	min, ok := r.uleb(bits)
+	if !ok {
+		return 0, false
+	}
+	if flag&1 != 0 {
+		if _, ok = r.uleb(bits); !ok {
+			return 0, false
+		}
+	}
+	return min, true
+}
+
+func (r *reader) imports() []scanImport {
+	n, ok := r.uleb(32)
+	if !ok {
+		return nil
+	}
+	out := make([]scanImport, 0, min(n, 1024))
+	for i := uint64(0); i < n; i++ {
+		var imp scanImport
+		if imp.module, ok = r.name(); !ok {
+			return nil
+		}
+		if imp.name, ok = r.name(); !ok {
+			return nil
+		}
+		if imp.kind, ok = r.byte(); !ok {
+			return nil
+		}
+		switch imp.kind {
+		case 0: // type index
+			_, ok = r.uleb(32)
+		case 1: // reference type, limits
+			if _, ok = r.byte(); ok {
+				_, ok = r.limitsMin()
+			}
+		case 2:
+			_, ok = r.limitsMin()
+		case 3: // value type, mutability
+			if _, ok = r.byte(); ok {
+				_, ok = r.byte()
+			}
+		case 4: // attribute, type index
+			if _, ok = r.byte(); ok {
+				_, ok = r.uleb(32)
+			}
+		default:
+			return nil
+		}
+		if !ok {
+			return nil
+		}
+		out = append(out, imp)
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+;; Type "garbage.example". validate returns status 77; register sets a 5000-byte result and
+;; rejects; deregister tries a 5000-byte result, then sets a short one and accepts.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0fgarbage.example")
+  (data (i32.const 100) "short")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 17)))
+    (i32.const 0))
+  (func (export "wasmhost_validate") (param i32) (result i32) (i32.const 77))
+  (func (export "wasmhost_register") (param i32) (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 5000)))
+    (i32.const 1))
+  (func (export "wasmhost_deregister") (param i32) (result i32)
+    (if (i32.ne (call $result_set (i32.const 0) (i32.const 5000)) (i32.const -2))
+      (then (return (i32.const 2))))
+    (drop (call $result_set (i32.const 100) (i32.const 5)))
+    (i32.const 0)))

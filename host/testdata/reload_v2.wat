@@ -1,0 +1,14 @@
+;; Version 2 of type "reload.example": validate rejects with "v2"; deregister accepts.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0ereload.example\1a\02v2")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 20)))
+    (i32.const 0))
+  (func (export "wasmhost_validate") (param i32) (result i32)
+    (drop (call $result_set (i32.const 17) (i32.const 2)))
+    (i32.const 1))
+  (func (export "wasmhost_register") (param i32) (result i32) (i32.const 0))
+  (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
