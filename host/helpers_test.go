@@ -22,8 +22,8 @@ type logs struct {
 }
 
 func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *logs) WithGroup(string) slog.Handler           { return l }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logs) WithGroup(string) slog.Handler            { return l }
 func (l *logs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	l.recs = append(l.recs, r.Clone())
