@@ -39,7 +39,7 @@ type callState struct {
 
 	published map[string]string // non-nil only during ExportRegister
 
-	pluginCallErr string // reason of the last failed plugin_call
+	pluginCallErr string // reason of the last host function that returned CodeFailed
 }
 
 type stateKey struct{}
@@ -83,31 +83,26 @@ func guestBytes(mod api.Module, fn, arg string, ptr, n uint32) []byte {
 	return b
 }
 
-// hostFunc describes one function of the wasmhost host module.
-type hostFunc struct {
-	params  []api.ValueType
-	results []api.ValueType
-	fn      func(m *Module, ctx context.Context, mod api.Module, stack []uint64)
+// hostFuncs implements every host function of abi.ImportSignatures, by name.
+var hostFuncs = map[string]func(m *Module, ctx context.Context, mod api.Module, stack []uint64){
+	abi.ImportRequestRead: (*Module).hostRequestRead,
+	abi.ImportResultSet:   (*Module).hostResultSet,
+	abi.ImportLog:         (*Module).hostLog,
+	abi.ImportPublish:     (*Module).hostPublish,
+	abi.ImportKVGet:       (*Module).hostKVGet,
+	abi.ImportKVSet:       (*Module).hostKVSet,
+	abi.ImportKVDelete:    (*Module).hostKVDelete,
+	abi.ImportPluginCall:  (*Module).hostPluginCall,
+	abi.ImportErrorRead:   (*Module).hostErrorRead,
 }
 
-func i32s(n int) []api.ValueType {
-	out := make([]api.ValueType, n)
-	for i := range out {
-		out[i] = api.ValueTypeI32
+// valueTypes converts an ABI signature's types to wazero's (they share the binary encoding).
+func valueTypes(ts []abi.ValueType) []api.ValueType {
+	out := make([]api.ValueType, len(ts))
+	for i, t := range ts {
+		out[i] = api.ValueType(t)
 	}
 	return out
-}
-
-// hostFuncs are the host functions by name (abi.Import*).
-var hostFuncs = map[string]hostFunc{
-	abi.ImportRequestRead: {i32s(2), i32s(1), (*Module).hostRequestRead},
-	abi.ImportResultSet:   {i32s(2), i32s(1), (*Module).hostResultSet},
-	abi.ImportLog:         {i32s(3), nil, (*Module).hostLog},
-	abi.ImportPublish:     {i32s(4), i32s(1), (*Module).hostPublish},
-	abi.ImportKVGet:       {i32s(4), i32s(1), (*Module).hostKVGet},
-	abi.ImportKVSet:       {i32s(4), i32s(1), (*Module).hostKVSet},
-	abi.ImportKVDelete:    {i32s(2), i32s(1), (*Module).hostKVDelete},
-	abi.ImportPluginCall:  {i32s(6), i32s(1), (*Module).hostPluginCall},
 }
 
 func ret(stack []uint64, code int32) { stack[0] = api.EncodeI32(code) }
@@ -130,7 +125,7 @@ func (m *Module) hostResultSet(ctx context.Context, mod api.Module, stack []uint
 	ptr, n := arg(stack, 0), arg(stack, 1)
 	b := guestBytes(mod, abi.ImportResultSet, "result", ptr, n)
 	st := stateOf(ctx)
-	if st == nil || st.export == initializeExport {
+	if st == nil || st.export == abi.ExportInitialize {
 		ret(stack, abi.CodeDenied)
 		return
 	}
@@ -312,6 +307,17 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	copy(resp, out)
 	ret(stack, int32(len(out)))
+}
+
+func (m *Module) hostErrorRead(ctx context.Context, mod api.Module, stack []uint64) {
+	buf := guestBytes(mod, abi.ImportErrorRead, "buffer", arg(stack, 0), arg(stack, 1))
+	st := stateOf(ctx)
+	if st == nil {
+		ret(stack, 0)
+		return
+	}
+	copy(buf, st.pluginCallErr)
+	ret(stack, int32(len(st.pluginCallErr)))
 }
 
 // guestOutput captures an instance's stdout or stderr into the log, line by line; long lines

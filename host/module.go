@@ -37,10 +37,6 @@ var exportNames = [numExports]string{
 	abi.ExportABIVersion, abi.ExportManifest, abi.ExportValidate, abi.ExportRegister, abi.ExportDeregister,
 }
 
-// exportParams is the number of i32 parameters of each export; each returns one i32.
-var exportParams = [numExports]int{0, 0, 1, 1, 1}
-
-const initializeExport = "_initialize"
 
 // Module is one compiled and validated handler module and its pool of instances. It
 // implements registration.Handler for the plugin types its manifest declares. Modules that
@@ -233,7 +229,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
 		WithStartFunctions(m.start...)
-	st := &callState{m: m, inst: in, export: initializeExport}
+	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
 	in.st, in.budget = st, maxOutputPerCall
 	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
 	defer cancel()
@@ -522,22 +518,23 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	compiled := time.Since(t0)
 
 	exports := cm.ExportedFunctions()
-	for i, name := range exportNames {
-		def, ok := exports[name]
-		if !ok {
+	for _, name := range abi.RequiredExports {
+		if _, ok := exports[name]; !ok {
 			return nil, badModule(file, nil, "missing export %s", name)
 		}
-		want := sigString(i32s(exportParams[i]), i32s(1))
+	}
+	for name, sig := range abi.ExportSignatures {
+		def, ok := exports[name]
+		if !ok {
+			continue
+		}
+		want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
 		if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
 			return nil, badModule(file, nil, "export %s has signature %s want %s", name, got, want)
 		}
 	}
 	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
 		return nil, badModule(file, nil, "missing export %s (the module's memory)", abi.ExportMemory)
-	}
-	if def, ok := exports[initializeExport]; ok && (len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0) {
-		return nil, badModule(file, nil, "export %s has signature %s want () -> ()", initializeExport,
-			sigString(def.ParamTypes(), def.ResultTypes()))
 	}
 	for _, mem := range cm.ImportedMemories() {
 		mod, name, _ := mem.Import()
@@ -553,11 +550,11 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		mod, name, _ := def.Import()
 		switch mod {
 		case abi.ImportModule:
-			hf, ok := hostFuncs[name]
-			if !ok {
+			sig, ok := abi.ImportSignatures[name]
+			if !ok || hostFuncs[name] == nil {
 				return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
 			}
-			want := sigString(hf.params, hf.results)
+			want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
 			if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
 				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
 			}
@@ -604,8 +601,8 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		idle:  make(chan *instance, h.cfg.PoolSize),
 		done:  make(chan struct{}),
 	}
-	if _, ok := exports[initializeExport]; ok {
-		m.start = []string{initializeExport}
+	if _, ok := exports[abi.ExportInitialize]; ok {
+		m.start = []string{abi.ExportInitialize}
 	}
 	if len(hostImports) > 0 {
 		b := rt.NewHostModuleBuilder(abi.ImportModule)
@@ -615,11 +612,11 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			hf := hostFuncs[name]
+			fn, sig := hostFuncs[name], abi.ImportSignatures[name]
 			b.NewFunctionBuilder().
 				WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-					hf.fn(m, ctx, mod, stack)
-				}), hf.params, hf.results).
+					fn(m, ctx, mod, stack)
+				}), valueTypes(sig.Params), valueTypes(sig.Results)).
 				Export(name)
 		}
 		if _, err := b.Instantiate(ctx); err != nil {

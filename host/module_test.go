@@ -250,12 +250,26 @@ func TestPluginCall(t *testing.T) {
 		Grants:       map[string][]string{"plain.example": {abi.CapabilityPluginCall}},
 	})
 	m2 := mustLoad(t, h2, "ungranted")
-	errContains(t, m2.ValidatePlugin(context.Background(), p), ErrHandlerFailed)
+	errContains(t, m2.ValidatePlugin(context.Background(), p), ErrHandlerFailed, "dial failed")
 	// No endpoint: the call fails without reaching the caller.
 	got = nil
-	errContains(t, m.ValidatePlugin(context.Background(), info("plain.example", "p")), ErrHandlerFailed)
+	errContains(t, m.ValidatePlugin(context.Background(), info("plain.example", "p")), ErrHandlerFailed, "the plugin has no endpoint")
 	if got != nil {
 		t.Errorf("the caller was called without an endpoint: %q", got)
+	}
+}
+
+// TestHostFuncsCoverABI: the host implements every host function of the ABI, and no other.
+func TestHostFuncsCoverABI(t *testing.T) {
+	for name := range abi.ImportSignatures {
+		if hostFuncs[name] == nil {
+			t.Errorf("no implementation of %s.%s", abi.ImportModule, name)
+		}
+	}
+	for name := range hostFuncs {
+		if _, ok := abi.ImportSignatures[name]; !ok {
+			t.Errorf("%s.%s is not in the ABI", abi.ImportModule, name)
+		}
 	}
 }
 

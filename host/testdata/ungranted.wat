@@ -1,6 +1,8 @@
-;; Imports wasmhost.plugin_call. validate calls /svc/Ping with "ping" and rejects with the response (fails if the call fails).
+;; Imports wasmhost.plugin_call. validate calls /svc/Ping with "ping" and rejects with the
+;; response; when the call fails, it fails with the reason read by error_read.
 (module
   (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (import "wasmhost" "error_read" (func $error_read (param i32 i32) (result i32)))
   (import "wasmhost" "plugin_call" (func $plugin_call (param i32 i32 i32 i32 i32 i32) (result i32)))
   (data (i32.const 100) "/svc/Ping")
   (data (i32.const 120) "ping")
@@ -13,7 +15,10 @@
   (func (export "wasmhost_validate") (param i32) (result i32)
     (local $n i32)
     (local.set $n (call $plugin_call (i32.const 100) (i32.const 9) (i32.const 120) (i32.const 4) (i32.const 2048) (i32.const 256)))
-    (if (i32.lt_s (local.get $n) (i32.const 0)) (then (return (i32.const 2))))
+    (if (i32.lt_s (local.get $n) (i32.const 0))
+      (then
+        (drop (call $result_set (i32.const 2048) (call $error_read (i32.const 2048) (i32.const 256))))
+        (return (i32.const 2))))
     (drop (call $result_set (i32.const 2048) (local.get $n)))
     (i32.const 1))
   (func (export "wasmhost_register") (param i32) (result i32) (i32.const 0))
