@@ -37,7 +37,6 @@ var exportNames = [numExports]string{
 	abi.ExportABIVersion, abi.ExportManifest, abi.ExportValidate, abi.ExportRegister, abi.ExportDeregister,
 }
 
-
 // Module is one compiled and validated handler module and its pool of instances. It
 // implements registration.Handler for the plugin types its manifest declares. Modules that
 // Run loads are served through stable per-type handlers in the registry; a Module returned
