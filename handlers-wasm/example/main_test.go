@@ -1,0 +1,43 @@
+package main
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/abi/guest"
+)
+
+// The handler's logic can be tested natively: in a non-wasip1 build the SDK's host functions
+// are an in-memory fake, guest.Fake. (abi/guest's tests build this package for wasip1 and run
+// it under a WebAssembly host.)
+func TestHandler(t *testing.T) {
+	fake := guest.Fake()
+	fake.Reset()
+	t.Cleanup(fake.Reset)
+	var h handler
+	p := guest.Plugin{Type: PluginType, Name: "demo", Endpoint: "/run/demo.sock", Versions: []string{"v1"}}
+
+	var rej *guest.RejectError
+	if err := h.Validate(guest.Plugin{Name: "old", Versions: []string{"v0"}}); !errors.As(err, &rej) {
+		t.Errorf("Validate of a plugin without v1: %v, want a rejection", err)
+	}
+	if err := h.Validate(p); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if err := h.Register(p); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got, want := fake.KV(), map[string]string{"plugin/demo": "/run/demo.sock"}; !maps.Equal(got, want) {
+		t.Errorf("kv after Register: %v, want %v", got, want)
+	}
+	if got, want := fake.Published(), map[string]string{"endpoint": "/run/demo.sock"}; !maps.Equal(got, want) {
+		t.Errorf("published after Register: %v, want %v", got, want)
+	}
+	if err := h.Deregister(p); err != nil {
+		t.Fatalf("Deregister: %v", err)
+	}
+	if got := fake.KV(); len(got) != 0 {
+		t.Errorf("kv after Deregister: %v, want empty", got)
+	}
+}
