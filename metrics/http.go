@@ -1,0 +1,223 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler returns the HTTP handler of the endpoints:
+//
+//	/metrics  the metrics, in any format Prometheus asks for
+//	/healthz  200 "ok" while the process serves at all
+//	/readyz   200 "ok" when Config.Ready returns nil; 503 and the reason otherwise
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		Registry: m.reg,
+	})))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		plain(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := m.readyErr(); err != nil {
+			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
+		plain(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		plain(w, http.StatusOK, "wasmhost: /metrics /healthz /readyz")
+	})
+	return mux
+}
+
+func plain(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+// Run serves Handler on Config.Addr until ctx is done, then shuts the server down: open
+// requests get ShutdownTimeout to finish, then the connections are closed. With Addr "" it
+// serves nothing and just waits for ctx. It returns when every goroutine it started has
+// exited, after removing the unix socket it made. Metrics run once.
+func (m *Metrics) Run(ctx context.Context) error {
+	m.running.Lock()
+	defer m.running.Unlock()
+	if m.ran {
+		return ErrRunning
+	}
+	m.ran = true
+
+	network, address, _ := parseAddr(m.cfg.Addr) // checked by New
+	if network == "" {
+		<-ctx.Done()
+		return nil
+	}
+	var (
+		lis     net.Listener
+		cleanup = func() {}
+		err     error
+	)
+	if network == "unix" {
+		lis, cleanup, err = listenUnix(address)
+	} else {
+		lis, err = net.Listen("tcp", address)
+		if err != nil {
+			err = fmt.Errorf("metrics: listening on %s: %w", address, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	srv := &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+	}
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.Serve(lis) })
+	m.log.Info("metrics listening", "addr", m.cfg.Addr)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("metrics: serving on %s: %w", m.cfg.Addr, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	if err := srv.Shutdown(sctx); err != nil {
+		m.log.Warn("metrics: requests still open after the shutdown timeout; closing connections",
+			"addr", m.cfg.Addr, "timeout", m.cfg.ShutdownTimeout)
+		srv.Close()
+	}
+	cancel()
+	wg.Wait()
+	return runErr
+}
+
+// parseAddr splits a Config.Addr into a network and an address; network "" means off.
+func parseAddr(addr string) (network, address string, err error) {
+	switch {
+	case addr == "":
+		return "", "", nil
+	case strings.HasPrefix(addr, "unix:"):
+		p := strings.TrimPrefix(addr, "unix:")
+		if !filepath.IsAbs(p) {
+			return "", "", fmt.Errorf("%w: Addr %q: want unix: followed by an absolute path", ErrConfig, addr)
+		}
+		if len(p) > maxSocketPath {
+			return "", "", fmt.Errorf("%w: Addr %q: a unix socket path has at most %d bytes", ErrConfig, addr, maxSocketPath)
+		}
+		return "unix", p, nil
+	default:
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			return "", "", fmt.Errorf("%w: Addr %q: want host:port (127.0.0.1:9436, :9436), unix:/path, or empty for off",
+				ErrConfig, addr)
+		}
+		return "tcp", addr, nil
+	}
+}
+
+// maxSocketPath is the longest path a unix socket can be bound to on Linux.
+const maxSocketPath = 107
+
+// listenUnix listens on a unix socket at path with mode 0600, creating its directory (0700)
+// when missing and removing a stale socket left at path. The socket is bound in a private
+// directory beside path and renamed into place once it is 0600, whatever the umask. cleanup
+// removes the socket if it is still the one made here.
+//
+// The admin package has the same function; they are kept apart so that neither package
+// depends on the other.
+func listenUnix(path string) (_ net.Listener, cleanup func(), err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("metrics: creating the directory of socket %s: %w", path, err)
+	}
+	if err := removeStale(path); err != nil {
+		return nil, nil, err
+	}
+	tmpDir, err := os.MkdirTemp(dir, ".m")
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: socket %s: %w", path, err)
+	}
+	defer os.RemoveAll(tmpDir)
+	bind := filepath.Join(tmpDir, "s")
+	if len(bind) > maxSocketPath {
+		bind = path
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bind, Net: "unix"})
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: listening on %s: %w", path, err)
+	}
+	l.SetUnlinkOnClose(false)
+	fail := func(err error) (net.Listener, func(), error) {
+		l.Close()
+		os.Remove(bind)
+		return nil, nil, fmt.Errorf("metrics: socket %s: %w", path, err)
+	}
+	if err := os.Chmod(bind, 0o600); err != nil {
+		return fail(err)
+	}
+	if bind != path {
+		if err := os.Rename(bind, path); err != nil {
+			return fail(err)
+		}
+	}
+	mine, err := os.Lstat(path)
+	if err != nil {
+		return fail(err)
+	}
+	return l, func() {
+		l.Close()
+		if cur, err := os.Lstat(path); err == nil && os.SameFile(mine, cur) {
+			os.Remove(path)
+		}
+	}, nil
+}
+
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("metrics: socket %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%w: %s exists and is not a socket (mode %s); remove it or choose another path",
+			ErrNotSocket, path, fi.Mode())
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%w: %s (is another wasmhost running?)", ErrSocketInUse, path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("metrics: probing the existing socket %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("metrics: removing the stale socket %s: %w", path, err)
+	}
+	return nil
+}
