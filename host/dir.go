@@ -265,13 +265,21 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 		r.h.log.Error("reading handler directory; keeping the handlers loaded", "dir", r.dir, "error", err)
 		return
 	}
+	var names []string
 	seen := make(map[string]bool, len(entries))
 	for _, de := range entries {
-		name := de.Name()
-		if !isHandlerName(name) {
-			continue
+		if name := de.Name(); isHandlerName(name) {
+			names = append(names, name)
+			seen[name] = true
 		}
-		seen[name] = true
+	}
+	// Removals first: a plugin type they free may be claimed by a file refused for it.
+	for name, e := range r.h.files {
+		if !seen[name] {
+			r.remove(e)
+		}
+	}
+	for _, name := range names {
 		e := r.h.files[name]
 		if e == nil {
 			e = &fileEntry{name: name, path: filepath.Join(r.dir, name), stats: new(stats)}
@@ -302,11 +310,6 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 		r.startLoad(e, force)
 		if initial {
 			r.initial[name] = true
-		}
-	}
-	for name, e := range r.h.files {
-		if !seen[name] {
-			r.remove(e)
 		}
 	}
 }
@@ -453,6 +456,7 @@ func (r *reloader) retireType(pluginType, why string) {
 		return
 	}
 	delete(r.handlers, pluginType)
+	r.dirty = true // a file refused for this type may load now
 	if cur, ok := r.h.cfg.Registry.Get(pluginType); ok && cur == registration.Handler(th) {
 		r.h.cfg.Registry.Remove(pluginType)
 	}

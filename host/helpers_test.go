@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,6 +28,9 @@ func (l *logs) WithGroup(string) slog.Handler            { return l }
 func (l *logs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	l.recs = append(l.recs, r.Clone())
+	if os.Getenv("HOSTLOG") != "" {
+		fmt.Fprintln(os.Stderr, r.Time.Format("15:04:05.000"), r.Level, r.Message, attrString(r))
+	}
 	l.mu.Unlock()
 	return nil
 }
@@ -167,4 +171,13 @@ func installFile(t testing.TB, src, dst string) {
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func attrString(r slog.Record) string {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	return b.String()
 }

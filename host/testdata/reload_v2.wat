@@ -8,7 +8,7 @@
     (drop (call $result_set (i32.const 0) (i32.const 20)))
     (i32.const 0))
   (func (export "wasmhost_validate") (param i32) (result i32)
-    (drop (call $result_set (i32.const 17) (i32.const 2)))
+    (drop (call $result_set (i32.const 18) (i32.const 2)))
     (i32.const 1))
   (func (export "wasmhost_register") (param i32) (result i32) (i32.const 0))
   (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
