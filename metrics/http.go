@@ -119,7 +119,7 @@ func (m *Metrics) Run(ctx context.Context) error {
 // parseAddr splits a Config.Addr into a network and an address; network "" means off.
 func parseAddr(addr string) (network, address string, err error) {
 	switch {
-	case addr == "":
+	case addr == "" || addr == "off":
 		return "", "", nil
 	case strings.HasPrefix(addr, "unix:"):
 		p := strings.TrimPrefix(addr, "unix:")

@@ -86,7 +86,7 @@ type HandlerSample struct {
 // Config configures the metrics and their HTTP server. Every function is called at scrape
 // time, from any goroutine; it must be safe for that and return promptly.
 type Config struct {
-	// Addr is where Run serves: "" serves nothing (Run just waits), "unix:/path" a unix
+	// Addr is where Run serves: "" or "off" serves nothing (Run just waits), "unix:/path" a unix
 	// socket (mode 0600; a stale socket there is removed), anything else a TCP host:port.
 	// Defaults to "": off. The daemon's flag defaults to DefaultAddr.
 	Addr string

@@ -207,6 +207,7 @@ func TestNewAddr(t *testing.T) {
 		ok   bool
 	}{
 		{"", true},
+		{"off", true},
 		{metrics.DefaultAddr, true},
 		{":9436", true},
 		{"[::1]:9436", true},

@@ -1,0 +1,813 @@
+package main
+
+// The client commands: plugins, handlers, watch and status ask a running daemon over its admin
+// API (package adminv1) on the admin unix socket.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/wasmhost/wasmhost/admin"
+	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+)
+
+// envAdminSocket overrides the default of --admin-socket for the client commands.
+const envAdminSocket = "WASMHOST_ADMIN_SOCKET"
+
+// clientCallTimeout bounds one list or status call.
+const clientCallTimeout = 10 * time.Second
+
+// Errors of the client commands; the messages say what to do.
+var (
+	errClientNotRunning = errors.New("is wasmhost running? (start it with wasmhost run)")
+	errClientDenied     = errors.New("permission denied")
+)
+
+// newClientCmds returns the commands that talk to a running daemon.
+func newClientCmds() []*cobra.Command {
+	return []*cobra.Command{newPluginsCmd(), newHandlersCmd(), newWatchCmd(), newStatusCmd()}
+}
+
+// clientOpts are the flags every client command has.
+type clientOpts struct {
+	socket string
+	output string
+}
+
+func (o *clientOpts) bind(cmd *cobra.Command, formats ...string) {
+	def := os.Getenv(envAdminSocket)
+	if def == "" {
+		def = admin.DefaultSocketPath
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.socket, "admin-socket", def,
+		"the daemon's admin socket (also from $"+envAdminSocket+")")
+	f.StringVarP(&o.output, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if !slices.Contains(formats, o.output) {
+			return fmt.Errorf("--output %q: want %s", o.output, strings.Join(formats, ", "))
+		}
+		return nil
+	}
+}
+
+func newPluginsCmd() *cobra.Command {
+	var o clientOpts
+	cmd := &cobra.Command{
+		Use:   "plugins",
+		Short: "List the plugin sockets a running daemon knows, and their state",
+		Long: `List every plugin socket the running wasmhost daemon knows, whatever its state:
+
+  registered           the plugin's handler registered it and the plugin was notified
+  pending              seen; registration has not finished yet
+  failing              the last attempt failed (LAST-ERROR); retried with backoff
+  waiting-for-handler  no handler is loaded for the plugin's type; it is registered as
+                       soon as one is
+
+SOCKET is relative to the directory the sockets have in common (-o wide shows the full
+path); AGE is the time since the plugin entered its state. -o wide adds the endpoint,
+attempts, next retry and the handler's file and SHA-256; -o json prints everything.`,
+		Example: `  wasmhost plugins
+  wasmhost plugins -o wide
+  wasmhost plugins -o json | jq -r '.[] | select(.state == "failing") | .socket'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dialAdmin(o.socket)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
+			defer cancel()
+			resp, err := c.client.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+			if err != nil {
+				return c.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			switch o.output {
+			case "json":
+				views := make([]pluginView, 0, len(resp.Plugins))
+				for _, p := range resp.Plugins {
+					views = append(views, newPluginView(p))
+				}
+				return writeJSON(out, views, true)
+			default:
+				if len(resp.Plugins) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No plugin sockets found.")
+					return nil
+				}
+				return writePluginTable(out, resp.Plugins, o.output == "wide", useColor(out), time.Now())
+			}
+		},
+	}
+	o.bind(cmd, "table", "wide", "json")
+	return cmd
+}
+
+func newHandlersCmd() *cobra.Command {
+	var o clientOpts
+	cmd := &cobra.Command{
+		Use:   "handlers",
+		Short: "List the handlers a running daemon has loaded",
+		Long: `List the handlers the running wasmhost daemon has loaded, one per module file (built-in
+handlers have none), with the plugin types each serves and what its calls did since it
+was loaded: CALLS, FAILURES, and of the failures TRAPS (the module crashed; the instance
+was thrown away) and TIMEOUTS (the call ran out of time). AGE is the time since it was
+loaded. -o wide adds the file's full path, SHA-256 and size, and the capabilities the
+handler was granted; -o json prints everything.`,
+		Example: `  wasmhost handlers
+  wasmhost handlers -o json | jq '.[] | {file, traps}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dialAdmin(o.socket)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
+			defer cancel()
+			resp, err := c.client.ListHandlers(ctx, &adminv1.ListHandlersRequest{})
+			if err != nil {
+				return c.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			switch o.output {
+			case "json":
+				views := make([]handlerView, 0, len(resp.Handlers))
+				for _, h := range resp.Handlers {
+					views = append(views, newHandlerView(h))
+				}
+				return writeJSON(out, views, true)
+			default:
+				if len(resp.Handlers) == 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No handlers loaded.")
+					return nil
+				}
+				return writeHandlerTable(out, resp.Handlers, o.output == "wide", time.Now())
+			}
+		},
+	}
+	o.bind(cmd, "table", "wide", "json")
+	return cmd
+}
+
+func newWatchCmd() *cobra.Command {
+	var o clientOpts
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Print plugin changes as they happen",
+		Long: `Print the plugins the running daemon knows, then every change as it happens, until
+interrupted (Ctrl-C).
+
+Each line is an event: ADDED (a plugin socket appeared; first, one for each plugin that
+exists), SYNCED (the list so far is complete), MODIFIED (a plugin changed state, or
+failed again), DELETED (its socket is gone). RESET means this client fell behind and
+missed events: forget what was printed so far; a fresh list follows.
+
+-o json prints one JSON object per line, for jq or a program.`,
+		Example: `  wasmhost watch
+  wasmhost watch -o json | jq -c 'select(.type == "MODIFIED") | .plugin | {socket, state}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dialAdmin(o.socket)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			stream, err := c.client.WatchPlugins(ctx, &adminv1.WatchPluginsRequest{})
+			if err != nil {
+				return c.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			color := useColor(out)
+			if o.output != "json" {
+				fmt.Fprintf(out, "%-12s  %-8s  %-19s  %s\n", "TIME", "EVENT", "STATE", "SOCKET  TYPE/NAME  LAST-ERROR")
+			}
+			listed := 0
+			for {
+				ev, err := stream.Recv()
+				if err != nil {
+					if ctx.Err() != nil || errors.Is(err, io.EOF) {
+						return nil // interrupted, or the daemon ended the stream cleanly
+					}
+					if status.Code(err) == codes.Unavailable {
+						if s, ok := status.FromError(err); ok && strings.Contains(s.Message(), "shutting down") {
+							return fmt.Errorf("the daemon at %s is shutting down", o.socket)
+						}
+					}
+					return c.explain(err)
+				}
+				if o.output == "json" {
+					if err := writeJSON(out, newEventView(ev), false); err != nil {
+						return err
+					}
+					continue
+				}
+				switch ev.Type {
+				case adminv1.EventType_EVENT_TYPE_ADDED:
+					listed++
+				case adminv1.EventType_EVENT_TYPE_RESET:
+					listed = 0
+				}
+				writeEventLine(out, ev, listed, color)
+			}
+		},
+	}
+	o.bind(cmd, "table", "json")
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	var o clientOpts
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether a running daemon is ready, with its version, uptime and counts",
+		Long: `Show the running daemon's version and uptime, whether it is ready (it has listed the
+socket directory once and loaded the handlers it found at start-up), and how many plugin
+sockets it knows by state, handlers it runs and clients watching it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dialAdmin(o.socket)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
+			defer cancel()
+			st, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{})
+			if err != nil {
+				return c.explain(err)
+			}
+			out := cmd.OutOrStdout()
+			if o.output == "json" {
+				return writeJSON(out, newStatusView(st), true)
+			}
+			writeStatus(out, st)
+			return nil
+		},
+	}
+	o.bind(cmd, "text", "json")
+	return cmd
+}
+
+// adminClient is a connection to the admin socket that remembers why dialling failed, so
+// that errors can say what to do rather than what gRPC saw.
+type adminClient struct {
+	socket  string
+	conn    *grpc.ClientConn
+	client  adminv1.AdminClient
+	dialErr atomic.Pointer[error]
+}
+
+func dialAdmin(socket string) (*adminClient, error) {
+	if socket == "" {
+		return nil, errors.New("--admin-socket is empty")
+	}
+	c := &adminClient{socket: socket}
+	conn, err := grpc.NewClient("passthrough:///wasmhost-admin",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
+			if err != nil {
+				c.dialErr.Store(&err)
+			}
+			return conn, err
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("admin socket %s: %w", socket, err)
+	}
+	c.conn, c.client = conn, adminv1.NewAdminClient(conn)
+	return c, nil
+}
+
+func (c *adminClient) Close() error { return c.conn.Close() }
+
+// explain turns an RPC error into one that says what is wrong and what to do.
+func (c *adminClient) explain(err error) error {
+	if status.Code(err) == codes.Unavailable {
+		if p := c.dialErr.Load(); p != nil {
+			return explainDialError(c.socket, *p)
+		}
+	}
+	if s, ok := status.FromError(err); ok {
+		return fmt.Errorf("the daemon at %s answered: %s: %s", c.socket, s.Code(), s.Message())
+	}
+	return fmt.Errorf("admin socket %s: %w", c.socket, err)
+}
+
+// explainDialError says why connecting to the socket failed and what to do about it.
+func explainDialError(socket string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no daemon is listening on %s: %w", socket, errClientNotRunning)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		who := "the user the daemon runs as"
+		if owner := fileOwner(socket); owner != "" {
+			who = owner + ", who owns it"
+		}
+		return fmt.Errorf("%w on %s: the admin socket is for the daemon's user only; run this as root or as %s",
+			errClientDenied, socket, who)
+	case errors.Is(err, syscall.ENOTSOCK):
+		return fmt.Errorf("%s is not a socket: is --admin-socket right?", socket)
+	default:
+		return fmt.Errorf("cannot connect to the daemon at %s: %w", socket, err)
+	}
+}
+
+// fileOwner names the owner of path (its user name, or uid N), or "" when it cannot tell.
+func fileOwner(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		// A directory on the way may be what refused us; name its owner instead.
+		fi, err = os.Stat(filepath.Dir(path))
+		if err != nil {
+			return ""
+		}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	uid := strconv.FormatUint(uint64(st.Uid), 10)
+	if u, err := user.LookupId(uid); err == nil {
+		return u.Username
+	}
+	return "uid " + uid
+}
+
+// The JSON views: field names in snake_case, states in the daemon's words, times in RFC 3339.
+// They are the stable output of -o json.
+
+type pluginView struct {
+	Socket         string            `json:"socket"`
+	Type           string            `json:"type"`
+	Name           string            `json:"name"`
+	Endpoint       string            `json:"endpoint,omitempty"`
+	Versions       []string          `json:"versions"`
+	State          string            `json:"state"`
+	LastError      string            `json:"last_error,omitempty"`
+	Attempts       uint32            `json:"attempts"`
+	NextRetry      *time.Time        `json:"next_retry,omitempty"`
+	LastTransition *time.Time        `json:"last_transition,omitempty"`
+	HandlerFile    string            `json:"handler_file,omitempty"`
+	HandlerSHA256  string            `json:"handler_sha256,omitempty"`
+	Published      map[string]string `json:"published,omitempty"`
+	RegisteredAt   *time.Time        `json:"registered_at,omitempty"`
+}
+
+func newPluginView(p *adminv1.Plugin) pluginView {
+	v := pluginView{
+		Socket:         p.GetSocket(),
+		Type:           p.GetType(),
+		Name:           p.GetName(),
+		Endpoint:       p.GetEndpoint(),
+		Versions:       p.GetVersions(),
+		State:          stateName(p.GetState()),
+		LastError:      p.GetLastError(),
+		Attempts:       p.GetAttempts(),
+		NextRetry:      timeOrNil(p.GetNextRetry()),
+		LastTransition: timeOrNil(p.GetLastTransition()),
+		HandlerFile:    p.GetHandlerFile(),
+		HandlerSHA256:  p.GetHandlerSha256(),
+		Published:      p.GetPublished(),
+		RegisteredAt:   timeOrNil(p.GetRegisteredAt()),
+	}
+	if v.Versions == nil {
+		v.Versions = []string{}
+	}
+	return v
+}
+
+type handlerView struct {
+	File         string     `json:"file,omitempty"`
+	PluginTypes  []string   `json:"plugin_types"`
+	SHA256       string     `json:"sha256,omitempty"`
+	Size         int64      `json:"size,omitempty"`
+	ABIVersion   uint32     `json:"abi_version,omitempty"`
+	Capabilities []string   `json:"capabilities"`
+	LoadedAt     *time.Time `json:"loaded_at,omitempty"`
+	PoolSize     uint32     `json:"pool_size"`
+	Calls        uint64     `json:"calls"`
+	Failures     uint64     `json:"failures"`
+	Traps        uint64     `json:"traps"`
+	Timeouts     uint64     `json:"timeouts"`
+	LastError    string     `json:"last_error,omitempty"`
+}
+
+func newHandlerView(h *adminv1.Handler) handlerView {
+	v := handlerView{
+		File:         h.GetFile(),
+		PluginTypes:  h.GetPluginTypes(),
+		SHA256:       h.GetSha256(),
+		Size:         h.GetSize(),
+		ABIVersion:   h.GetAbiVersion(),
+		Capabilities: h.GetCapabilities(),
+		LoadedAt:     timeOrNil(h.GetLoadedAt()),
+		PoolSize:     h.GetPoolSize(),
+		Calls:        h.GetCalls(),
+		Failures:     h.GetFailures(),
+		Traps:        h.GetTraps(),
+		Timeouts:     h.GetTimeouts(),
+		LastError:    h.GetLastError(),
+	}
+	if v.PluginTypes == nil {
+		v.PluginTypes = []string{}
+	}
+	if v.Capabilities == nil {
+		v.Capabilities = []string{}
+	}
+	return v
+}
+
+type eventView struct {
+	Type   string      `json:"type"`
+	Time   *time.Time  `json:"time,omitempty"`
+	Plugin *pluginView `json:"plugin,omitempty"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+func newEventView(ev *adminv1.PluginEvent) eventView {
+	v := eventView{Type: eventName(ev.GetType()), Time: timeOrNil(ev.GetTime()), Reason: ev.GetReason()}
+	if ev.Plugin != nil {
+		p := newPluginView(ev.Plugin)
+		v.Plugin = &p
+	}
+	return v
+}
+
+type statusView struct {
+	Version        string            `json:"version"`
+	StartedAt      *time.Time        `json:"started_at,omitempty"`
+	UptimeSeconds  float64           `json:"uptime_seconds"`
+	Ready          bool              `json:"ready"`
+	NotReadyReason string            `json:"not_ready_reason,omitempty"`
+	Plugins        uint32            `json:"plugins"`
+	PluginsByState map[string]uint32 `json:"plugins_by_state"`
+	Handlers       uint32            `json:"handlers"`
+	Watchers       uint32            `json:"watchers"`
+}
+
+func newStatusView(st *adminv1.Status) statusView {
+	v := statusView{
+		Version:        st.GetVersion(),
+		StartedAt:      timeOrNil(st.GetStartedAt()),
+		UptimeSeconds:  st.GetUptime().AsDuration().Seconds(),
+		Ready:          st.GetReady(),
+		NotReadyReason: st.GetNotReadyReason(),
+		Plugins:        st.GetPlugins(),
+		PluginsByState: st.GetPluginsByState(),
+		Handlers:       st.GetHandlers(),
+		Watchers:       st.GetWatchers(),
+	}
+	if v.PluginsByState == nil {
+		v.PluginsByState = map[string]uint32{}
+	}
+	return v
+}
+
+func timeOrNil(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func writeJSON(w io.Writer, v any, indent bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
+}
+
+// stateName is the daemon's name of a state: "registered", "waiting-for-handler", ...
+func stateName(s adminv1.PluginState) string {
+	name, ok := strings.CutPrefix(s.String(), "PLUGIN_STATE_")
+	if !ok || s == adminv1.PluginState_PLUGIN_STATE_UNSPECIFIED {
+		return "unknown"
+	}
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
+}
+
+// eventName is ADDED, MODIFIED, DELETED, SYNCED or RESET.
+func eventName(t adminv1.EventType) string {
+	name, ok := strings.CutPrefix(t.String(), "EVENT_TYPE_")
+	if !ok {
+		return "UNKNOWN"
+	}
+	return name
+}
+
+// Terminal colours. Every code is five bytes and the reset four, so a column whose cells are
+// all coloured stays aligned in text/tabwriter, which counts the codes as text.
+const (
+	colorRed    = "\x1b[31m"
+	colorGreen  = "\x1b[32m"
+	colorYellow = "\x1b[33m"
+	colorGrey   = "\x1b[90m"
+	colorNone   = "\x1b[39m"
+	colorReset  = "\x1b[0m"
+)
+
+// useColor reports whether w is a terminal that wants colour (NO_COLOR is honoured).
+func useColor(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	return term.IsTerminal(int(f.Fd()))
+}
+
+func stateColor(state string) string {
+	switch state {
+	case "registered":
+		return colorGreen
+	case "failing":
+		return colorRed
+	case "pending", "waiting-for-handler":
+		return colorYellow
+	case "gone":
+		return colorGrey
+	default:
+		return colorNone
+	}
+}
+
+// paint wraps s in code when color is on.
+func paint(s, code string, color bool) string {
+	if !color {
+		return s
+	}
+	return code + s + colorReset
+}
+
+// table aligns tab-separated rows into columns two spaces apart, without trailing blanks.
+type table struct {
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+func newTable() *table {
+	t := &table{}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 8, 2, ' ', 0)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) writeTo(w io.Writer) error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for line := range strings.Lines(t.buf.String()) {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
+}
+
+func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now time.Time) error {
+	tw := newTable()
+	header := []string{"SOCKET", "TYPE", "NAME", paint("STATE", colorNone, color), "VERSIONS", "AGE"}
+	if wide {
+		header = append(header, "ENDPOINT", "ATTEMPTS", "NEXT-RETRY", "HANDLER", "SHA256")
+	}
+	header = append(header, "LAST-ERROR")
+	tw.row(header...)
+
+	base := ""
+	if !wide {
+		base = commonDir(ps)
+	}
+	for _, p := range ps {
+		state := stateName(p.GetState())
+		sock := p.GetSocket()
+		if base != "" {
+			if rel, err := filepath.Rel(base, sock); err == nil {
+				sock = rel
+			}
+		}
+		versions := strings.Join(p.GetVersions(), ",")
+		lastErr := oneLine(p.GetLastError())
+		if !wide {
+			versions = truncate(versions, 32)
+			lastErr = truncate(lastErr, 60)
+		}
+		row := []string{sock, orDash(p.GetType()), orDash(p.GetName()), paint(state, stateColor(state), color),
+			orDash(versions), age(p.GetLastTransition(), p.GetRegisteredAt(), now)}
+		if wide {
+			next := "-"
+			if t := p.GetNextRetry(); t != nil {
+				next = "in " + shortDuration(t.AsTime().Sub(now))
+			}
+			row = append(row, orDash(p.GetEndpoint()), strconv.FormatUint(uint64(p.GetAttempts()), 10), next,
+				orDash(p.GetHandlerFile()), orDash(shortHash(p.GetHandlerSha256())))
+		}
+		row = append(row, lastErr)
+		tw.row(row...)
+	}
+	return tw.writeTo(w)
+}
+
+func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.Time) error {
+	tw := newTable()
+	header := []string{"HANDLER", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE"}
+	if wide {
+		header = append(header, "SHA256", "SIZE", "CAPABILITIES")
+	}
+	header = append(header, "LAST-ERROR")
+	tw.row(header...)
+	for _, h := range hs {
+		name := "(built-in)"
+		if h.GetFile() != "" {
+			name = filepath.Base(h.GetFile())
+			if wide {
+				name = h.GetFile()
+			}
+		}
+		abi := "-"
+		if h.GetAbiVersion() != 0 {
+			abi = strconv.FormatUint(uint64(h.GetAbiVersion()), 10)
+		}
+		lastErr := oneLine(h.GetLastError())
+		if !wide {
+			lastErr = truncate(lastErr, 60)
+		}
+		row := []string{name, orDash(strings.Join(h.GetPluginTypes(), ",")), abi,
+			strconv.FormatUint(uint64(h.GetPoolSize()), 10),
+			strconv.FormatUint(h.GetCalls(), 10), strconv.FormatUint(h.GetFailures(), 10),
+			strconv.FormatUint(h.GetTraps(), 10), strconv.FormatUint(h.GetTimeouts(), 10),
+			age(h.GetLoadedAt(), nil, now)}
+		if wide {
+			size := "-"
+			if h.GetSize() > 0 {
+				size = strconv.FormatInt(h.GetSize(), 10)
+			}
+			row = append(row, orDash(h.GetSha256()), size, orDash(strings.Join(h.GetCapabilities(), ",")))
+		}
+		row = append(row, lastErr)
+		tw.row(row...)
+	}
+	return tw.writeTo(w)
+}
+
+// writeEventLine prints one watch event; listed counts the plugins since the last RESET.
+func writeEventLine(w io.Writer, ev *adminv1.PluginEvent, listed int, color bool) {
+	when := "-"
+	if t := ev.GetTime(); t != nil {
+		when = t.AsTime().Local().Format("15:04:05.000")
+	}
+	typ := eventName(ev.GetType())
+	switch ev.GetType() {
+	case adminv1.EventType_EVENT_TYPE_SYNCED:
+		fmt.Fprintf(w, "%-12s  %-8s  %d plugin socket(s) listed; changes follow\n", when, typ, listed)
+		return
+	case adminv1.EventType_EVENT_TYPE_RESET:
+		fmt.Fprintf(w, "%-12s  %s  %s\n", when, paint(fmt.Sprintf("%-8s", typ), colorYellow, color),
+			"this client fell behind and missed events: forget the lines above; the list follows again")
+		return
+	}
+	p := ev.GetPlugin()
+	state := stateName(p.GetState())
+	plugin := orDash(p.GetType()) + "/" + orDash(p.GetName())
+	line := fmt.Sprintf("%-12s  %-8s  %s  %s  %s", when, typ,
+		paint(fmt.Sprintf("%-19s", state), stateColor(state), color), p.GetSocket(), plugin)
+	if e := oneLine(p.GetLastError()); e != "" {
+		line += "  " + e
+	}
+	fmt.Fprintln(w, line)
+}
+
+func writeStatus(w io.Writer, st *adminv1.Status) {
+	ready := "yes"
+	if !st.GetReady() {
+		ready = "no: " + st.GetNotReadyReason()
+	}
+	started := ""
+	if t := st.GetStartedAt(); t != nil {
+		started = " (since " + t.AsTime().Local().Format(time.RFC3339) + ")"
+	}
+	var byState []string
+	for _, s := range []string{"registered", "pending", "failing", "waiting-for-handler", "gone"} {
+		if n := st.GetPluginsByState()[s]; n > 0 {
+			byState = append(byState, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	plugins := strconv.FormatUint(uint64(st.GetPlugins()), 10)
+	if len(byState) > 0 {
+		plugins += " (" + strings.Join(byState, ", ") + ")"
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	fmt.Fprintf(tw, "version:\t%s\n", st.GetVersion())
+	fmt.Fprintf(tw, "uptime:\t%s%s\n", shortDuration(st.GetUptime().AsDuration()), started)
+	fmt.Fprintf(tw, "ready:\t%s\n", ready)
+	fmt.Fprintf(tw, "plugins:\t%s\n", plugins)
+	fmt.Fprintf(tw, "handlers:\t%d\n", st.GetHandlers())
+	fmt.Fprintf(tw, "watchers:\t%d\n", st.GetWatchers())
+	tw.Flush()
+}
+
+// commonDir returns the directory all sockets are under, "" when there is none but "/".
+func commonDir(ps []*adminv1.Plugin) string {
+	var dir string
+	for i, p := range ps {
+		d := filepath.Dir(p.GetSocket())
+		if i == 0 {
+			dir = d
+			continue
+		}
+		for dir != "/" && dir != "." && d != dir && !strings.HasPrefix(d, dir+"/") {
+			dir = filepath.Dir(dir)
+		}
+	}
+	if dir == "/" || dir == "." {
+		return ""
+	}
+	return dir
+}
+
+// age is the time since t (or, when t is absent, since alt), kubectl-style.
+func age(t, alt *timestamppb.Timestamp, now time.Time) string {
+	if t == nil {
+		t = alt
+	}
+	if t == nil {
+		return "-"
+	}
+	return shortDuration(now.Sub(t.AsTime()))
+}
+
+// shortDuration renders d the way kubectl renders ages: 45s, 3m20s, 12m, 5h, 3d.
+func shortDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 10*time.Minute:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 3*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine keeps an error on one table line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// truncate shortens s to at most n runes, marking the cut with "…".
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

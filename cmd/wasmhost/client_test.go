@@ -1,0 +1,515 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmhost/wasmhost/admin"
+	"github.com/wasmhost/wasmhost/admin/admintest"
+	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+)
+
+// clientTestServer runs an admin server over a fake source in a fresh temp dir and returns
+// its socket once it answers. Cleanup stops it and waits for Run.
+func clientTestServer(t *testing.T, src *admintest.Source) (*admin.Server, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "admin.sock")
+	srv, err := admin.New(admin.Config{Source: src, SocketPath: sock, Version: "v0.0.0-test", ShutdownTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("admin server Run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+			return srv, sock
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("admin server Run: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin server never answered on %s: %v", sock, err)
+		}
+		runtime.Gosched()
+	}
+}
+
+// runClient runs one client command (as `wasmhost <args>`) and returns its stdout, stderr
+// and error.
+func runClient(ctx context.Context, args ...string) (string, string, error) {
+	root := &cobra.Command{Use: "wasmhost", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newClientCmds()...)
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+func clientFixture() *admintest.Source {
+	now := time.Now()
+	src := &admintest.Source{}
+	src.SetPlugins(
+		admin.Plugin{
+			Socket: "/var/lib/kubelet/plugins_registry/csi.example.com-reg.sock", Type: "CSIPlugin",
+			Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock",
+			Versions: []string{"1.0.0"}, State: admin.StateRegistered,
+			LastTransition: now.Add(-3 * time.Hour), RegisteredAt: now.Add(-3 * time.Hour),
+			HandlerFile: "/etc/wasmhost/handlers/csi.wasm", HandlerSHA256: strings.Repeat("ab", 32),
+			Published: map[string]string{"node_id": "n1"},
+		},
+		admin.Plugin{
+			Socket: "/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock", Type: "DRAPlugin",
+			Name: "gpu.example.com", Versions: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"},
+			State: admin.StateFailing, LastError: "registration: plugin unreachable: connection refused",
+			Attempts: 4, NextRetry: now.Add(8 * time.Second), LastTransition: now.Add(-90 * time.Second),
+		},
+		admin.Plugin{
+			Socket: "/var/lib/kubelet/plugins_registry/sub/odd-reg.sock", Type: "OddPlugin", Name: "odd",
+			State: admin.StateWaitingForHandler, LastTransition: now.Add(-5 * time.Minute),
+		},
+	)
+	src.SetHandlers(
+		admin.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/etc/wasmhost/handlers/csi.wasm",
+			SHA256: strings.Repeat("ab", 32), Size: 4096, ABIVersion: 1, PoolSize: 4,
+			Capabilities: []string{"log"}, LoadedAt: now.Add(-3 * time.Hour), Calls: 12, Failures: 2, Traps: 1, Timeouts: 1,
+			LastError: "wasm trap: unreachable"},
+		admin.Handler{PluginTypes: []string{"DRAPlugin"}, LoadedAt: now.Add(-3 * time.Hour)},
+	)
+	return src
+}
+
+// columns splits a table line on runs of two or more spaces.
+func columns(line string) []string {
+	return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+}
+
+func TestClientPlugins(t *testing.T) {
+	_, sock := clientTestServer(t, clientFixture())
+
+	out, _, err := runClient(t.Context(), "plugins", "--admin-socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("plugins printed %d lines, want a header and 3 rows:\n%s", len(lines), out)
+	}
+	if got, want := columns(lines[0]), []string{"SOCKET", "TYPE", "NAME", "STATE", "VERSIONS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
+		t.Errorf("header = %q, want %q", got, want)
+	}
+	for _, l := range lines {
+		if strings.HasSuffix(l, " ") {
+			t.Errorf("trailing blanks in %q", l)
+		}
+	}
+	// Every column starts at the same offset on every line.
+	for _, col := range []string{"TYPE", "STATE", "AGE"} {
+		at := strings.Index(lines[0], col)
+		for _, l := range lines[1:] {
+			if at >= len(l) || l[at-1] != ' ' || l[at] == ' ' {
+				t.Errorf("column %s not aligned at %d in %q", col, at, l)
+			}
+		}
+	}
+	// AGE (column 5) is matched loosely: the clock runs while the test does.
+	want := [][]string{
+		{"csi.example.com-reg.sock", "CSIPlugin", "csi.example.com", "registered", "1.0.0", `3h`},
+		{"gpu.example.com-reg.sock", "DRAPlugin", "gpu.example.com", "failing", "v1.DRAPlugin,v1beta1.DRAPlugin", `9\ds`,
+			"registration: plugin unreachable: connection refused"},
+		{"sub/odd-reg.sock", "OddPlugin", "odd", "waiting-for-handler", "-", `5m\ds`},
+	}
+	for i, w := range want {
+		got := columns(lines[i+1])
+		if len(got) != len(w) {
+			t.Errorf("row %d = %q, want %q", i, got, w)
+			continue
+		}
+		if !regexp.MustCompile("^" + w[5] + "$").MatchString(got[5]) {
+			t.Errorf("row %d AGE = %q, want %s", i, got[5], w[5])
+		}
+		got[5], w[5] = "", ""
+		if !slices.Equal(got, w) {
+			t.Errorf("row %d = %q, want %q", i, got, w)
+		}
+	}
+
+	out, _, err = runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"ENDPOINT", "NEXT-RETRY", "/var/lib/kubelet/plugins_registry/csi.example.com-reg.sock",
+		"/var/lib/kubelet/plugins/csi.example.com/csi.sock", "/etc/wasmhost/handlers/csi.wasm", "abababababab", "in "} {
+		if !strings.Contains(out, s) {
+			t.Errorf("plugins -o wide lacks %q:\n%s", s, out)
+		}
+	}
+
+	out, _, err = runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []map[string]any
+	if err := json.Unmarshal([]byte(out), &ps); err != nil {
+		t.Fatalf("plugins -o json: %v\n%s", err, out)
+	}
+	if len(ps) != 3 {
+		t.Fatalf("plugins -o json: %d plugins, want 3", len(ps))
+	}
+	csi, gpu := ps[0], ps[1]
+	if csi["state"] != "registered" || csi["name"] != "csi.example.com" || csi["handler_sha256"] != strings.Repeat("ab", 32) ||
+		csi["published"].(map[string]any)["node_id"] != "n1" || csi["registered_at"] == nil {
+		t.Errorf("registered plugin in JSON = %v", csi)
+	}
+	if gpu["state"] != "failing" || gpu["attempts"] != float64(4) || gpu["next_retry"] == nil ||
+		gpu["last_error"] != "registration: plugin unreachable: connection refused" {
+		t.Errorf("failing plugin in JSON = %v", gpu)
+	}
+	if ps[2]["state"] != "waiting-for-handler" {
+		t.Errorf("waiting plugin in JSON = %v", ps[2])
+	}
+
+	if _, _, err := runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "yaml"); err == nil ||
+		!strings.Contains(err.Error(), "want table, wide, json") {
+		t.Errorf("-o yaml: %v, want a list of the formats", err)
+	}
+}
+
+func TestClientPluginsEmpty(t *testing.T) {
+	_, sock := clientTestServer(t, &admintest.Source{})
+	out, errOut, err := runClient(t.Context(), "plugins", "--admin-socket", sock)
+	if err != nil || out != "" || !strings.Contains(errOut, "No plugin sockets") {
+		t.Errorf("empty plugins: out %q, err out %q, err %v", out, errOut, err)
+	}
+	out, _, err = runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "json")
+	if err != nil || strings.TrimSpace(out) != "[]" {
+		t.Errorf("empty plugins -o json: %q, %v; want []", out, err)
+	}
+}
+
+func TestClientHandlers(t *testing.T) {
+	_, sock := clientTestServer(t, clientFixture())
+	out, _, err := runClient(t.Context(), "handlers", "--admin-socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("handlers printed %d lines, want 3:\n%s", len(lines), out)
+	}
+	if got, want := columns(lines[0]), []string{"HANDLER", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
+		t.Errorf("header = %q, want %q", got, want)
+	}
+	// Built-in handlers (no file) sort first.
+	if got, want := columns(lines[1]), []string{"(built-in)", "DRAPlugin", "-", "0", "0", "0", "0", "0", "3h"}; !slices.Equal(got, want) {
+		t.Errorf("built-in row = %q, want %q", got, want)
+	}
+	if got, want := columns(lines[2]), []string{"csi.wasm", "CSIPlugin", "1", "4", "12", "2", "1", "1", "3h", "wasm trap: unreachable"}; !slices.Equal(got, want) {
+		t.Errorf("csi row = %q, want %q", got, want)
+	}
+
+	out, _, err = runClient(t.Context(), "handlers", "--admin-socket", sock, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs []map[string]any
+	if err := json.Unmarshal([]byte(out), &hs); err != nil {
+		t.Fatalf("handlers -o json: %v\n%s", err, out)
+	}
+	if len(hs) != 2 || hs[1]["file"] != "/etc/wasmhost/handlers/csi.wasm" || hs[1]["traps"] != float64(1) ||
+		hs[1]["abi_version"] != float64(1) || hs[0]["file"] != nil {
+		t.Errorf("handlers -o json = %v", hs)
+	}
+}
+
+func TestClientStatus(t *testing.T) {
+	src := clientFixture()
+	src.SetNotReady(errors.New("start-up handlers are still loading"))
+	_, sock := clientTestServer(t, src)
+	out, _, err := runClient(t.Context(), "status", "--admin-socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"v0.0.0-test", "ready:    no: start-up handlers are still loading",
+		"plugins:  3 (1 registered, 1 failing, 1 waiting-for-handler)", "handlers: 2"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("status lacks %q:\n%s", s, out)
+		}
+	}
+	out, _, err = runClient(t.Context(), "status", "--admin-socket", sock, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st statusView
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready || st.Plugins != 3 || st.PluginsByState["failing"] != 1 || st.Version != "v0.0.0-test" {
+		t.Errorf("status -o json = %+v", st)
+	}
+}
+
+// watchClient runs `wasmhost watch` in the background and returns its output line by line.
+func watchClient(t *testing.T, args ...string) (lines <-chan string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	ch := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() {
+		root := &cobra.Command{Use: "wasmhost", SilenceUsage: true, SilenceErrors: true}
+		root.AddCommand(newClientCmds()...)
+		root.SetOut(pw)
+		root.SetErr(pw)
+		root.SetArgs(append([]string{"watch"}, args...))
+		err := root.ExecuteContext(ctx)
+		pw.Close()
+		done <- err
+	}()
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	stopped := false
+	var runErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			for range ch {
+			}
+			runErr = <-done
+		}
+		return runErr
+	}
+	t.Cleanup(func() { stop() })
+	return ch, stop
+}
+
+func nextLine(t *testing.T, lines <-chan string) string {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			t.Fatal("watch ended")
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		t.Fatal("no line from watch in 20 s")
+	}
+	return ""
+}
+
+func TestClientWatchJSON(t *testing.T) {
+	src := clientFixture()
+	srv, sock := clientTestServer(t, src)
+	lines, stop := watchClient(t, "--admin-socket", sock, "-o", "json")
+
+	var types []string
+	for {
+		var ev eventView
+		if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+		if ev.Type == "SYNCED" {
+			break
+		}
+		if ev.Plugin == nil || ev.Plugin.Socket == "" {
+			t.Errorf("ADDED without a plugin: %+v", ev)
+		}
+	}
+	if want := []string{"ADDED", "ADDED", "ADDED", "SYNCED"}; !slices.Equal(types, want) {
+		t.Errorf("initial events = %v, want %v", types, want)
+	}
+
+	p := src.Plugins()[1]
+	p.State, p.LastError, p.Attempts = admin.StateRegistered, "", 0
+	src.Upsert(p)
+	srv.Publish(p)
+	var ev eventView
+	if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "MODIFIED" || ev.Plugin.Socket != p.Socket || ev.Plugin.State != "registered" || ev.Time == nil {
+		t.Errorf("change = %+v", ev)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("watch after Ctrl-C: %v, want nil", err)
+	}
+}
+
+func TestClientWatchTable(t *testing.T) {
+	src := clientFixture()
+	srv, sock := clientTestServer(t, src)
+	lines, stop := watchClient(t, "--admin-socket", sock)
+	if h := nextLine(t, lines); !strings.HasPrefix(h, "TIME") || !strings.Contains(h, "EVENT") {
+		t.Errorf("header = %q", h)
+	}
+	for range 3 {
+		if l := nextLine(t, lines); !strings.Contains(l, "ADDED") {
+			t.Errorf("initial line = %q, want ADDED", l)
+		}
+	}
+	if l := nextLine(t, lines); !strings.Contains(l, "SYNCED") || !strings.Contains(l, "3 plugin socket(s) listed") {
+		t.Errorf("line after the list = %q, want SYNCED with the count", l)
+	}
+	srv.Publish(admin.Plugin{Socket: "/var/lib/kubelet/plugins_registry/sub/odd-reg.sock", State: admin.StateGone})
+	l := nextLine(t, lines)
+	if !strings.Contains(l, "DELETED") || !strings.Contains(l, "gone") || !strings.Contains(l, "sub/odd-reg.sock") ||
+		!strings.Contains(l, "OddPlugin/odd") {
+		t.Errorf("deletion line = %q", l)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("watch after Ctrl-C: %v", err)
+	}
+}
+
+func TestClientNotRunning(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	// No socket at all, and a stale socket nobody listens on.
+	missing := filepath.Join(dir, "missing.sock")
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+
+	for _, sock := range []string{missing, stale} {
+		for _, cmd := range []string{"plugins", "handlers", "watch", "status"} {
+			_, _, err := runClient(t.Context(), cmd, "--admin-socket", sock)
+			want := "no daemon is listening on " + sock + ": is wasmhost running? (start it with wasmhost run)"
+			if err == nil || err.Error() != want {
+				t.Errorf("%s on %s: %v\nwant: %s", cmd, filepath.Base(sock), err, want)
+			}
+		}
+	}
+
+	// The environment sets the default socket.
+	t.Setenv(envAdminSocket, missing)
+	if _, _, err := runClient(t.Context(), "plugins"); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("with $%s: %v, want it to name %s", envAdminSocket, err, missing)
+	}
+}
+
+func TestClientExplainPermission(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "admin.sock")
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dialErr := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
+	err = explainDialError(sock, dialErr)
+	if !errors.Is(err, errClientDenied) || !strings.Contains(err.Error(), "run this as root or as") ||
+		!strings.Contains(err.Error(), sock) {
+		t.Errorf("explain(EACCES) = %v", err)
+	}
+	// The owner is named (root here, or whoever runs the test).
+	if owner := fileOwner(sock); owner == "" || !strings.Contains(err.Error(), owner) {
+		t.Errorf("explain(EACCES) = %v, want the owner %q named", err, owner)
+	}
+}
+
+func TestClientColorKeepsColumnsAligned(t *testing.T) {
+	src := clientFixture()
+	var ps []*adminv1.Plugin
+	for _, p := range src.Plugins() {
+		ps = append(ps, &adminv1.Plugin{Socket: p.Socket, Type: p.Type, Name: p.Name, State: stateFor(p.State)})
+	}
+	now := time.Now()
+	var plainOut, colorOut bytes.Buffer
+	if err := writePluginTable(&plainOut, ps, false, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePluginTable(&colorOut, ps, false, true, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(colorOut.String(), colorRed+"failing"+colorReset) ||
+		!strings.Contains(colorOut.String(), colorYellow+"waiting-for-handler"+colorReset) {
+		t.Errorf("no colour on states:\n%q", colorOut.String())
+	}
+	stripped := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colorOut.String(), "")
+	if stripped != plainOut.String() {
+		t.Errorf("coloured table, colours removed:\n%s\nplain table:\n%s", stripped, plainOut.String())
+	}
+}
+
+func stateFor(s admin.PluginState) adminv1.PluginState {
+	return map[admin.PluginState]adminv1.PluginState{
+		admin.StatePending:           adminv1.PluginState_PLUGIN_STATE_PENDING,
+		admin.StateRegistered:        adminv1.PluginState_PLUGIN_STATE_REGISTERED,
+		admin.StateFailing:           adminv1.PluginState_PLUGIN_STATE_FAILING,
+		admin.StateWaitingForHandler: adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER,
+	}[s]
+}
+
+func TestClientShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second:               "0s",
+		45 * time.Second:           "45s",
+		119 * time.Second:          "119s",
+		200 * time.Second:          "3m20s",
+		45 * time.Minute:           "45m",
+		5 * time.Hour:              "5h",
+		72 * time.Hour:             "3d",
+		47*time.Hour + time.Minute: "47h",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	if got := stateName(adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER); got != "waiting-for-handler" {
+		t.Errorf("stateName = %q", got)
+	}
+	if got := eventName(adminv1.EventType_EVENT_TYPE_RESET); got != "RESET" {
+		t.Errorf("eventName = %q", got)
+	}
+}
