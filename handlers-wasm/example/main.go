@@ -1,5 +1,5 @@
 // Command example is the smallest useful wasmhost handler, written as a tutorial. It handles the
-// plugin type "example.wasmhost.dev" (the type the example plugin in examples/plugin announces):
+// plugin type "example.wasmhost.dev", the type of the walk-through in the top-level README:
 //
 //   - Validate accepts a plugin only if it supports version "v1";
 //   - Register logs, remembers the plugin's endpoint in the key-value store, and publishes it;
