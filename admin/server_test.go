@@ -531,3 +531,22 @@ func BenchmarkPublish(b *testing.B) {
 		srv.Publish(p)
 	}
 }
+
+// A watcher stuck in Send at shutdown does not keep Run from returning: after
+// ShutdownTimeout its connection is closed, and no goroutine is left.
+func TestRunStopsWithStuckWatcher(t *testing.T) {
+	src := &admintest.Source{}
+	ts := start(t, src, func(c *admin.Config) { c.ShutdownTimeout = 200 * time.Millisecond; c.WatchBuffer = 16 })
+	c := ts.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	w, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntilSynced(t, w)
+	// Enough events to fill the flow-control windows and the buffer; the client reads none.
+	for i := range 20_000 {
+		ts.srv.Publish(admin.Plugin{Socket: "/plugins/p-reg.sock", State: admin.StateFailing,
+			LastError: strings.Repeat("x", 100), Attempts: i})
+	}
+	ts.stop(t) // checks that Run returns and leaves no goroutine behind
+}
