@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
@@ -69,37 +68,5 @@ func (r *Registrar) dial(ctx context.Context, s statecache.Socket) (net.Conn, er
 		case <-timer.C:
 		}
 		wait = min(2*wait, maxRetry)
-	}
-}
-
-// errConnUsed is what gRPC gets if it tries to reconnect: a registration uses one connection,
-// and a plugin that dropped it mid-registration fails that registration.
-var errConnUsed = errors.New("connection to the plugin was lost")
-
-// oneConn hands an already dialled connection to gRPC, once.
-type oneConn struct {
-	mu sync.Mutex
-	c  net.Conn
-}
-
-func (o *oneConn) dial(context.Context, string) (net.Conn, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c := o.c
-	o.c = nil
-	if c == nil {
-		return nil, errConnUsed
-	}
-	return c, nil
-}
-
-// close closes the connection if gRPC never took it.
-func (o *oneConn) close() {
-	o.mu.Lock()
-	c := o.c
-	o.c = nil
-	o.mu.Unlock()
-	if c != nil {
-		c.Close()
 	}
 }

@@ -1,8 +1,8 @@
 // Package registrar performs the two operations the reconciler runs on a plugin socket:
 // Register (dial it, ask GetInfo, run the handler for its type, tell the plugin the outcome)
 // and Deregister (forget a plugin that is gone). It speaks the kubelet's plugin-registration
-// protocol, k8s.io/kubelet/pkg/apis/pluginregistration/v1, over one short-lived gRPC
-// connection per registration.
+// protocol, k8s.io/kubelet/pkg/apis/pluginregistration/v1, over one short-lived connection
+// per registration, with a minimal gRPC client of its own (see client.go for why).
 //
 // It lives apart from package registration because it records plugins in the actual state
 // (package statecache), which itself depends on registration's Handler type.
@@ -20,9 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/wasmhost/wasmhost/registration"
@@ -48,7 +47,7 @@ type Config struct {
 	// the plugin's bind(), before its listen(). After that, refused means nobody is listening
 	// and Register fails at once. Defaults to 1s.
 	ListenGrace time.Duration
-	// GetInfoTimeout bounds the connection handshake and the GetInfo call. Defaults to 5s:
+	// GetInfoTimeout bounds the GetInfo call (the first on the connection). Defaults to 5s:
 	// the kubelet's 1s fails healthy plugins on a loaded node (a plugin still starting up,
 	// a thousand sockets appearing at once; kubernetes#127457), and each failure costs a
 	// backoff that starts at 500 ms and doubles. A hung plugin only holds its own socket's
@@ -97,23 +96,6 @@ func setDefault(d *time.Duration, v time.Duration) {
 	}
 }
 
-// dialOptions are the same for every connection but the dialer. The receive size and the
-// header list are capped: a plugin is untrusted. Static flow-control windows turn off
-// gRPC's bandwidth estimation pings, useless for two small calls; small buffers keep a
-// thousand simultaneous registrations cheap.
-var dialOptions = []grpc.DialOption{
-	grpc.WithTransportCredentials(insecure.NewCredentials()),
-	grpc.WithAuthority("localhost"),
-	grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(registration.MaxInfoMessageSize)),
-	grpc.WithMaxHeaderListSize(registration.MaxInfoMessageSize),
-	grpc.WithStaticStreamWindowSize(64 << 10),
-	grpc.WithStaticConnWindowSize(64 << 10),
-	grpc.WithReadBufferSize(4 << 10),
-	grpc.WithWriteBufferSize(4 << 10),
-	grpc.WithDisableServiceConfig(),
-	grpc.WithIdleTimeout(0),
-}
-
 // Register registers the plugin serving at s.Path. On success the plugin is in the actual
 // state and was told so (NotifyRegistrationStatus(true)).
 //
@@ -139,18 +121,10 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 		log.Info("plugin unreachable", "error", err)
 		return err
 	}
-	one := &oneConn{c: conn}
-	defer one.close()
-	cc, err := grpc.NewClient("passthrough:///localhost", append(dialOptions[:len(dialOptions):len(dialOptions)], grpc.WithContextDialer(one.dial))...)
-	if err != nil {
-		err = fmt.Errorf("%w: socket %s: %w", registration.ErrUnreachable, s.Path, err)
-		log.Error("cannot create gRPC client", "error", err)
-		return err
-	}
-	defer cc.Close()
-	client := regapi.NewRegistrationClient(cc)
+	client := newWireConn(conn)
+	defer client.close()
 
-	info, err := r.getInfo(ctx, cc, s.Path)
+	info, err := r.getInfo(ctx, client, s.Path)
 	if err != nil {
 		if errors.Is(err, registration.ErrInvalidInfo) {
 			log.Warn("plugin refused: invalid GetInfo answer", "error", err)
@@ -239,16 +213,18 @@ func (r *Registrar) Deregister(ctx context.Context, p statecache.Plugin) error {
 	return nil
 }
 
-// getInfo asks the plugin who it is, within GetInfoTimeout (which also covers the HTTP/2
-// handshake), and checks the answer.
-func (r *Registrar) getInfo(ctx context.Context, cc *grpc.ClientConn, socket string) (registration.PluginInfo, error) {
+// getInfo asks the plugin who it is, within GetInfoTimeout, and checks the answer.
+func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string) (registration.PluginInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.GetInfoTimeout)
 	defer cancel()
-	var raw rawMessage
-	if err := cc.Invoke(ctx, regapi.Registration_GetInfo_FullMethodName, getInfoRequest, &raw, grpc.ForceCodecV2(rawCodec{})); err != nil {
+	raw, err := client.call(ctx, regapi.Registration_GetInfo_FullMethodName, nil)
+	if status.Code(err) == codes.ResourceExhausted {
+		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo answer: %w", registration.ErrInvalidInfo, socket, err)
+	}
+	if err != nil {
 		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo: %w", registration.ErrUnreachable, socket, err)
 	}
-	in, err := decodeInfo(socket, raw.b)
+	in, err := decodeInfo(socket, raw)
 	if err != nil {
 		return registration.PluginInfo{}, err
 	}
@@ -269,17 +245,17 @@ func (r *Registrar) callHandler(ctx context.Context, call func(context.Context) 
 }
 
 // notify sends NotifyRegistrationStatus within NotifyTimeout.
-func (r *Registrar) notify(ctx context.Context, client regapi.RegistrationClient, registered bool, reason string) error {
+func (r *Registrar) notify(ctx context.Context, client *wireConn, registered bool, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.NotifyTimeout)
 	defer cancel()
-	_, err := client.NotifyRegistrationStatus(ctx, &regapi.RegistrationStatus{PluginRegistered: registered, Error: reason})
+	_, err := client.call(ctx, regapi.Registration_NotifyRegistrationStatus_FullMethodName, encodeStatus(registered, reason))
 	return err
 }
 
 // notifyFalse tells the plugin why it is not registered. Plugins react differently (the CSI
 // node-driver-registrar exits inside the call, the DRA helper returns an error, some never
 // answer), and none of that changes the outcome, so a failure is only logged at debug level.
-func (r *Registrar) notifyFalse(ctx context.Context, log *slog.Logger, client regapi.RegistrationClient, cause error) {
+func (r *Registrar) notifyFalse(ctx context.Context, log *slog.Logger, client *wireConn, cause error) {
 	if err := r.notify(ctx, client, false, reasonFor(cause)); err != nil {
 		log.Debug("NotifyRegistrationStatus(false) failed", "error", err)
 	}

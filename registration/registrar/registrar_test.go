@@ -649,3 +649,29 @@ func (l *logRecorder) wantLevel(t *testing.T, level slog.Level, msg string, n in
 	}
 }
 
+func TestRegisterLargestAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	info := registrationtest.Info{
+		Type:     testType,
+		Name:     strings.Repeat("n", registration.MaxNameLen),
+		Endpoint: strings.Repeat("e", registration.MaxEndpointLen),
+		Versions: slices.Repeat([]string{strings.Repeat("v", registration.MaxVersionLen)}, registration.MaxVersions),
+	}
+	p := e.serve("big", info, registrationtest.Options{}) // about 21 KiB: more than one HTTP/2 frame
+	if err := e.register(p.Path()); err != nil {
+		t.Fatalf("Register with every field at its limit: %v", err)
+	}
+	if got, _ := e.actual.Get(p.Path()); len(got.Versions) != registration.MaxVersions {
+		t.Fatalf("%d versions recorded", len(got.Versions))
+	}
+}
+
+func TestRegisterOversizedAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	info := registrationtest.Info{Type: testType, Name: "x", Versions: slices.Repeat([]string{strings.Repeat("v", 1000)}, 80)}
+	p := e.serve("huge", info, registrationtest.Options{})
+	err := e.register(p.Path())
+	if !errors.Is(err, registration.ErrInvalidInfo) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("Register error = %v, want ErrInvalidInfo for an answer over the size limit", err)
+	}
+}

@@ -3,52 +3,15 @@ package registrar
 import (
 	"fmt"
 
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
-	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/wasmhost/wasmhost/registration"
 )
 
 // GetInfo's answer is decoded by hand rather than by the generated PluginInfo type: protobuf-go
-// refuses a proto3 string that is not valid UTF-8 while unmarshalling, and gRPC reports that as
-// an Internal error indistinguishable from a broken connection. Decoding the four fields here
-// lets a malformed answer be refused as ErrInvalidInfo with the field named, and told to the
-// plugin.
-
-// rawCodec sends proto messages as usual and receives into *rawMessage without decoding. Its
-// name is "proto" so that the content type on the wire is the one plugins expect.
-type rawCodec struct{}
-
-var _ encoding.CodecV2 = rawCodec{}
-
-type rawMessage struct{ b []byte }
-
-func (rawCodec) Name() string { return "proto" }
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("raw codec: cannot marshal %T", v)
-	}
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(*rawMessage)
-	if !ok {
-		return fmt.Errorf("raw codec: cannot unmarshal into %T", v)
-	}
-	m.b = data.Materialize()
-	return nil
-}
+// refuses a proto3 string that is not valid UTF-8 while unmarshalling, which would make a
+// malformed answer look like a broken connection. Decoding the four fields here lets it be
+// refused as ErrInvalidInfo with the field named, and told to the plugin.
 
 // Field numbers of pluginregistration.PluginInfo (api.proto).
 const (
@@ -103,5 +66,17 @@ func decodeInfo(socket string, b []byte) (registration.PluginInfo, error) {
 	return p, nil
 }
 
-// getInfoRequest is the (empty) GetInfo request, sent as is on every call.
-var getInfoRequest = &regapi.InfoRequest{}
+// encodeStatus encodes a RegistrationStatus message (plugin_registered = 1, error = 2). The
+// reason must be valid UTF-8 (see reasonFor).
+func encodeStatus(registered bool, reason string) []byte {
+	var b []byte
+	if registered {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
+	if reason != "" {
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, reason)
+	}
+	return b
+}
