@@ -81,6 +81,7 @@ func newWireConn(c net.Conn) *wireConn {
 	w.fr.ReadMetaHeaders.SetMaxStringLength(registration.MaxInfoMessageSize)
 	w.fr.MaxHeaderListSize = registration.MaxInfoMessageSize
 	w.henc = hpack.NewEncoder(&w.hbuf)
+	w.henc.SetMaxDynamicTableSizeLimit(0) // whatever table size the plugin allows, literals fit
 
 	// Buffered; sent with the first call.
 	bufs.w.WriteString(http2.ClientPreface)
