@@ -110,8 +110,9 @@ func setDefault(d *time.Duration, v time.Duration) {
 // Every step has its own deadline (see Config); no goroutine outlives the call. The error
 // wraps one of registration's sentinels: ErrUnreachable (dial or GetInfo failed),
 // ErrInvalidInfo, ErrNoHandler (the caller should wait for a handler, not back off),
-// ErrRejected (with the handler's error also wrapped) or ErrNotifyFailed. Register logs each
-// outcome once; the caller need not log the error again.
+// ErrRejected (with the handler's error also wrapped) or ErrNotifyFailed. Once GetInfo has
+// answered, the error is a *PluginError naming the plugin. Register logs each outcome once;
+// the caller need not log the error again.
 func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 	start := time.Now()
 	log := r.log.With("socket", s.Path)
@@ -141,14 +142,14 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
 		log.Warn("plugin waits for a handler for its type", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	}
 
 	if herr := r.callHandler(ctx, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: ValidatePlugin: %w", registration.ErrRejected, info.Name, info.Type, s.Path, herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	}
 
 	r.cfg.Actual.Add(statecache.Plugin{
@@ -165,14 +166,14 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 	herr := r.callHandler(ctx, func(ctx context.Context) error {
 		var err error
 		published, err = h.RegisterPlugin(ctx, info)
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	})
 	if herr != nil {
 		r.cfg.Actual.Remove(s.Path)
 		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: RegisterPlugin: %w", registration.ErrRejected, info.Name, info.Type, s.Path, herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	}
 	if published != nil {
 		published = maps.Clone(published)
@@ -187,11 +188,29 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 		} else {
 			log.Warn("plugin did not take its registration; rolled back", "error", err)
 		}
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	}
 	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
 	return nil
 }
+
+// PluginError is the error of a Register that got as far as a valid GetInfo answer: it says
+// which plugin failed, for callers that show it (found with errors.As). It wraps the error
+// with the sentinel.
+type PluginError struct {
+	Type string // the plugin's type, as it answered GetInfo
+	Name string // the plugin's name
+	Err  error
+}
+
+func (e *PluginError) Error() string { return e.Err.Error() }
+func (e *PluginError) Unwrap() error { return e.Err }
+
+// PluginType returns the type of the plugin that failed.
+func (e *PluginError) PluginType() string { return e.Type }
+
+// PluginName returns the name of the plugin that failed.
+func (e *PluginError) PluginName() string { return e.Name }
 
 // Deregister forgets p: it removes p from the actual state, then calls p.Handler's
 // DeRegisterPlugin (within HandlerTimeout). There is no call to the plugin, which is usually

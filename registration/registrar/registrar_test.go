@@ -167,6 +167,13 @@ func TestRegisterNoHandler(t *testing.T) {
 	if !errors.Is(err, registration.ErrNoHandler) {
 		t.Fatalf("Register error = %v, want ErrNoHandler", err)
 	}
+	var named interface {
+		PluginType() string
+		PluginName() string
+	}
+	if !errors.As(err, &named) || named.PluginType() != "example.com/other" || named.PluginName() != "demo-1" {
+		t.Fatalf("Register error %v does not name the plugin", err)
+	}
 	want := "no handler registered for plugin type: example.com/other at socket " + p.Path()
 	if n := p.WaitNotification(t, wait); n.Registered || n.Error != want {
 		t.Fatalf("notification = %+v, want %q", n, want)
