@@ -166,7 +166,7 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 	herr := r.callHandler(ctx, func(ctx context.Context) error {
 		var err error
 		published, err = h.RegisterPlugin(ctx, info)
-		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
+		return err
 	})
 	if herr != nil {
 		r.cfg.Actual.Remove(s.Path)
