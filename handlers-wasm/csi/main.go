@@ -69,7 +69,7 @@ func check(p guest.Plugin) (version, error) {
 	case p.Name == "":
 		return version{}, guest.Reject("CSI driver at socket " + p.Socket + " has no name")
 	case len(p.Name) > maxNameBytes:
-		return version{}, guest.Reject("CSI driver name " + strconv.Quote(p.Name[:32]+"...") + " is " +
+		return version{}, guest.Reject("CSI driver name " + quote(p.Name[:32]+"...") + " is " +
 			strconv.Itoa(len(p.Name)) + " bytes long; this handler takes names of up to " + strconv.Itoa(maxNameBytes))
 	}
 	v, ok := highestSupported(p.Versions)

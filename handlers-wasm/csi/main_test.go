@@ -448,3 +448,12 @@ func TestDeregister(t *testing.T) {
 		t.Errorf("%d keys left in the store", got)
 	}
 }
+
+func TestQuote(t *testing.T) {
+	if got, want := quoteList([]string{"1.0", "a\"b\\c\n\x7fé"}), `["1.0", "a\"b\\c\x0a\x7fé"]`; got != want {
+		t.Errorf("quoteList = %s, want %s", got, want)
+	}
+	if got := quoteList(nil); got != "[]" {
+		t.Errorf("quoteList(nil) = %s", got)
+	}
+}
