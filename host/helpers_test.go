@@ -65,7 +65,22 @@ func (l *logs) count(msg string) int {
 }
 
 // newTestHost returns a host with test-friendly defaults and a log capture; the test closes it.
+// A host that loads the testdata fixtures in place (no HandlerDir) allows insecure files when the
+// checkout made them group-writable (umask 002); newStrictHost never does.
 func newTestHost(t testing.TB, cfg Config) (*Host, *logs) {
+	t.Helper()
+	if cfg.HandlerDir == "" && fixturesShared() {
+		cfg.AllowInsecure = true
+	}
+	return newStrictHost(t, cfg)
+}
+
+func fixturesShared() bool {
+	fi, err := os.Stat(fixture("ok"))
+	return err != nil || checkNotShared("", "", fi) != nil
+}
+
+func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
 	t.Helper()
 	l := &logs{t: t}
 	if cfg.Logger == nil {
