@@ -40,6 +40,7 @@ WebAssembly module loaded from a directory: drop a .wasm file in, no rebuild.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newVersionCmd())
+	root.AddCommand(newClientCmds()...)
 	return root
 }
 

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/wasmhost/wasmhost/admin"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/metrics"
 	"github.com/wasmhost/wasmhost/reconciler"
 	"github.com/wasmhost/wasmhost/registration"
 	"github.com/wasmhost/wasmhost/registration/registrar"
@@ -116,9 +120,14 @@ type daemon struct {
 	registry *registration.Registry
 	watcher  *watcher.Watcher
 	rec      *reconciler.Reconciler
+	host     *host.Host
+	admin    *admin.Server
+	metrics  *metrics.Metrics
 }
 
-func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
+// newDaemon builds every part of the daemon. What it opened before a failure is closed
+// before the error returns.
+func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	d := &daemon{
 		cfg:      cfg,
 		log:      log,
@@ -140,6 +149,20 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.watcher = w
+	d.metrics, err = metrics.New(metrics.Config{
+		Addr:                cfg.Metrics.Listen,
+		Logger:              log.With("component", "metrics"),
+		Version:             buildVersion(),
+		Ready:               d.Ready,
+		Plugins:             d.pluginSamples,
+		Handlers:            d.handlerSamples,
+		RegistrationRetries: func() uint64 { return d.rec.Counters().Retries },
+		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
+		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },
+	})
+	if err != nil {
+		return nil, err
+	}
 	reg, err := registrar.New(registrar.Config{
 		Handlers:       d.registry,
 		Actual:         d.actual,
@@ -148,6 +171,16 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		GetInfoTimeout: time.Duration(cfg.Registration.GetInfoTimeout),
 		NotifyTimeout:  time.Duration(cfg.Registration.NotifyTimeout),
 		HandlerTimeout: time.Duration(cfg.Handlers.CallTimeout),
+		Observer:       observer{d.metrics},
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.admin, err = admin.New(admin.Config{
+		Source:     d,
+		SocketPath: cfg.adminSocket(),
+		Logger:     log.With("component", "admin"),
+		Version:    buildVersion(),
 	})
 	if err != nil {
 		return nil, err
@@ -158,7 +191,23 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
 		Resync:         time.Duration(cfg.Reconciler.Resync),
 		Logger:         log.With("component", "reconciler"),
+		OnStatusChange: func(st reconciler.SocketStatus) { d.admin.Publish(d.adminPlugin(st)) },
 	})
+	// The host comes last: it is the only part that holds resources before Run.
+	d.host, err = host.New(ctx, host.Config{
+		HandlerDir:    cfg.HandlerDir,
+		CacheDir:      filepath.Join(cfg.StateDir, "cache"),
+		Registry:      d.registry,
+		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
+		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
+		PoolSize:      cfg.Handlers.PoolSize,
+		Grants:        cfg.grants(),
+		AllowInsecure: cfg.Handlers.AllowInsecure,
+		Logger:        log.With("component", "host"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -168,6 +217,9 @@ func (d *daemon) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.watcher.Run(gctx) })
 	g.Go(func() error { return d.rec.Run(gctx) })
+	g.Go(func() error { return d.host.Run(gctx) })
+	g.Go(func() error { return d.admin.Run(gctx) })
+	g.Go(func() error { return d.metrics.Run(gctx) })
 	g.Go(func() error {
 		select {
 		case <-d.watcher.Synced():
@@ -180,11 +232,14 @@ func (d *daemon) run(ctx context.Context) error {
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil
 	}
-	return err
+	// The reconciler has stopped calling handlers: the modules can go.
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, d.host.Close(closeCtx))
 }
 
 func runDaemon(ctx context.Context, cfg Config, log *slog.Logger) error {
-	d, err := newDaemon(cfg, log)
+	d, err := newDaemon(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

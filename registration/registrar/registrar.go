@@ -61,7 +61,28 @@ type Config struct {
 	HandlerTimeout time.Duration
 	// Now tells the time, for RegisteredAt and for ListenGrace. Defaults to time.Now.
 	Now func() time.Time
+	// Observer is told how every handler call and every registration went, for metrics.
+	// Defaults to nil: nobody is told.
+	Observer Observer
 }
+
+// Observer receives the outcome of handler calls and registrations. Its methods are called on
+// the registering goroutine and must return promptly.
+type Observer interface {
+	// HandlerCall reports one call of a handler: call is "validate", "register" or
+	// "deregister"; err is nil on success.
+	HandlerCall(pluginType, call string, err error, d time.Duration)
+	// Registration reports a registration attempt of a plugin that answered GetInfo; d runs
+	// from when the socket was first seen, so it is the latency a plugin experiences.
+	Registration(pluginType string, err error, d time.Duration)
+}
+
+// Names of handler calls, as given to Observer.HandlerCall.
+const (
+	CallValidate   = "validate"
+	CallRegister   = "register"
+	CallDeregister = "deregister"
+)
 
 // Registrar registers and deregisters plugins. It holds no per-plugin state and is safe for
 // concurrent use; the caller runs at most one operation at a time per socket path.
@@ -114,6 +135,22 @@ func setDefault(d *time.Duration, v time.Duration) {
 // answered, the error is a *PluginError naming the plugin. Register logs each outcome once;
 // the caller need not log the error again.
 func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
+	err := r.register(ctx, s)
+	if o := r.cfg.Observer; o != nil {
+		var pe *PluginError
+		switch {
+		case err == nil:
+			if p, ok := r.cfg.Actual.Get(s.Path); ok {
+				o.Registration(p.Type, nil, r.cfg.Now().Sub(s.Seen))
+			}
+		case errors.As(err, &pe):
+			o.Registration(pe.Type, err, r.cfg.Now().Sub(s.Seen))
+		}
+	}
+	return err
+}
+
+func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 	start := time.Now()
 	log := r.log.With("socket", s.Path)
 
@@ -145,7 +182,7 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
 	}
 
-	if herr := r.callHandler(ctx, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
+	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: ValidatePlugin: %w", registration.ErrRejected, info.Name, info.Type, s.Path, herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
@@ -163,7 +200,7 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 		RegisteredAt: r.cfg.Now(),
 	})
 	var published map[string]string
-	herr := r.callHandler(ctx, func(ctx context.Context) error {
+	herr := r.callHandler(ctx, info.Type, CallRegister, func(ctx context.Context) error {
 		var err error
 		published, err = h.RegisterPlugin(ctx, info)
 		return err
@@ -183,7 +220,7 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
 		r.cfg.Actual.Remove(s.Path)
 		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: NotifyRegistrationStatus(true): %w", registration.ErrNotifyFailed, info.Name, info.Type, s.Path, nerr)
-		if derr := r.callHandler(ctx, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); derr != nil {
+		if derr := r.callHandler(ctx, info.Type, CallDeregister, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); derr != nil {
 			log.Warn("plugin did not take its registration; rolling back, DeRegisterPlugin failed", "error", err, "deregister_error", derr)
 		} else {
 			log.Warn("plugin did not take its registration; rolled back", "error", err)
@@ -223,7 +260,7 @@ func (r *Registrar) Deregister(ctx context.Context, p statecache.Plugin) error {
 		return nil
 	}
 	info := p.Info()
-	if herr := r.callHandler(ctx, func(ctx context.Context) error { return p.Handler.DeRegisterPlugin(ctx, info) }); herr != nil {
+	if herr := r.callHandler(ctx, p.Type, CallDeregister, func(ctx context.Context) error { return p.Handler.DeRegisterPlugin(ctx, info) }); herr != nil {
 		err := fmt.Errorf("registrar: plugin %s (type %s) at socket %s: DeRegisterPlugin: %w", p.Name, p.Type, p.Socket, herr)
 		log.Warn("plugin deregistered, but its handler failed", "error", err)
 		return err
@@ -252,9 +289,13 @@ func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string
 
 // callHandler runs one handler call within HandlerTimeout. A panicking handler (a bug in a
 // native Go handler) fails the call instead of the daemon.
-func (r *Registrar) callHandler(ctx context.Context, call func(context.Context) error) (err error) {
+func (r *Registrar) callHandler(ctx context.Context, pluginType, name string, call func(context.Context) error) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
 	defer cancel()
+	if o := r.cfg.Observer; o != nil {
+		start := time.Now()
+		defer func() { o.HandlerCall(pluginType, name, err, time.Since(start)) }()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("handler panicked: %v", v)

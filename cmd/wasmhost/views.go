@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/wasmhost/wasmhost/admin"
+	"github.com/wasmhost/wasmhost/host"
+	"github.com/wasmhost/wasmhost/metrics"
+	"github.com/wasmhost/wasmhost/reconciler"
+	"github.com/wasmhost/wasmhost/registration"
+)
+
+// This file adapts the daemon's parts to what the admin API and the metrics read: the
+// reconciler's view of each socket joined with the actual state and the handlers.
+
+// Plugins implements admin.Source.
+func (d *daemon) Plugins() []admin.Plugin {
+	st := d.rec.Status()
+	out := make([]admin.Plugin, 0, len(st))
+	for _, s := range st {
+		out = append(out, d.adminPlugin(s))
+	}
+	return out
+}
+
+// adminPlugin joins a socket's reconciler status with its record in the actual state.
+func (d *daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
+	p := admin.Plugin{
+		Socket:         s.Path,
+		Type:           s.PluginType,
+		Name:           s.PluginName,
+		State:          admin.PluginState(s.State),
+		LastError:      s.LastError,
+		Attempts:       s.Attempts,
+		NextRetry:      s.NextRetry,
+		LastTransition: s.Since,
+	}
+	if s.State == reconciler.StateGone {
+		return p
+	}
+	if a, ok := d.actual.Get(s.Path); ok {
+		p.Type, p.Name = a.Type, a.Name
+		p.Endpoint = a.Endpoint
+		p.Versions = a.Versions
+		p.Published = a.Published
+		p.RegisteredAt = a.RegisteredAt
+		if hs, ok := d.handlerOf(a.Type); ok {
+			p.HandlerFile, p.HandlerSHA256 = hs.File, hs.SHA256
+		}
+	}
+	return p
+}
+
+// handlerOf returns the status of the handler file serving pluginType.
+func (d *daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
+	if d.host == nil {
+		return host.HandlerStatus{}, false
+	}
+	for _, hs := range d.host.Handlers() {
+		for _, t := range hs.PluginTypes {
+			if t == pluginType && hs.Serving {
+				return hs, true
+			}
+		}
+	}
+	return host.HandlerStatus{}, false
+}
+
+// Handlers implements admin.Source.
+func (d *daemon) Handlers() []admin.Handler {
+	if d.host == nil {
+		return nil
+	}
+	var out []admin.Handler
+	for _, hs := range d.host.Handlers() {
+		out = append(out, admin.Handler{
+			PluginTypes:  hs.PluginTypes,
+			File:         hs.File,
+			SHA256:       hs.SHA256,
+			Size:         hs.Size,
+			ABIVersion:   hs.ABIVersion,
+			Capabilities: hs.Capabilities,
+			LoadedAt:     hs.LoadedAt,
+			PoolSize:     hs.PoolSize,
+			Calls:        hs.Calls,
+			Failures:     hs.Failures,
+			Traps:        hs.Traps,
+			Timeouts:     hs.Timeouts,
+			LastError:    hs.LastError,
+		})
+	}
+	return out
+}
+
+// Ready implements admin.Source: ready once the socket directory was listed in full and the
+// handlers present at start were loaded (or refused).
+func (d *daemon) Ready() error {
+	select {
+	case <-d.watcher.Synced():
+	default:
+		return errors.New("the socket directory has not been listed yet")
+	}
+	if d.host != nil {
+		select {
+		case <-d.host.Ready():
+		default:
+			return errors.New("the handlers present at start are still loading")
+		}
+	}
+	return nil
+}
+
+func (d *daemon) pluginSamples() []metrics.PluginSample {
+	st := d.rec.Status()
+	out := make([]metrics.PluginSample, 0, len(st))
+	for _, s := range st {
+		_, desired := d.desired.Get(s.Path)
+		a, actual := d.actual.Get(s.Path)
+		typ := s.PluginType
+		if actual {
+			typ = a.Type
+		}
+		out = append(out, metrics.PluginSample{Socket: s.Path, Type: typ, State: string(s.State), Desired: desired, Actual: actual})
+	}
+	return out
+}
+
+func (d *daemon) handlerSamples() []metrics.HandlerSample {
+	if d.host == nil {
+		return nil
+	}
+	var out []metrics.HandlerSample
+	for _, hs := range d.host.Handlers() {
+		out = append(out, metrics.HandlerSample{
+			Name:        filepath.Base(hs.File),
+			PluginTypes: hs.PluginTypes,
+			SHA256:      hs.SHA256,
+			ABIVersion:  hs.ABIVersion,
+			Calls:       hs.Calls,
+			Failures:    hs.Failures,
+			Traps:       hs.Traps,
+			Timeouts:    hs.Timeouts,
+		})
+	}
+	return out
+}
+
+// observer feeds the registrar's outcomes into the metrics.
+type observer struct{ m *metrics.Metrics }
+
+func (o observer) HandlerCall(pluginType, call string, err error, d time.Duration) {
+	o.m.ObserveHandlerCall(pluginType, call, resultOf(err), d)
+}
+
+func (o observer) Registration(pluginType string, err error, d time.Duration) {
+	o.m.ObserveRegistration(pluginType, resultOf(err), d)
+}
+
+// resultOf names the outcome of a registration or handler call for metric labels.
+func resultOf(err error) string {
+	switch {
+	case err == nil:
+		return metrics.ResultOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return metrics.ResultTimeout
+	case errors.Is(err, host.ErrTrap):
+		return metrics.ResultTrap
+	case errors.Is(err, registration.ErrNoHandler):
+		return metrics.ResultNoHandler
+	case errors.Is(err, registration.ErrRejected):
+		return metrics.ResultRejected
+	case errors.Is(err, registration.ErrUnreachable):
+		return metrics.ResultUnreachable
+	case errors.Is(err, registration.ErrNotifyFailed):
+		return metrics.ResultNotifyFailed
+	default:
+		return metrics.ResultError
+	}
+}
+
