@@ -180,4 +180,3 @@ func resultOf(err error) string {
 		return metrics.ResultError
 	}
 }
-
