@@ -192,8 +192,7 @@ func (h *Host) Run(ctx context.Context) error {
 			h.log.Warn("handler directory watcher error; re-scanning", "dir", dir, "error", err)
 			r.rescan(time.Now(), false)
 		case res := <-r.results:
-			r.apply(res)
-			r.checkReady()
+			r.receive(res)
 			if r.dirty {
 				r.dirty = false
 				r.rescan(time.Now(), false)
@@ -218,7 +217,8 @@ type reloader struct {
 	results  chan loadResult
 	sem      chan struct{} // bounds concurrent loads
 	inflight int
-	initial  map[string]bool // files present at start, not loaded or refused yet
+	initial  map[string]bool // files present at start whose load has not returned yet
+	pending  []loadResult    // their results, applied together
 	ready    bool
 	dirty    bool // a file changed while it was loading: re-scan
 	resyncAt time.Time
@@ -360,15 +360,38 @@ func (r *reloader) load(e *fileEntry, curSHA, failedSHA string, force bool) load
 	return res
 }
 
-// apply installs the result of a load, or logs why it failed.
-func (r *reloader) apply(res loadResult) {
+// receive takes the result of a load. The files present at start are applied together, in
+// name order, so that of two files that claim one plugin type the first by name wins.
+func (r *reloader) receive(res loadResult) {
 	r.inflight--
 	e := res.e
 	e.loading = false
 	if e.again {
 		e.again, r.dirty = false, true
 	}
-	delete(r.initial, e.name)
+	if r.ready {
+		r.apply(res)
+		return
+	}
+	if r.initial[e.name] {
+		delete(r.initial, e.name)
+		r.pending = append(r.pending, res)
+	} else {
+		r.apply(res)
+	}
+	if len(r.initial) == 0 {
+		slices.SortFunc(r.pending, func(a, b loadResult) int { return strings.Compare(a.e.name, b.e.name) })
+		for _, res := range r.pending {
+			r.apply(res)
+		}
+		r.pending = nil
+		r.checkReady()
+	}
+}
+
+// apply installs the result of a load, or logs why it failed.
+func (r *reloader) apply(res loadResult) {
+	e := res.e
 	if r.h.files[e.name] != e { // removed while it loaded
 		if res.m != nil {
 			res.m.retire()
@@ -488,7 +511,6 @@ func (r *reloader) remove(e *fileEntry) {
 	e.cur = nil
 	r.h.mu.Unlock()
 	delete(r.quiet, e.name)
-	delete(r.initial, e.name)
 	r.h.log.Info("handler file removed", "handler", e.path)
 }
 
@@ -521,6 +543,9 @@ func (r *reloader) stop() {
 	for r.inflight > 0 {
 		res := <-r.results
 		r.inflight--
+		r.pending = append(r.pending, res)
+	}
+	for _, res := range r.pending {
 		if res.m != nil {
 			res.m.retire()
 		}
