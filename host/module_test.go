@@ -105,6 +105,24 @@ func TestKV(t *testing.T) {
 	errContains(t, err, registration.ErrRejected, "missing")
 }
 
+// TestLimits: the host functions return the ABI's codes at its limits (testdata/limits.wat
+// checks them from the guest side).
+func TestLimits(t *testing.T) {
+	h, _ := newTestHost(t, Config{})
+	m := mustLoad(t, h, "limits")
+	ctx := context.Background()
+	p := info("limits.example", "p")
+	if err := m.ValidatePlugin(ctx, p); err != nil {
+		t.Errorf("validate: %v", err)
+	}
+	if _, err := m.RegisterPlugin(ctx, p); err != nil {
+		t.Errorf("register: %v", err)
+	}
+	if err := m.DeRegisterPlugin(ctx, p); err != nil {
+		t.Errorf("deregister: %v", err)
+	}
+}
+
 // TestHostile runs each hostile guest: the call fails with the right error naming the file
 // and what went wrong, the same module serves the next normal call, and another module is
 // not disturbed.
