@@ -32,9 +32,10 @@ run: build
 	@echo
 	@echo "wasmhost: plugin sockets go in  $(RUN_DIR)/plugins_registry"
 	@echo "          handlers (.wasm) go in $(RUN_DIR)/handlers"
-	@echo "          try: go run ./examples/plugin --socket-dir $(RUN_DIR)/plugins_registry"
+	@echo "          try: go run ./examples/plugin --socket-dir $(RUN_DIR)/plugins_registry  (type example.wasmhost.dev)"
+	@echo "          see: bin/wasmhost plugins --admin-socket $(RUN_DIR)/state/admin.sock"
 	@echo
-	$(BIN) run --socket-dir $(RUN_DIR)/plugins_registry --handler-dir $(RUN_DIR)/handlers --state-dir $(RUN_DIR)/state
+	$(BIN) run --config examples/config/wasmhost.yaml --socket-dir $(RUN_DIR)/plugins_registry --handler-dir $(RUN_DIR)/handlers --state-dir $(RUN_DIR)/state
 
 vet:
 	$(GO) vet ./...

@@ -144,10 +144,52 @@ func loadConfigFile(path string, into *Config) error {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(into); err != nil && !errors.Is(err, io.EOF) {
+	err = dec.Decode(into)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	return nil
+	// Name the key of every mistake, not only its line.
+	var root yaml.Node
+	_ = yaml.Unmarshal(b, &root)
+	keys := keysByLine(&root, "", map[int]string{})
+	var errs []error
+	for _, msg := range te.Errors {
+		var line int
+		if _, scanErr := fmt.Sscanf(msg, "line %d:", &line); scanErr == nil && keys[line] != "" {
+			msg = keys[line] + " (" + msg + ")"
+		}
+		errs = append(errs, errors.New(msg))
+	}
+	return fmt.Errorf("config %s:\n%w", path, errors.Join(errs...))
+}
+
+// keysByLine maps each line of a YAML document to the dotted key whose value is on it.
+func keysByLine(n *yaml.Node, prefix string, out map[int]string) map[int]string {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			keysByLine(c, prefix, out)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			out[n.Content[i].Line] = key
+			if v := n.Content[i+1]; v.Line != n.Content[i].Line || v.Kind == yaml.ScalarNode {
+				if _, taken := out[v.Line]; !taken || v.Line == n.Content[i].Line {
+					out[v.Line] = key
+				}
+			}
+			keysByLine(n.Content[i+1], key, out)
+		}
+	}
+	return out
 }
 
 // validate checks the config as a whole and names the key of every mistake.
@@ -253,7 +295,8 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 500ms, 5s, 2m)", n.Line, n.Value)
+		// A *yaml.TypeError lets the decoder go on and report every mistake at once.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (e.g. 500ms, 5s, 2m)", n.Line, n.Value)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -302,7 +345,7 @@ func parseByteSize(s string) (ByteSize, error) {
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parseByteSize(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
 	*b = v
 	return nil

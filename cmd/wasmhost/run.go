@@ -203,6 +203,7 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (_ *daemon, er
 		PoolSize:      cfg.Handlers.PoolSize,
 		Grants:        cfg.grants(),
 		AllowInsecure: cfg.Handlers.AllowInsecure,
+		PluginCaller:  registrar.PluginCaller{},
 		Logger:        log.With("component", "host"),
 	})
 	if err != nil {

@@ -53,7 +53,7 @@ func main() {
 	var cfg config
 	var versions string
 	flag.StringVar(&cfg.socketDir, "socket-dir", "./run/plugins_registry", "directory the daemon watches for plugin sockets")
-	flag.StringVar(&cfg.pluginTyp, "type", "example.com/demo", "plugin type (selects the daemon's handler)")
+	flag.StringVar(&cfg.pluginTyp, "type", "example.wasmhost.dev", "plugin type (selects the daemon's handler; example.wasmhost.dev is served by handlers-wasm/example)")
 	flag.StringVar(&cfg.name, "name", "demo-1", "plugin name; the socket is <socket-dir>/<name>.sock")
 	flag.StringVar(&cfg.endpoint, "endpoint", "", "endpoint of the plugin's own API (default: the registration socket)")
 	flag.StringVar(&versions, "versions", "v1", "comma-separated supported versions")

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check or show the daemon's configuration",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check FILE",
+		Short: "Validate a config file: unknown keys and bad values are named with their line",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := defaultConfig()
+			if err := loadConfigFile(args[0], &cfg); err != nil {
+				return err
+			}
+			if err := cfg.validate(); err != nil {
+				return fmt.Errorf("%s is not valid:\n%w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "defaults",
+		Short: "Print the default configuration as YAML, a starting point for a config file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := yaml.Marshal(defaultConfig())
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	})
+	return cmd
+}
+
+// MarshalYAML writes a Duration as "500ms", the way it is read.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalYAML writes a ByteSize as "64MiB", the way it is read.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -1,0 +1,94 @@
+package registrar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+)
+
+// ErrBadEndpoint: a plugin's endpoint is not a unix socket that plugin_call may dial.
+var ErrBadEndpoint = errors.New("registrar: endpoint not callable")
+
+// PluginCaller makes the unary gRPC calls a handler asks for through the plugin_call host
+// function (the CSI handler asks its driver for NodeGetInfo, as the kubelet does). It only
+// dials unix sockets, given as an absolute path or a unix:// URL: a handler reaches the plugin
+// it handles and nothing on the network. Registration is on the hot path and uses the small
+// client in client.go; this is not, so it uses grpc-go, which handles whatever the plugin's
+// own server does.
+type PluginCaller struct{}
+
+// Call invokes method on the plugin serving at endpoint with the encoded request req, and
+// returns the encoded response, which may be at most maxResp bytes. ctx bounds the call.
+func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {
+	path, err := unixPath(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(method, "/") || strings.Count(method, "/") != 2 {
+		return nil, fmt.Errorf("registrar: plugin_call: method %q is not a full gRPC method name (/package.Service/Method)", method)
+	}
+	cc, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResp), grpc.ForceCodecV2(rawCodec{})),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, err)
+	}
+	defer cc.Close()
+	var out rawMessage
+	if err := cc.Invoke(ctx, method, &rawMessage{b: req}, &out, grpc.WaitForReady(true)); err != nil {
+		return nil, fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, err)
+	}
+	return out.b, nil
+}
+
+// unixPath returns the socket path of an endpoint: an absolute path, or unix:// (or unix:)
+// followed by one.
+func unixPath(endpoint string) (string, error) {
+	p := endpoint
+	if rest, ok := strings.CutPrefix(p, "unix://"); ok {
+		p = rest
+	} else if rest, ok := strings.CutPrefix(p, "unix:"); ok {
+		p = rest
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: %q is not a unix socket path (want /path or unix:///path)", ErrBadEndpoint, endpoint)
+	}
+	return filepath.Clean(p), nil
+}
+
+// rawCodec passes messages through as bytes: the handler encoded the request and decodes the
+// response. It is named "proto" so that the content type is application/grpc+proto, which is
+// what the plugin's server expects.
+type rawCodec struct{}
+
+var _ encoding.CodecV2 = rawCodec{}
+
+// rawMessage is a message already encoded.
+type rawMessage struct{ b []byte }
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(*rawMessage)
+	if !ok {
+		return nil, fmt.Errorf("rawCodec: cannot marshal %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(m.b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*rawMessage)
+	if !ok {
+		return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
+	}
+	m.b = data.Materialize()
+	return nil
+}

@@ -1,0 +1,98 @@
+package registrar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// serveEcho serves every method on a unix socket: it answers with the request bytes reversed,
+// or with a NotFound status for /test.Svc/Missing.
+func serveEcho(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "csi.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(stream)
+		if method == "/test.Svc/Missing" {
+			return status.Error(codes.NotFound, "no such thing")
+		}
+		var in rawMessage
+		if err := stream.RecvMsg(&in); err != nil {
+			return err
+		}
+		out := bytes.Clone(in.b)
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		return stream.SendMsg(&rawMessage{b: out})
+	}))
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	return path
+}
+
+func TestPluginCaller(t *testing.T) {
+	path := serveEcho(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var c PluginCaller
+
+	for _, ep := range []string{path, "unix://" + path, "unix:" + path} {
+		got, err := c.Call(ctx, ep, "/test.Svc/Echo", []byte("abc"), 1024)
+		if err != nil {
+			t.Fatalf("Call(%q): %v", ep, err)
+		}
+		if string(got) != "cba" {
+			t.Errorf("Call(%q) = %q, want %q", ep, got, "cba")
+		}
+	}
+
+	_, err := c.Call(ctx, path, "/test.Svc/Missing", nil, 1024)
+	if status.Code(errors.Unwrap(err)) != codes.NotFound {
+		t.Errorf("a NotFound status: got %v", err)
+	}
+
+	_, err = c.Call(ctx, path, "/test.Svc/Echo", bytes.Repeat([]byte("x"), 2000), 1000)
+	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
+		t.Errorf("a response over maxResp: got %v, want ResourceExhausted", err)
+	}
+}
+
+func TestPluginCallerRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var c PluginCaller
+	for _, ep := range []string{"csi.sock", "localhost:443", "dns:///example.com:443", "unix:relative.sock", ""} {
+		if _, err := c.Call(ctx, ep, "/a.B/C", nil, 10); !errors.Is(err, ErrBadEndpoint) {
+			t.Errorf("endpoint %q: got %v, want ErrBadEndpoint", ep, err)
+		}
+	}
+	if _, err := c.Call(ctx, "/tmp/x.sock", "NodeGetInfo", nil, 10); err == nil {
+		t.Error("a method that is not a full gRPC name was accepted")
+	}
+	// Nobody listening: the call ends with the context, not before it hangs forever.
+	short, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel2()
+	if _, err := c.Call(short, "/tmp/wh-nobody-listens.sock", "/a.B/C", nil, 10); status.Code(errors.Unwrap(err)) != codes.DeadlineExceeded {
+		t.Errorf("nobody listening: got %v, want DeadlineExceeded", err)
+	}
+}
