@@ -1,7 +1,7 @@
 // Command plugin is a minimal node plugin that registers itself with wasmhost (or with the
 // kubelet: the protocol is the same). Read it as documentation for plugin authors.
 //
-//	go run ./examples/plugin --socket-dir ./run/plugins_registry --type example.com/demo --name demo-1 --versions v1
+//	go run ./examples/plugin --socket-dir ./run/plugins_registry --type example.wasmhost.dev --name demo-1 --versions v1
 //
 // A plugin registers by serving the kubelet's plugin-registration API,
 // k8s.io/kubelet/pkg/apis/pluginregistration/v1, on a unix socket in the directory the daemon
