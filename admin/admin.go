@@ -15,6 +15,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
 
 // DefaultSocketPath is where the daemon serves the admin API unless told otherwise.
@@ -25,10 +27,10 @@ var (
 	// ErrConfig: the Config cannot work (no Source, a socket path that is too long).
 	ErrConfig = errors.New("admin: invalid config")
 	// ErrSocketInUse: another process answers on the admin socket (another daemon?).
-	ErrSocketInUse = errors.New("admin: another process is serving on the admin socket")
+	ErrSocketInUse = unixsock.ErrInUse
 	// ErrNotSocket: something that is not a socket is in the way at the socket path; it is
 	// left alone.
-	ErrNotSocket = errors.New("admin: not a socket")
+	ErrNotSocket = unixsock.ErrNotSocket
 	// ErrRunning: Run was called on a server that is running or has run.
 	ErrRunning = errors.New("admin: Run called twice")
 )

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
 
 // Server serves the admin API. Make it with New, start it with Run, and feed it with Publish.
@@ -41,9 +42,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Source == nil {
 		return nil, fmt.Errorf("%w: Config.Source is nil", ErrConfig)
 	}
-	if len(cfg.SocketPath) > maxSocketPath {
+	if len(cfg.SocketPath) > unixsock.MaxPath {
 		return nil, fmt.Errorf("%w: SocketPath %s is %d bytes long; a unix socket path has at most %d",
-			ErrConfig, cfg.SocketPath, len(cfg.SocketPath), maxSocketPath)
+			ErrConfig, cfg.SocketPath, len(cfg.SocketPath), unixsock.MaxPath)
 	}
 	return &Server{
 		cfg:      cfg,
@@ -180,9 +181,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	lis, cleanup, err := listenUnix(s.cfg.SocketPath)
+	lis, cleanup, err := unixsock.Listen(s.cfg.SocketPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("admin: %w", err)
 	}
 	defer cleanup()
 

@@ -2,20 +2,17 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
 
 // Handler returns the HTTP handler of the endpoints:
@@ -75,7 +72,10 @@ func (m *Metrics) Run(ctx context.Context) error {
 		err     error
 	)
 	if network == "unix" {
-		lis, cleanup, err = listenUnix(address)
+		lis, cleanup, err = unixsock.Listen(address)
+		if err != nil {
+			err = fmt.Errorf("metrics: %w", err)
+		}
 	} else {
 		lis, err = net.Listen("tcp", address)
 		if err != nil {
@@ -126,8 +126,8 @@ func parseAddr(addr string) (network, address string, err error) {
 		if !filepath.IsAbs(p) {
 			return "", "", fmt.Errorf("%w: Addr %q: want unix: followed by an absolute path", ErrConfig, addr)
 		}
-		if len(p) > maxSocketPath {
-			return "", "", fmt.Errorf("%w: Addr %q: a unix socket path has at most %d bytes", ErrConfig, addr, maxSocketPath)
+		if len(p) > unixsock.MaxPath {
+			return "", "", fmt.Errorf("%w: Addr %q: a unix socket path has at most %d bytes", ErrConfig, addr, unixsock.MaxPath)
 		}
 		return "unix", p, nil
 	default:
@@ -137,87 +137,4 @@ func parseAddr(addr string) (network, address string, err error) {
 		}
 		return "tcp", addr, nil
 	}
-}
-
-// maxSocketPath is the longest path a unix socket can be bound to on Linux.
-const maxSocketPath = 107
-
-// listenUnix listens on a unix socket at path with mode 0600, creating its directory (0700)
-// when missing and removing a stale socket left at path. The socket is bound in a private
-// directory beside path and renamed into place once it is 0600, whatever the umask. cleanup
-// removes the socket if it is still the one made here.
-//
-// The admin package has the same function; they are kept apart so that neither package
-// depends on the other.
-func listenUnix(path string) (_ net.Listener, cleanup func(), err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("metrics: creating the directory of socket %s: %w", path, err)
-	}
-	if err := removeStale(path); err != nil {
-		return nil, nil, err
-	}
-	tmpDir, err := os.MkdirTemp(dir, ".m")
-	if err != nil {
-		return nil, nil, fmt.Errorf("metrics: socket %s: %w", path, err)
-	}
-	defer os.RemoveAll(tmpDir)
-	bind := filepath.Join(tmpDir, "s")
-	if len(bind) > maxSocketPath {
-		bind = path
-	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: bind, Net: "unix"})
-	if err != nil {
-		return nil, nil, fmt.Errorf("metrics: listening on %s: %w", path, err)
-	}
-	l.SetUnlinkOnClose(false)
-	fail := func(err error) (net.Listener, func(), error) {
-		l.Close()
-		os.Remove(bind)
-		return nil, nil, fmt.Errorf("metrics: socket %s: %w", path, err)
-	}
-	if err := os.Chmod(bind, 0o600); err != nil {
-		return fail(err)
-	}
-	if bind != path {
-		if err := os.Rename(bind, path); err != nil {
-			return fail(err)
-		}
-	}
-	mine, err := os.Lstat(path)
-	if err != nil {
-		return fail(err)
-	}
-	return l, func() {
-		l.Close()
-		if cur, err := os.Lstat(path); err == nil && os.SameFile(mine, cur) {
-			os.Remove(path)
-		}
-	}, nil
-}
-
-func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("metrics: socket %s: %w", path, err)
-	}
-	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("%w: %s exists and is not a socket (mode %s); remove it or choose another path",
-			ErrNotSocket, path, fi.Mode())
-	}
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("%w: %s (is another wasmhost running?)", ErrSocketInUse, path)
-	}
-	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT) {
-		return fmt.Errorf("metrics: probing the existing socket %s: %w", path, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("metrics: removing the stale socket %s: %w", path, err)
-	}
-	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
 
 // DefaultAddr is where the daemon serves metrics unless told otherwise: loopback only, port
@@ -34,9 +35,9 @@ var (
 	// ErrConfig: the Config cannot work (a malformed listen address).
 	ErrConfig = errors.New("metrics: invalid config")
 	// ErrSocketInUse: another process answers on the metrics unix socket.
-	ErrSocketInUse = errors.New("metrics: another process is serving on the metrics socket")
+	ErrSocketInUse = unixsock.ErrInUse
 	// ErrNotSocket: something that is not a socket is in the way at the socket path.
-	ErrNotSocket = errors.New("metrics: not a socket")
+	ErrNotSocket = unixsock.ErrNotSocket
 	// ErrRunning: Run was called on a Metrics that is running or has run.
 	ErrRunning = errors.New("metrics: Run called twice")
 )
