@@ -1,0 +1,197 @@
+package statecache
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+)
+
+func sock(path string, ino uint64) Socket {
+	return Socket{Path: path, ID: Identity{Dev: 1, Ino: ino, Ctime: int64(ino) * 1000}}
+}
+
+func drained(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestDesiredUpsertIsIdempotent(t *testing.T) {
+	d := NewDesired()
+	if !d.Upsert(sock("/s/a.sock", 1)) {
+		t.Fatal("first Upsert reported no change")
+	}
+	if !drained(d.Changed()) {
+		t.Fatal("Upsert did not wake Changed")
+	}
+	if got := d.TakeDirty(); !slices.Equal(got, []string{"/s/a.sock"}) {
+		t.Fatalf("TakeDirty = %v", got)
+	}
+	// The same identity again, as a re-list would report it: nothing changes, nobody wakes.
+	if d.Upsert(sock("/s/a.sock", 1)) {
+		t.Error("re-recording the same identity reported a change")
+	}
+	if drained(d.Changed()) || d.TakeDirty() != nil {
+		t.Error("re-recording the same identity woke the reconciler")
+	}
+	// A new identity at the same path is a new plugin.
+	if !d.Upsert(sock("/s/a.sock", 2)) {
+		t.Error("a replaced socket reported no change")
+	}
+	if s, _ := d.Get("/s/a.sock"); s.ID.Ino != 2 {
+		t.Errorf("Get after replace = %+v", s)
+	}
+	if got := d.TakeDirty(); !slices.Equal(got, []string{"/s/a.sock"}) {
+		t.Errorf("TakeDirty after replace = %v", got)
+	}
+}
+
+func TestDesiredRemove(t *testing.T) {
+	d := NewDesired()
+	for i, p := range []string{"/s/a.sock", "/s/sub/b.sock", "/s/sub/deeper/c.sock", "/s/subway.sock"} {
+		d.Upsert(sock(p, uint64(i+1)))
+	}
+	d.TakeDirty()
+	if d.Remove("/s/nothing.sock") {
+		t.Error("removing an unknown path reported a change")
+	}
+	if n := d.RemoveUnder("/s/sub"); n != 2 {
+		t.Errorf("RemoveUnder(/s/sub) removed %d, want 2 (not /s/subway.sock)", n)
+	}
+	dirty := d.TakeDirty()
+	slices.Sort(dirty)
+	if !slices.Equal(dirty, []string{"/s/sub/b.sock", "/s/sub/deeper/c.sock"}) {
+		t.Errorf("dirty after RemoveUnder = %v", dirty)
+	}
+	if !d.Remove("/s/a.sock") {
+		t.Error("Remove of a known path reported no change")
+	}
+	var paths []string
+	for _, s := range d.List() {
+		paths = append(paths, s.Path)
+	}
+	if !slices.Equal(paths, []string{"/s/subway.sock"}) {
+		t.Errorf("List = %v", paths)
+	}
+}
+
+func TestActual(t *testing.T) {
+	a := NewActual()
+	a.Add(Plugin{Socket: "/s/b.sock", Name: "b"})
+	a.Add(Plugin{Socket: "/s/a.sock", Name: "a"})
+	if !drained(a.Changed()) {
+		t.Error("Add did not signal")
+	}
+	if !a.Update("/s/a.sock", func(p *Plugin) { p.Published = map[string]string{"k": "v"} }) {
+		t.Error("Update of a known plugin reported none")
+	}
+	if a.Update("/s/zzz.sock", func(p *Plugin) { t.Error("fn called for an unknown plugin") }) {
+		t.Error("Update of an unknown plugin reported one")
+	}
+	if p, _ := a.Get("/s/a.sock"); p.Published["k"] != "v" {
+		t.Errorf("Get after Update = %+v", p)
+	}
+	if l := a.List(); len(l) != 2 || l[0].Name != "a" || l[1].Name != "b" {
+		t.Errorf("List not sorted by socket: %+v", l)
+	}
+	if p, ok := a.Remove("/s/b.sock"); !ok || p.Name != "b" {
+		t.Errorf("Remove = %+v, %v", p, ok)
+	}
+	if a.Len() != 1 {
+		t.Errorf("Len = %d", a.Len())
+	}
+}
+
+// TestHammer writes, removes and reads both caches from many goroutines at once (run with
+// -race), then checks that no change was lost: every path touched is reported dirty, and the
+// final state is what the last writer of each path left.
+func TestHammer(t *testing.T) {
+	d := NewDesired()
+	a := NewActual()
+	const writers, paths, rounds = 8, 50, 400
+	dirty := make(map[string]bool)
+	var dirtyMu sync.Mutex
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() { // the reconciler's side: drain dirty paths while writers work
+		defer readers.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-d.Changed():
+			}
+			for _, p := range d.TakeDirty() {
+				dirtyMu.Lock()
+				dirty[p] = true
+				dirtyMu.Unlock()
+			}
+			_ = d.List()
+			_ = a.List()
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				// Each writer owns the paths p ≡ w (mod writers), so the end state is known.
+				p := fmt.Sprintf("/s/%d/%d.sock", w, r%(paths/writers+1))
+				switch r % 4 {
+				case 0, 1:
+					d.Upsert(sock(p, uint64(r)))
+					a.Add(Plugin{Socket: p, Name: p})
+				case 2:
+					d.Remove(p)
+					a.Remove(p)
+				case 3:
+					d.RemoveUnder(fmt.Sprintf("/s/%d", w))
+					a.Update(p, func(pl *Plugin) { pl.Name = "updated" })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	for _, p := range d.TakeDirty() {
+		dirty[p] = true
+	}
+	for w := range writers {
+		for i := range paths/writers + 1 {
+			p := fmt.Sprintf("/s/%d/%d.sock", w, i)
+			touched := i < rounds
+			if touched && !dirty[p] {
+				t.Errorf("%s was changed but never reported dirty", p)
+			}
+		}
+	}
+	// Replay one writer's sequence alone to find the expected end state of its paths.
+	want := NewDesired()
+	for r := range rounds {
+		p := fmt.Sprintf("/s/0/%d.sock", r%(paths/writers+1))
+		switch r % 4 {
+		case 0, 1:
+			want.Upsert(sock(p, uint64(r)))
+		case 2:
+			want.Remove(p)
+		case 3:
+			want.RemoveUnder("/s/0")
+		}
+	}
+	var got []Socket
+	for _, s := range d.List() {
+		if len(s.Path) > 4 && s.Path[:4] == "/s/0" {
+			got = append(got, s)
+		}
+	}
+	if !slices.Equal(got, want.List()) {
+		t.Errorf("writer 0's paths ended as %v, want %v", got, want.List())
+	}
+}
