@@ -19,15 +19,22 @@ import (
 // Plugins implements admin.Source.
 func (d *daemon) Plugins() []admin.Plugin {
 	st := d.rec.Status()
+	handlers := d.handlersByType()
 	out := make([]admin.Plugin, 0, len(st))
 	for _, s := range st {
-		out = append(out, d.adminPlugin(s))
+		out = append(out, d.joinPlugin(s, handlers))
 	}
 	return out
 }
 
-// adminPlugin joins a socket's reconciler status with its record in the actual state.
+// adminPlugin returns the admin view of one socket.
 func (d *daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
+	return d.joinPlugin(s, d.handlersByType())
+}
+
+// joinPlugin joins a socket's reconciler status with its record in the actual state and the
+// handler serving its type.
+func (d *daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.HandlerStatus) admin.Plugin {
 	p := admin.Plugin{
 		Socket:         s.Path,
 		Type:           s.PluginType,
@@ -47,26 +54,27 @@ func (d *daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
 		p.Versions = a.Versions
 		p.Published = a.Published
 		p.RegisteredAt = a.RegisteredAt
-		if hs, ok := d.handlerOf(a.Type); ok {
+		if hs, ok := handlers[a.Type]; ok {
 			p.HandlerFile, p.HandlerSHA256 = hs.File, hs.SHA256
 		}
 	}
 	return p
 }
 
-// handlerOf returns the status of the handler file serving pluginType.
-func (d *daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
+// handlersByType indexes the handler files serving calls by the plugin types they serve.
+func (d *daemon) handlersByType() map[string]host.HandlerStatus {
+	out := make(map[string]host.HandlerStatus)
 	if d.host == nil {
-		return host.HandlerStatus{}, false
+		return out
 	}
 	for _, hs := range d.host.Handlers() {
-		for _, t := range hs.PluginTypes {
-			if t == pluginType && hs.Serving {
-				return hs, true
+		if hs.Serving {
+			for _, t := range hs.PluginTypes {
+				out[t] = hs
 			}
 		}
 	}
-	return host.HandlerStatus{}, false
+	return out
 }
 
 // Handlers implements admin.Source.
@@ -179,4 +187,10 @@ func resultOf(err error) string {
 	default:
 		return metrics.ResultError
 	}
+}
+
+// handlerOf returns the status of the handler file serving pluginType.
+func (d *daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
+	hs, ok := d.handlersByType()[pluginType]
+	return hs, ok
 }
