@@ -1,0 +1,337 @@
+package main
+
+// Helpers shared by the end-to-end tests (e2e_test.go) and the benchmarks (bench_test.go): a
+// daemon built with newDaemon on temporary directories and run in-process, a log kept in
+// memory and shown when a test fails, waits on conditions with deadlines, and the example
+// WebAssembly handler built with the Go toolchain.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/reconciler"
+	"github.com/wasmhost/wasmhost/registration/registrationtest"
+)
+
+// e2eWait bounds every wait of the end-to-end tests. It is generous on purpose: the tests
+// run with -race on a loaded 2-core machine, and a wait only lasts this long when a test is
+// about to fail anyway.
+const e2eWait = 2 * time.Minute
+
+// e2eDirs are the directories of one daemon: all under one short temporary directory
+// (unix socket paths are limited to 108 bytes).
+type e2eDirs struct {
+	Base    string
+	Socket  string // the socket directory the daemon watches
+	Handler string // the .wasm handler directory
+	State   string // compile cache and admin socket
+}
+
+// newE2EDirs makes the directories under a new temporary directory in root ("/tmp" for
+// tests; "/dev/shm" puts the sockets on tmpfs for benchmarks), removed when tb ends.
+func newE2EDirs(tb testing.TB, root string) e2eDirs {
+	tb.Helper()
+	base, err := os.MkdirTemp(root, "wh")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(base) })
+	d := e2eDirs{
+		Base:    base,
+		Socket:  filepath.Join(base, "s"),
+		Handler: filepath.Join(base, "h"),
+		State:   filepath.Join(base, "st"),
+	}
+	for _, dir := range []string{d.Socket, d.Handler, d.State} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return d
+}
+
+// e2eConfig is the daemon's default configuration on dirs, with no metrics endpoint, short
+// backoffs (so that retries happen within a test) and the safety-net passes made rare (so
+// that what a test sees is caused by the events it made).
+func e2eConfig(dirs e2eDirs) Config {
+	cfg := defaultConfig()
+	cfg.SocketDir = dirs.Socket
+	cfg.HandlerDir = dirs.Handler
+	cfg.StateDir = dirs.State
+	cfg.Log.Level = "debug"
+	cfg.Metrics.Listen = "off"
+	cfg.Reconciler.InitialBackoff = Duration(200 * time.Millisecond)
+	cfg.Reconciler.MaxBackoff = Duration(2 * time.Second)
+	cfg.Reconciler.Resync = Duration(time.Hour)
+	cfg.Watcher.Resync = Duration(time.Hour)
+	return cfg
+}
+
+// testLog returns a logger that keeps the daemon's log in memory and prints it when tb has
+// failed, after everything registered with Cleanup later has run (the daemon has stopped).
+func testLog(tb testing.TB) *slog.Logger {
+	tb.Helper()
+	buf := &lockedBuffer{}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("daemon log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runningDaemon is a daemon built with newDaemon and running in a goroutine.
+type runningDaemon struct {
+	tb     testing.TB
+	d      *daemon
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// startDaemon builds a daemon for cfg, lets prepare (if not nil) change it before it runs (to
+// put native handlers into d.registry), and runs it until the test ends or stop is called.
+// The test fails if run returns an error or does not return within e2eWait of being stopped.
+func startDaemon(tb testing.TB, cfg Config, log *slog.Logger, prepare func(d *daemon)) *runningDaemon {
+	tb.Helper()
+	d, err := newDaemon(context.Background(), cfg, log)
+	if err != nil {
+		tb.Fatalf("newDaemon: %v", err)
+	}
+	if prepare != nil {
+		prepare(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rd := &runningDaemon{tb: tb, d: d, cancel: cancel, done: make(chan error, 1)}
+	go func() { rd.done <- d.run(ctx) }()
+	tb.Cleanup(func() {
+		if err := rd.stop(); err != nil {
+			tb.Errorf("daemon run: %v", err)
+		}
+	})
+	return rd
+}
+
+// stop cancels the daemon's context and waits for run to return, and returns its error. It
+// may be called more than once.
+func (rd *runningDaemon) stop() error {
+	rd.once.Do(func() {
+		rd.cancel()
+		select {
+		case rd.err = <-rd.done:
+		case <-time.After(e2eWait):
+			rd.err = errors.New("run did not return within " + e2eWait.String() + " of its context being cancelled")
+		}
+	})
+	return rd.err
+}
+
+// waitFor polls cond until it holds, and fails tb if it does not within e2eWait.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(e2eWait)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited %v for %s", e2eWait, what)
+		}
+		<-tick.C
+	}
+}
+
+// waitState waits until the reconciler reports socket in state, and returns its status.
+func (rd *runningDaemon) waitState(socket string, state reconciler.State) reconciler.SocketStatus {
+	rd.tb.Helper()
+	var st reconciler.SocketStatus
+	waitFor(rd.tb, "socket "+socket+" to be "+string(state), func() bool {
+		var ok bool
+		st, ok = rd.d.rec.SocketStatus(socket)
+		return ok && st.State == state
+	})
+	return st
+}
+
+// waitGone waits until the reconciler no longer knows socket and it is not in the actual
+// state.
+func (rd *runningDaemon) waitGone(socket string) {
+	rd.tb.Helper()
+	waitFor(rd.tb, "socket "+socket+" to be forgotten", func() bool {
+		_, known := rd.d.rec.SocketStatus(socket)
+		_, actual := rd.d.actual.Get(socket)
+		return !known && !actual
+	})
+}
+
+// pluginInfo is what the fake plugins answer: version v1, the endpoint left to default to
+// the socket.
+func pluginInfo(typ, name string) registrationtest.Info {
+	return registrationtest.Info{Type: typ, Name: name, Versions: []string{"v1"}}
+}
+
+// wantNotification waits for the plugin's next notification and fails the test unless it
+// says registered, and, for a refusal, unless its reason contains reason.
+func wantNotification(tb testing.TB, p *registrationtest.Plugin, registered bool, reason string) registrationtest.Notification {
+	tb.Helper()
+	n := p.WaitNotification(tb, e2eWait)
+	if n.Registered != registered || !strings.Contains(n.Error, reason) {
+		tb.Fatalf("plugin %s: notification %+v, want registered=%v with a reason containing %q", p.Path(), n, registered, reason)
+	}
+	if registered && n.Error != "" {
+		tb.Fatalf("plugin %s: Notify(true) with an error %q", p.Path(), n.Error)
+	}
+	return n
+}
+
+// callsFor returns the handler calls that concern socket, oldest first, as method names.
+func callsFor(h *registrationtest.RecordingHandler, socket string) []string {
+	var out []string
+	for _, c := range h.Calls() {
+		if c.Info.Socket == socket {
+			out = append(out, c.Method)
+		}
+	}
+	return out
+}
+
+// exampleWasm builds the example handler (handlers-wasm/example) for wasip1 as the Makefile
+// does, into a temporary directory, and returns the module's bytes. It always builds, rather
+// than use a handlers-wasm/example.wasm that may be stale; the Go build cache makes a
+// rebuild of unchanged sources a link only. It skips in -short mode.
+func exampleWasm(tb testing.TB) []byte {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("builds the example WebAssembly handler with the Go toolchain")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skip("no go command in PATH")
+	}
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "example.wasm")
+	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "../../handlers-wasm/example")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build handlers-wasm/example for wasip1: %v\n%s", err, b)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wasm
+}
+
+// withCustomSection returns a copy of wasm with a custom section appended: the same module,
+// different bytes (and so a different SHA-256), to replace a handler file with a new version.
+func withCustomSection(wasm []byte, name string, payload []byte) []byte {
+	var body []byte
+	body = appendULEB(body, uint64(len(name)))
+	body = append(body, name...)
+	body = append(body, payload...)
+	out := slices.Clone(wasm)
+	out = append(out, 0) // custom section id
+	out = appendULEB(out, uint64(len(body)))
+	return append(out, body...)
+}
+
+func appendULEB(b []byte, v uint64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			c |= 0x80
+		}
+		b = append(b, c)
+		if v == 0 {
+			return b
+		}
+	}
+}
+
+// goroutineIDs returns the IDs of the goroutines that exist now.
+func goroutineIDs() map[int]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	ids := make(map[int]string)
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		m := goroutineHeader.FindStringSubmatch(g)
+		if m == nil {
+			continue
+		}
+		id, _ := strconv.Atoi(m[1])
+		ids[id] = g
+	}
+	return ids
+}
+
+var goroutineHeader = regexp.MustCompile(`^goroutine (\d+) `)
+
+// waitNoNewGoroutines waits until every goroutine that exists and was not in before has
+// exited (other than the caller), and fails tb with their stacks if some are still there
+// after e2eWait.
+func waitNoNewGoroutines(tb testing.TB, before map[int]string) {
+	tb.Helper()
+	var extra []string
+	deadline := time.Now().Add(e2eWait)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		extra = extra[:0]
+		for id, stack := range goroutineIDs() {
+			if _, ok := before[id]; ok || strings.Contains(stack, "waitNoNewGoroutines") {
+				continue
+			}
+			extra = append(extra, stack)
+		}
+		if len(extra) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d goroutine(s) left running:\n\n%s", len(extra), strings.Join(extra, "\n\n"))
+		}
+		<-tick.C
+	}
+}
