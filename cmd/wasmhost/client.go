@@ -95,16 +95,11 @@ attempts, next retry and the handler's file and SHA-256; -o json prints everythi
   wasmhost plugins -o json | jq -r '.[] | select(.state == "failing") | .socket'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dialAdmin(o.socket)
+			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListPluginsResponse, error) {
+				return c.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+			})
 			if err != nil {
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
-			defer cancel()
-			resp, err := c.client.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
-			if err != nil {
-				return c.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			switch o.output {
@@ -142,16 +137,11 @@ handler was granted; -o json prints everything.`,
   wasmhost handlers -o json | jq '.[] | {file, traps}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dialAdmin(o.socket)
+			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListHandlersResponse, error) {
+				return c.ListHandlers(ctx, &adminv1.ListHandlersRequest{})
+			})
 			if err != nil {
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
-			defer cancel()
-			resp, err := c.client.ListHandlers(ctx, &adminv1.ListHandlersRequest{})
-			if err != nil {
-				return c.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			switch o.output {
@@ -251,16 +241,11 @@ socket directory once and loaded the handlers it found at start-up), and how man
 sockets it knows by state, handlers it runs and clients watching it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dialAdmin(o.socket)
+			st, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.Status, error) {
+				return c.GetStatus(ctx, &adminv1.GetStatusRequest{})
+			})
 			if err != nil {
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
-			defer cancel()
-			st, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{})
-			if err != nil {
-				return c.explain(err)
 			}
 			out := cmd.OutOrStdout()
 			if o.output == "json" {
@@ -272,6 +257,24 @@ sockets it knows by state, handlers it runs and clients watching it.`,
 	}
 	o.bind(cmd, "text", "json")
 	return cmd
+}
+
+// callAdmin makes one unary call to the daemon on socket within clientCallTimeout, and turns
+// its failure into an error that says what to do.
+func callAdmin[T any](cmd *cobra.Command, socket string, call func(context.Context, adminv1.AdminClient) (T, error)) (T, error) {
+	var zero T
+	c, err := dialAdmin(socket)
+	if err != nil {
+		return zero, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
+	defer cancel()
+	resp, err := call(ctx, c.client)
+	if err != nil {
+		return zero, c.explain(err)
+	}
+	return resp, nil
 }
 
 // adminClient is a connection to the admin socket that remembers why dialling failed, so
