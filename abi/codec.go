@@ -2,8 +2,8 @@ package abi
 
 import (
 	"errors"
-	"strconv"
-	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/abi/wire"
 )
 
 // PluginRequest is the request of ExportValidate, ExportRegister and ExportDeregister, encoded
@@ -40,19 +40,19 @@ type Manifest struct {
 // ErrMalformed is returned for bytes that are not a valid encoding.
 var ErrMalformed = errors.New("abi: malformed message")
 
-// The codec writes and reads the protocol buffers wire format itself rather than with
-// google.golang.org/protobuf/encoding/protowire: that package's initialization links fmt, os and
-// reflect into every Go guest (about 0.4 MB of a 2.8 MB module). The tests check it against
+// The codec writes and reads the protocol buffers wire format with package abi/wire rather than
+// with google.golang.org/protobuf/encoding/protowire: that package's initialization links fmt, os
+// and reflect into every Go guest (about 0.4 MB of a 2.8 MB module). The tests check it against
 // protowire.
 
 // AppendPluginRequest appends the encoding of r to b.
 func AppendPluginRequest(b []byte, r PluginRequest) []byte {
-	b = appendString(b, 1, r.Socket)
-	b = appendString(b, 2, r.Type)
-	b = appendString(b, 3, r.Name)
-	b = appendString(b, 4, r.Endpoint)
+	b = wire.AppendNonEmpty(b, 1, r.Socket)
+	b = wire.AppendNonEmpty(b, 2, r.Type)
+	b = wire.AppendNonEmpty(b, 3, r.Name)
+	b = wire.AppendNonEmpty(b, 4, r.Endpoint)
 	for _, v := range r.Versions {
-		b = appendField(b, 5, v)
+		b = wire.AppendString(b, 5, v)
 	}
 	return b
 }
@@ -61,7 +61,7 @@ func AppendPluginRequest(b []byte, r PluginRequest) []byte {
 // add fields.
 func DecodePluginRequest(b []byte) (PluginRequest, error) {
 	var r PluginRequest
-	err := decodeStrings(b, 5, func(num uint64, s string) {
+	err := decodeStrings(b, 5, func(num uint32, s string) {
 		switch num {
 		case 1:
 			r.Socket = s
@@ -81,17 +81,17 @@ func DecodePluginRequest(b []byte) (PluginRequest, error) {
 // AppendManifest appends the encoding of m to b.
 func AppendManifest(b []byte, m Manifest) []byte {
 	for _, t := range m.PluginTypes {
-		b = appendField(b, 1, t)
+		b = wire.AppendString(b, 1, t)
 	}
-	b = appendString(b, 2, m.Name)
-	b = appendString(b, 3, m.Version)
+	b = wire.AppendNonEmpty(b, 2, m.Name)
+	b = wire.AppendNonEmpty(b, 3, m.Version)
 	return b
 }
 
 // DecodeManifest decodes b. Unknown fields are skipped.
 func DecodeManifest(b []byte) (Manifest, error) {
 	var m Manifest
-	err := decodeStrings(b, 3, func(num uint64, s string) {
+	err := decodeStrings(b, 3, func(num uint32, s string) {
 		switch num {
 		case 1:
 			m.PluginTypes = append(m.PluginTypes, s)
@@ -104,109 +104,32 @@ func DecodeManifest(b []byte) (Manifest, error) {
 	return m, err
 }
 
-// Wire types of the protocol buffers encoding.
-const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
-)
-
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-// appendField appends a length-delimited field.
-func appendField(b []byte, num uint64, s string) []byte {
-	b = appendVarint(b, num<<3|wireBytes)
-	b = appendVarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// appendString appends a string field unless it is empty (proto3 omits default values).
-func appendString(b []byte, num uint64, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return appendField(b, num, s)
-}
-
-// consumeVarint returns the varint at the start of b and its length, or a length of -1 when b
-// does not start with a varint of at most 64 bits.
-func consumeVarint(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		c := b[i]
-		if i == 9 && c > 1 {
-			return 0, -1 // over 64 bits
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			return v, i + 1
-		}
-	}
-	return 0, -1
-}
-
 // decodeStrings walks a message whose known fields, numbered 1 to maxKnown, are all strings,
 // calling fn for each. Fields of other numbers or wire types are skipped; groups (wire types 3
 // and 4, deprecated) and reserved wire types are malformed. Known strings must be valid UTF-8.
-func decodeStrings(b []byte, maxKnown uint64, fn func(num uint64, s string)) error {
-	for len(b) > 0 {
-		tag, n := consumeVarint(b)
-		num := tag >> 3
-		if n < 0 || num == 0 || num > 1<<31-1 {
-			return malformed("bad field tag", 0)
+func decodeStrings(b []byte, maxKnown uint32, fn func(num uint32, s string)) error {
+	err := wire.Walk(b, func(f wire.Field) error {
+		if f.Num > maxKnown || f.Type != wire.BytesType {
+			return nil
 		}
-		b = b[n:]
-		switch tag & 7 {
-		case wireVarint:
-			_, n = consumeVarint(b)
-		case wireFixed64:
-			n = 8
-		case wireFixed32:
-			n = 4
-		case wireBytes:
-			size, m := consumeVarint(b)
-			if m < 0 || size > uint64(len(b)-m) {
-				return malformed("truncated", num)
-			}
-			v := b[m : m+int(size)]
-			if num <= maxKnown {
-				if !utf8.Valid(v) {
-					return malformed("not valid UTF-8", num)
-				}
-				fn(num, string(v))
-			}
-			n = m + int(size)
-		default:
-			return malformed("unsupported wire type "+strconv.Itoa(int(tag&7)), num)
+		s, err := f.Text()
+		if err == nil {
+			fn(f.Num, s)
 		}
-		if n < 0 || n > len(b) {
-			return malformed("truncated", num)
-		}
-		b = b[n:]
+		return err
+	})
+	if err != nil {
+		return &malformedError{err: err}
 	}
 	return nil
 }
 
-// malformedError is an ErrMalformed that says where.
-type malformedError struct {
-	what  string
-	field uint64
-}
+// malformedError is an ErrMalformed that says where: it wraps the *wire.Error, whose message
+// starts with wire.ErrMalformed's and goes on with the field and what is wrong.
+type malformedError struct{ err error }
 
 func (e *malformedError) Error() string {
-	if e.field == 0 {
-		return ErrMalformed.Error() + ": " + e.what
-	}
-	return ErrMalformed.Error() + ": field " + strconv.FormatUint(e.field, 10) + ": " + e.what
+	return ErrMalformed.Error() + e.err.Error()[len(wire.ErrMalformed.Error()):]
 }
 
 func (e *malformedError) Unwrap() error { return ErrMalformed }
-
-func malformed(what string, field uint64) error { return &malformedError{what: what, field: field} }

@@ -1,116 +1,18 @@
 package main
 
 import (
-	"errors"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/abi/wire"
 )
 
-// This file reads and writes the few protocol buffers messages the handler needs, in the wire
-// format, by hand: a protobuf library (or encoding/json) would add far more to the module than
-// the handler itself.
+// This file reads and writes the few protocol buffers messages the handler needs with package
+// abi/wire: a protobuf library (or encoding/json) would add far more to the module than the
+// handler itself.
 
-// Wire types of the protocol buffers encoding.
-const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
-)
-
-var errMalformed = errors.New("malformed protobuf message")
-
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-// appendString appends a string field, leaving it out when empty as proto3 does.
-func appendString(b []byte, num uint64, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = appendVarint(b, num<<3|wireBytes)
-	b = appendVarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func consumeVarint(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		c := b[i]
-		if i == 9 && c > 1 {
-			return 0, -1
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			return v, i + 1
-		}
-	}
-	return 0, -1
-}
-
-// field is one field of a message: its number and wire type, and its value (varint) or its
-// bytes (length-delimited).
-type field struct {
-	num   uint64
-	typ   uint64
-	value uint64
-	data  []byte
-}
-
-// walk calls fn for each field of the message b. Fixed-size fields are skipped; groups, bad tags
-// and truncated fields make the message malformed.
-func walk(b []byte, fn func(f field) error) error {
-	for len(b) > 0 {
-		tag, n := consumeVarint(b)
-		if n < 0 || tag>>3 == 0 || tag>>3 > 1<<29-1 {
-			return errMalformed
-		}
-		b = b[n:]
-		f := field{num: tag >> 3, typ: tag & 7}
-		switch f.typ {
-		case wireVarint:
-			f.value, n = consumeVarint(b)
-		case wireFixed64:
-			n = 8
-		case wireFixed32:
-			n = 4
-		case wireBytes:
-			size, m := consumeVarint(b)
-			if m < 0 || size > uint64(len(b)-m) {
-				return errMalformed
-			}
-			f.data = b[m : m+int(size)]
-			n = m + int(size)
-		default:
-			return errMalformed
-		}
-		if n < 0 || n > len(b) {
-			return errMalformed
-		}
-		b = b[n:]
-		if f.typ == wireFixed32 || f.typ == wireFixed64 {
-			continue
-		}
-		if err := fn(f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// str returns a length-delimited field as a string; it must be valid UTF-8.
-func (f field) str() (string, error) {
-	if f.typ != wireBytes || !utf8.Valid(f.data) {
-		return "", errMalformed
-	}
-	return string(f.data), nil
-}
+// errMalformed is matched by every decoding error (wire.ErrMalformed).
+var errMalformed = wire.ErrMalformed
 
 // record is what the handler keeps in the store about a registered driver:
 //
@@ -124,19 +26,19 @@ type record struct {
 }
 
 func (r record) encode() []byte {
-	b := appendString(nil, 1, r.endpoint)
-	b = appendString(b, 2, r.version)
-	return appendString(b, 3, r.socket)
+	b := wire.AppendNonEmpty(nil, 1, r.endpoint)
+	b = wire.AppendNonEmpty(b, 2, r.version)
+	return wire.AppendNonEmpty(b, 3, r.socket)
 }
 
 func decodeRecord(b []byte) (record, error) {
 	var r record
-	err := walk(b, func(f field) error {
-		if f.num > 3 {
+	err := wire.Walk(b, func(f wire.Field) error {
+		if f.Num > 3 {
 			return nil
 		}
-		s, err := f.str()
-		switch f.num {
+		s, err := f.Text()
+		switch f.Num {
 		case 1:
 			r.endpoint = s
 		case 2:
@@ -167,28 +69,28 @@ type nodeInfo struct {
 
 func decodeNodeInfo(b []byte) (nodeInfo, error) {
 	var ni nodeInfo
-	err := walk(b, func(f field) error {
+	err := wire.Walk(b, func(f wire.Field) error {
 		var err error
 		switch {
-		case f.num == 1:
-			ni.nodeID, err = f.str()
-		case f.num == 2 && f.typ == wireVarint:
-			ni.maxVolumes = int64(f.value)
-		case f.num == 2:
-			err = errMalformed
-		case f.num == 3:
-			if f.typ != wireBytes {
-				return errMalformed
+		case f.Num == 1:
+			ni.nodeID, err = f.Text()
+		case f.Num == 2 && f.Type == wire.VarintType:
+			ni.maxVolumes = int64(f.Varint)
+		case f.Num == 2:
+			err = f.WrongType()
+		case f.Num == 3:
+			if f.Type != wire.BytesType {
+				return f.WrongType()
 			}
 			// A message field that occurs twice is merged: the segments add up.
-			err = walk(f.data, func(f field) error {
-				if f.num != 1 {
+			err = wire.Walk(f.Data, func(f wire.Field) error {
+				if f.Num != 1 {
 					return nil
 				}
-				if f.typ != wireBytes {
-					return errMalformed
+				if f.Type != wire.BytesType {
+					return f.WrongType()
 				}
-				return decodeSegment(f.data, &ni.segments)
+				return decodeSegment(f.Data, &ni.segments)
 			})
 		}
 		return err
@@ -199,13 +101,13 @@ func decodeNodeInfo(b []byte) (nodeInfo, error) {
 // decodeSegment decodes one map entry of Topology.segments into *m.
 func decodeSegment(b []byte, m *map[string]string) error {
 	var key, value string
-	err := walk(b, func(f field) error {
+	err := wire.Walk(b, func(f wire.Field) error {
 		var err error
-		switch f.num {
+		switch f.Num {
 		case 1:
-			key, err = f.str()
+			key, err = f.Text()
 		case 2:
-			value, err = f.str()
+			value, err = f.Text()
 		}
 		return err
 	})

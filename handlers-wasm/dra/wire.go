@@ -1,16 +1,17 @@
 package main
 
 import (
-	"errors"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/abi/wire"
 )
 
-// This file writes and reads the handler's store record in the protocol buffers wire format,
-// by hand: a protobuf library (or encoding/json) would add far more to the module than the
-// handler itself.
+// This file writes and reads the handler's store record in the protocol buffers wire format with
+// package abi/wire: a protobuf library (or encoding/json) would add far more to the module than
+// the handler itself.
 
-var errMalformed = errors.New("malformed protobuf message")
+// errMalformed is matched by every decoding error (wire.ErrMalformed).
+var errMalformed = wire.ErrMalformed
 
 // record is what the handler keeps in the store about one registration socket:
 //
@@ -27,12 +28,7 @@ type record struct {
 func (r record) encode() []byte {
 	var b []byte
 	for i, s := range [...]string{r.name, r.endpoint, r.service, r.health} {
-		if s == "" {
-			continue // proto3 leaves out empty strings
-		}
-		b = appendVarint(b, uint64(i+1)<<3|2) // field i+1, length-delimited
-		b = appendVarint(b, uint64(len(s)))
-		b = append(b, s...)
+		b = wire.AppendNonEmpty(b, uint32(i+1), s)
 	}
 	return b
 }
@@ -42,68 +38,18 @@ func (r record) encode() []byte {
 func decodeRecord(b []byte) (record, error) {
 	var r record
 	fields := [...]*string{&r.name, &r.endpoint, &r.service, &r.health}
-	for len(b) > 0 {
-		tag, n := consumeVarint(b)
-		num := tag >> 3
-		if n < 0 || num == 0 || num > 1<<29-1 {
-			return record{}, errMalformed
+	err := wire.Walk(b, func(f wire.Field) error {
+		if f.Num > uint32(len(fields)) {
+			return nil
 		}
-		b = b[n:]
-		switch tag & 7 {
-		case 0: // varint
-			_, n = consumeVarint(b)
-		case 1: // fixed64
-			n = 8
-		case 5: // fixed32
-			n = 4
-		case 2: // length-delimited
-			size, m := consumeVarint(b)
-			if m < 0 || size > uint64(len(b)-m) {
-				return record{}, errMalformed
-			}
-			if num <= uint64(len(fields)) {
-				v := b[m : m+int(size)]
-				if !utf8.Valid(v) {
-					return record{}, errMalformed
-				}
-				*fields[num-1] = string(v)
-			}
-			n = m + int(size)
-		default:
-			return record{}, errMalformed
-		}
-		if n < 0 || n > len(b) {
-			return record{}, errMalformed
-		}
-		if tag&7 != 2 && num <= uint64(len(fields)) {
-			return record{}, errMalformed // a known field of another wire type
-		}
-		b = b[n:]
+		s, err := f.Text() // a known field of another wire type is malformed
+		*fields[f.Num-1] = s
+		return err
+	})
+	if err != nil {
+		return record{}, err
 	}
 	return r, nil
-}
-
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-func consumeVarint(b []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(b) && i < 10; i++ {
-		c := b[i]
-		if i == 9 && c > 1 {
-			return 0, -1
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			return v, i + 1
-		}
-	}
-	return 0, -1
 }
 
 // quoteList renders strings as a list of quoted strings, for reasons.
