@@ -178,6 +178,9 @@ func TestE2ESameNameAtTwoSockets(t *testing.T) {
 	b := registrationtest.Serve(t, filepath.Join(dirs.Socket, "b.sock"), pluginInfo(fakeType, "same"), registrationtest.Options{})
 	wantNotification(t, a, true, "")
 	wantNotification(t, b, true, "")
+	// A plugin hears Notify(true) a moment before the reconciler records the outcome.
+	rd.waitState(a.Path(), reconciler.StateRegistered)
+	rd.waitState(b.Path(), reconciler.StateRegistered)
 	regs := h.WaitCalls(t, registrationtest.MethodRegister, 2, e2eWait)
 	if regs[0].Info.Socket == regs[1].Info.Socket || regs[0].Info.Name != "same" || regs[1].Info.Name != "same" {
 		t.Fatalf("Register calls %+v, want one per socket", regs)
@@ -639,7 +642,6 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 	wasm := exampleWasm(t)
 	dirs := newE2EDirs(t, "/tmp")
 	rd := startDaemon(t, e2eConfig(dirs), testLog(t), nil)
-	const exampleType = "example.wasmhost.dev"
 
 	sock := filepath.Join(dirs.Socket, "e1.sock")
 	p := registrationtest.Serve(t, sock, pluginInfo(exampleType, "e1"), registrationtest.Options{})
