@@ -1,0 +1,77 @@
+//go:build !wasip1
+
+// Package handlers runs the conformance kit (abi/conformance) on every handler shipped in
+// handlers-wasm/. It has only this test file, at the top of handlers-wasm/: the Makefile takes
+// every directory here for a handler, and this is not one.
+package handlers
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/abi/conformance"
+	"github.com/wasmhost/wasmhost/abi/conformance/harness"
+	"github.com/wasmhost/wasmhost/registration"
+)
+
+// TestHandlerConformance builds each shipped handler from source for wasip1, as the Makefile
+// does, and runs the kit on it.
+func TestHandlerConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and compiles three Go handler modules")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cache := filepath.Join(dir, "cache") // one compile cache for the whole test binary
+
+	nodeInfo, err := harness.LoadFixture("csi/testdata/nodegetinfo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		handler string
+		opts    conformance.Options
+	}{
+		{"example", conformance.Options{
+			PluginType: "example.wasmhost.dev",
+			Valid:      registration.PluginInfo{Name: "demo", Versions: []string{"v1"}},
+			Invalid:    []registration.PluginInfo{{Name: "old", Versions: []string{"v0"}}},
+		}},
+		{"csi", conformance.Options{
+			PluginType: "CSIPlugin",
+			Valid:      registration.PluginInfo{Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock", Versions: []string{"1.0.0"}},
+			Invalid: []registration.PluginInfo{
+				{Name: "old.example.com", Versions: []string{"0.3.0"}},
+				{Name: "future.example.com", Versions: []string{"2.0.0", "v1beta1"}},
+			},
+			Grants:  map[string][]string{"CSIPlugin": {abi.CapabilityPluginCall}},
+			Fixture: nodeInfo,
+		}},
+		{"dra", conformance.Options{
+			PluginType: "DRAPlugin",
+			Valid:      registration.PluginInfo{Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", Versions: []string{"v1.DRAPlugin", "v1.DRAResourceHealth"}},
+			Invalid:    []registration.PluginInfo{{Name: "old.example.com", Versions: []string{"v1alpha3.DRAPlugin"}}},
+		}},
+	} {
+		t.Run(tc.handler, func(t *testing.T) {
+			out := filepath.Join(dir, tc.handler+".wasm")
+			cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+tc.handler)
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, b)
+			}
+			tc.opts.CacheDir = cache
+			conformance.Run(t, out, tc.opts)
+		})
+	}
+}
