@@ -24,6 +24,8 @@ type draPlugin struct {
 	RegSocket string // <socket dir>/<driver>-reg.sock: what the daemon discovers
 	DRASocket string // <data dir>/dra.sock: the endpoint GetInfo announces
 
+	// With rolling updates (startDRAInstance), <driver>-<uid>-reg.sock and dra-<uid>.sock.
+
 	helper *kubeletplugin.Helper
 	calls  *registrationCalls
 }
@@ -32,6 +34,19 @@ type draPlugin struct {
 // directory in d.Data. The plugin is stopped when the test ends, if the test did not stop it.
 func startDRA(t *testing.T, d dirs, driver string, opts ...kubeletplugin.Option) *draPlugin {
 	t.Helper()
+	return startDRAInstance(t, d, driver, "", opts...)
+}
+
+// startDRAInstance is startDRA with rolling updates enabled when uid is not empty: the instance
+// then has its own sockets, named by the helper after uid, beside the other instances'.
+func startDRAInstance(t *testing.T, d dirs, driver string, uid types.UID, opts ...kubeletplugin.Option) *draPlugin {
+	t.Helper()
+	regFile, draFile := driver+"-reg.sock", "dra.sock"
+	if uid != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(uid))
+		regFile = kubeletplugin.RollingUpdateRegistrarSocketFile(d.Sockets, driver, uid)
+		draFile = "dra-" + string(uid) + ".sock"
+	}
 	calls := newRegistrationCalls()
 	ctx := klog.NewContext(t.Context(), testLogger(t, 3))
 	all := append([]kubeletplugin.Option{
@@ -51,8 +66,8 @@ func startDRA(t *testing.T, d dirs, driver string, opts ...kubeletplugin.Option)
 	}
 	p := &draPlugin{
 		Driver:    driver,
-		RegSocket: filepath.Join(d.Sockets, driver+"-reg.sock"),
-		DRASocket: filepath.Join(d.Data, "dra.sock"),
+		RegSocket: filepath.Join(d.Sockets, regFile),
+		DRASocket: filepath.Join(d.Data, draFile),
 		helper:    h,
 		calls:     calls,
 	}
@@ -125,6 +140,21 @@ func (c *registrationCalls) waitNotified(t *testing.T, n int) []notifyCall {
 			return ""
 		}
 		return fmt.Sprintf("%d so far: %+v", len(got), got)
+	})
+	return got
+}
+
+// waitRegistered waits until the last NotifyRegistrationStatus the plugin served said
+// registered, and returns all the calls so far.
+func (c *registrationCalls) waitRegistered(t *testing.T) []notifyCall {
+	t.Helper()
+	var got []notifyCall
+	waitFor(t, "the plugin to be notified registered=true", func() string {
+		got = c.Notifies()
+		if n := len(got); n > 0 && got[n-1].Registered && got[n-1].Err == nil {
+			return ""
+		}
+		return fmt.Sprintf("notifications so far: %+v", got)
 	})
 	return got
 }

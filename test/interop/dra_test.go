@@ -2,6 +2,7 @@ package interop
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -133,27 +134,35 @@ func TestDRAHelperRollingUpdate(t *testing.T) {
 	d := newDirs(t)
 	const driver = "gpu.interop.dev"
 	uids := []types.UID{"11111111-2222-3333-4444-555555555555", "66666666-7777-8888-9999-000000000000"}
-	var endpoints []string
+	var ps []*draPlugin
 	for _, uid := range uids {
-		p := startDRA(t, d, driver, kubeletplugin.RollingUpdate(uid))
-		sock := kubeletplugin.RollingUpdateRegistrarSocketFile(d.Sockets, driver, uid)
-		if !strings.HasSuffix(sock, "-reg.sock") {
-			t.Errorf("rolling-update socket name %q does not end in -reg.sock", sock)
+		p := startDRAInstance(t, d, driver, uid)
+		if why := isSocket(p.RegSocket); why != "" {
+			t.Fatal(why)
 		}
-		info := dialProbe(t, d.Sockets+"/"+sock).getInfo(t)
-		if info.Name != driver || info.Type != registerapi.DRAPlugin {
-			t.Errorf("instance %s: GetInfo = {%q %q}, want {%q %q}", uid, info.Type, info.Name, registerapi.DRAPlugin, driver)
+		if !strings.HasPrefix(filepath.Base(p.RegSocket), driver+"-") || !strings.HasSuffix(p.RegSocket, "-reg.sock") {
+			t.Errorf("rolling-update socket %s is not <driver>-…-reg.sock", p.RegSocket)
 		}
-		endpoints = append(endpoints, info.Endpoint)
-		_ = p
-	}
-	if endpoints[0] == endpoints[1] {
-		t.Errorf("both instances announce endpoint %q", endpoints[0])
+		info := dialProbe(t, p.RegSocket).getInfo(t)
+		if info.Name != driver || info.Type != registerapi.DRAPlugin || info.Endpoint != p.DRASocket {
+			t.Errorf("instance %s: GetInfo = {%q %q %q}, want {%q %q %q}", uid,
+				info.Type, info.Name, info.Endpoint, registerapi.DRAPlugin, driver, p.DRASocket)
+		}
+		ps = append(ps, p)
 	}
 	if names := dirNames(t, d.Sockets); len(names) != 2 {
 		t.Errorf("socket dir holds %q, want two registration sockets", names)
 	}
-	t.Logf("rolling-update sockets %q, endpoints %q", dirNames(t, d.Sockets), endpoints)
+	t.Logf("rolling-update sockets %q", dirNames(t, d.Sockets))
+
+	// Stopping one instance removes only its own sockets.
+	ps[0].Stop()
+	if why := isGone(ps[0].RegSocket); why != "" {
+		t.Error(why)
+	}
+	if why := isSocket(ps[1].RegSocket); why != "" {
+		t.Error(why)
+	}
 }
 
 // dirNames lists a directory's entries by name, sorted.
