@@ -1,0 +1,573 @@
+package main
+
+// Benchmarks of the whole daemon, measured from the plugins' side: fake plugins
+// (registrationtest) in this process create their sockets on tmpfs (/dev/shm) and time what
+// they see. docs/benchmarks.md records the figures, the commands and the targets.
+//
+//	BenchmarkE2ERegister      socket created → the plugin receives Notify(true), one plugin at a
+//	                          time: p50-ms, p99-ms (native no-op handler; /wasm: the example
+//	                          WebAssembly handler)
+//	BenchmarkE2EDeregister    socket removed → DeRegisterPlugin called: p50-ms, p99-ms
+//	BenchmarkE2EReregister    socket removed and created again at the same path (a plugin
+//	                          restarting) → the new plugin receives Notify(true): p50-ms, p99-ms
+//	BenchmarkE2EBurst         N sockets created at once → all notified: wall-ms
+//	BenchmarkDaemonProcess    the daemon as a separate process (built with go build), the
+//	                          example handler, N plugins of its type: wall-ms for N at once,
+//	                          burst-cpu-ms (the daemon's CPU time for them), idle-cpu-% over
+//	                          -wasmhost.idle with N registered, loaded-rss-MB (VmRSS with the
+//	                          handler loaded, before the plugins), peak-rss-MB (VmHWM) and
+//	                          rss-MB (VmRSS) and go-heap-MB with N registered, shutdown-ms
+//
+// The daemon logs at info level as JSON into io.Discard, so that formatting the log lines is
+// part of the cost, as it is in production.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/reconciler"
+	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/registration/registrationtest"
+)
+
+var idleWindow = flag.Duration("wasmhost.idle", 10*time.Second, "BenchmarkDaemonProcess: how long the idle CPU of the daemon is measured")
+
+// exampleType is the plugin type of the example handler (handlers-wasm/example).
+const exampleType = "example.wasmhost.dev"
+
+// benchDirs makes the daemon's directories on tmpfs when there is one.
+func benchDirs(b *testing.B) e2eDirs {
+	root := "/dev/shm"
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		root = "/tmp"
+	}
+	return newE2EDirs(b, root)
+}
+
+// benchConfig is the default configuration on dirs, without the metrics endpoint.
+func benchConfig(dirs e2eDirs) Config {
+	cfg := defaultConfig()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = dirs.Socket, dirs.Handler, dirs.State
+	cfg.Metrics.Listen = "off"
+	return cfg
+}
+
+func benchLog() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// noopHandler accepts every plugin and does nothing, except tell whoever waits for the
+// deregistration of a socket when it came.
+type noopHandler struct {
+	mu      sync.Mutex
+	waiting map[string]chan time.Time
+}
+
+func (h *noopHandler) ValidatePlugin(context.Context, registration.PluginInfo) error { return nil }
+
+func (h *noopHandler) RegisterPlugin(context.Context, registration.PluginInfo) (map[string]string, error) {
+	return nil, nil
+}
+
+func (h *noopHandler) DeRegisterPlugin(_ context.Context, p registration.PluginInfo) error {
+	now := time.Now()
+	h.mu.Lock()
+	ch := h.waiting[p.Socket]
+	delete(h.waiting, p.Socket)
+	h.mu.Unlock()
+	if ch != nil {
+		ch <- now
+	}
+	return nil
+}
+
+// expectDeregister returns a channel that receives the time of socket's next deregistration.
+func (h *noopHandler) expectDeregister(socket string) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiting == nil {
+		h.waiting = make(map[string]chan time.Time)
+	}
+	h.waiting[socket] = ch
+	return ch
+}
+
+// startBenchDaemon runs a daemon with h as the native handler of fakeType (h may be nil) and,
+// when wasm is not nil, the example handler in its handler directory; it returns once a first
+// plugin of each type was registered.
+func startBenchDaemon(b *testing.B, dirs e2eDirs, h registration.Handler, wasm []byte) *runningDaemon {
+	b.Helper()
+	if wasm != nil {
+		if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon) {
+		if h != nil {
+			d.registry.Set(fakeType, h)
+		}
+	})
+	warm := func(typ string) {
+		sock := filepath.Join(dirs.Socket, "warm-"+strings.Split(typ, ".")[0]+".sock")
+		p, err := registrationtest.Start(sock, pluginInfo(typ, "warm"), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		for !p.WaitNotification(b, e2eWait).Registered {
+		}
+	}
+	if h != nil {
+		warm(fakeType)
+	}
+	if wasm != nil {
+		warm(exampleType)
+	}
+	return rd
+}
+
+// percentile returns the q-quantile of d (sorted in place), by the nearest-rank method.
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	i := int(q*float64(len(d))+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkE2ERegister: a plugin creates its socket; the time until it receives
+// Notify(true). One plugin at a time; after each, the plugin is stopped and its socket
+// removed, and the next starts once the daemon has deregistered it.
+func BenchmarkE2ERegister(b *testing.B) {
+	b.Run("native", func(b *testing.B) { benchRegister(b, false) })
+	b.Run("wasm", func(b *testing.B) { benchRegister(b, true) })
+}
+
+func benchRegister(b *testing.B, useWasm bool) {
+	dirs := benchDirs(b)
+	h := &noopHandler{}
+	typ := fakeType
+	var wasm []byte
+	if useWasm {
+		wasm = exampleWasm(b)
+		typ = exampleType
+	}
+	rd := startBenchDaemon(b, dirs, h, wasm)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		sock := filepath.Join(dirs.Socket, "p"+strconv.Itoa(i)+".sock")
+		start := time.Now()
+		p, err := registrationtest.Start(sock, pluginInfo(typ, "p"+strconv.Itoa(i)), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := p.WaitNotification(b, e2eWait)
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if !n.Registered {
+			b.Fatalf("plugin %s: %+v", sock, n)
+		}
+		rd.waitState(sock, reconciler.StateRegistered)
+		p.Close()
+		rd.waitGone(sock)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// BenchmarkE2EDeregister: the socket of a registered plugin is removed; the time until the
+// handler's DeRegisterPlugin is called.
+func BenchmarkE2EDeregister(b *testing.B) {
+	dirs := benchDirs(b)
+	h := &noopHandler{}
+	rd := startBenchDaemon(b, dirs, h, nil)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		sock := filepath.Join(dirs.Socket, "p"+strconv.Itoa(i)+".sock")
+		p, err := registrationtest.Start(sock, pluginInfo(fakeType, "p"+strconv.Itoa(i)), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := p.WaitNotification(b, e2eWait); !n.Registered {
+			b.Fatalf("plugin %s: %+v", sock, n)
+		}
+		rd.waitState(sock, reconciler.StateRegistered)
+		p.Kill() // stop serving; the socket file stays until removed below
+		ch := h.expectDeregister(sock)
+		b.StartTimer()
+		start := time.Now()
+		if err := os.Remove(sock); err != nil {
+			b.Fatal(err)
+		}
+		var at time.Time
+		select {
+		case at = <-ch:
+		case <-time.After(e2eWait):
+			b.Fatalf("no DeRegisterPlugin for %s within %v", sock, e2eWait)
+		}
+		lat = append(lat, at.Sub(start))
+		b.StopTimer()
+		rd.waitGone(sock)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// BenchmarkE2EReregister: a registered plugin restarts: it stops (removing its socket) and a
+// new one creates a socket at the same path; the time from the old socket's removal until
+// the new plugin receives Notify(true) (the daemon deregisters the old plugin first).
+func BenchmarkE2EReregister(b *testing.B) {
+	dirs := benchDirs(b)
+	h := &noopHandler{}
+	rd := startBenchDaemon(b, dirs, h, nil)
+	sock := filepath.Join(dirs.Socket, "p.sock")
+	p, err := registrationtest.Start(sock, pluginInfo(fakeType, "p"), registrationtest.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { p.Close() }()
+	waitRegistered(b, []*registrationtest.Plugin{p})
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		rd.waitState(sock, reconciler.StateRegistered)
+		p.Kill()
+		b.StartTimer()
+		start := time.Now()
+		if err := os.Remove(sock); err != nil {
+			b.Fatal(err)
+		}
+		p, err = registrationtest.Start(sock, pluginInfo(fakeType, "p"), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := p.WaitNotification(b, e2eWait); !n.Registered {
+			b.Fatalf("plugin %s: %+v", sock, n)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}
+
+// raiseFDLimit raises the soft limit of open files to the hard limit, for the benchmarks that
+// open thousands of sockets.
+func raiseFDLimit(b *testing.B, want uint64) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if lim.Cur < want {
+		b.Skipf("open files limit %d, want %d", lim.Cur, want)
+	}
+}
+
+// startPlugins starts n fake plugins of typ at once (from one goroutine per CPU), named
+// <prefix><i>.sock in dir, and returns them.
+func startPlugins(b *testing.B, dir, prefix, typ string, n int) []*registrationtest.Plugin {
+	plugins := make([]*registrationtest.Plugin, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				name := prefix + strconv.Itoa(i)
+				p, err := registrationtest.Start(filepath.Join(dir, name+".sock"), pluginInfo(typ, name), registrationtest.Options{})
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+				plugins[i] = p
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		closePlugins(plugins)
+		b.Fatal(err)
+	default:
+	}
+	return plugins
+}
+
+// waitRegistered waits until every plugin has received Notify(true) (a Notify(false) before
+// it, from a daemon whose handler was not loaded yet, is skipped).
+func waitRegistered(b *testing.B, plugins []*registrationtest.Plugin) {
+	for _, p := range plugins {
+		for !p.WaitNotification(b, e2eWait).Registered {
+		}
+	}
+}
+
+func closePlugins(plugins []*registrationtest.Plugin) {
+	var wg sync.WaitGroup
+	for _, p := range plugins {
+		if p != nil {
+			wg.Go(p.Close)
+		}
+	}
+	wg.Wait()
+}
+
+// BenchmarkE2EBurst: N plugins create their sockets at once; the time until the last of them
+// has received Notify(true). Each iteration is one burst; wall-ms is the median over them.
+func BenchmarkE2EBurst(b *testing.B) {
+	for _, n := range []int{1000, 4000} {
+		b.Run("sockets="+strconv.Itoa(n), func(b *testing.B) {
+			raiseFDLimit(b, uint64(n)+1000)
+			dirs := benchDirs(b)
+			h := &noopHandler{}
+			rd := startBenchDaemon(b, dirs, h, nil)
+			var walls []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				plugins := startPlugins(b, dirs.Socket, "b"+strconv.Itoa(i)+"-", fakeType, n)
+				waitRegistered(b, plugins)
+				walls = append(walls, time.Since(start))
+				b.StopTimer()
+				closePlugins(plugins)
+				waitFor(b, "every plugin to be deregistered", func() bool {
+					return rd.d.actual.Len() == 0 && len(rd.d.rec.Status()) == 0
+				})
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(ms(percentile(walls, 0.5)), "wall-ms")
+		})
+	}
+}
+
+// BenchmarkDaemonProcess runs the daemon as a separate process (go build of this package)
+// with the example handler, starts N plugins of its type at once, and measures the wall time
+// until all are notified, the daemon's CPU over the -wasmhost.idle window with N registered,
+// its peak and current resident memory (VmHWM, VmRSS), and how long SIGTERM takes to stop
+// it. /cold starts with an empty compile cache (the handler is compiled at start, which is
+// where the peak memory comes from); /warm on the cache a first run left.
+func BenchmarkDaemonProcess(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds the daemon and the example handler")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		b.Skip("no go command in PATH")
+	}
+	binDir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	bin := filepath.Join(binDir, "wasmhost")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	wasm := exampleWasm(b)
+	for _, n := range []int{1000, 4000} {
+		for _, cache := range []string{"cold", "warm"} {
+			b.Run(fmt.Sprintf("plugins=%d/cache=%s", n, cache), func(b *testing.B) {
+				raiseFDLimit(b, uint64(n)+1000)
+				for range b.N {
+					benchDaemonProcess(b, bin, wasm, n, cache == "warm")
+				}
+			})
+		}
+	}
+}
+
+func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, warm bool) {
+	dirs := benchDirs(b)
+	if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	metricsSock := filepath.Join(dirs.State, "metrics.sock")
+	args := []string{"run", "--socket-dir", dirs.Socket, "--handler-dir", dirs.Handler, "--state-dir", dirs.State,
+		"--metrics-listen", "unix:" + metricsSock, "--log-format", "json", "--log-level", "info"}
+	logFile, err := os.Create(filepath.Join(dirs.Base, "daemon.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logFile.Close()
+	start := func() (*exec.Cmd, <-chan error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		return cmd, exited
+	}
+	stop := func(cmd *exec.Cmd, exited <-chan error) time.Duration {
+		t0 := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				b.Errorf("daemon exited with %v; log in %s", err, logFile.Name())
+			}
+		case <-time.After(e2eWait):
+			cmd.Process.Kill()
+			<-exited
+			b.Errorf("daemon did not stop within %v of SIGTERM", e2eWait)
+		}
+		return time.Since(t0)
+	}
+	probe := func() {
+		p, err := registrationtest.Start(filepath.Join(dirs.Socket, "probe.sock"), pluginInfo(exampleType, "probe"), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		waitRegistered(b, []*registrationtest.Plugin{p})
+	}
+	if warm { // a first run fills the compile cache
+		cmd, exited := start()
+		probe()
+		stop(cmd, exited)
+	}
+
+	cmd, exited := start()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	pid := cmd.Process.Pid
+	probe() // the handler is loaded and the daemon registers plugins
+	loadedRSS := procMem(b, pid, "VmRSS")
+	cpu0 := procCPU(b, pid)
+	t0 := time.Now()
+	plugins := startPlugins(b, dirs.Socket, "p", exampleType, n)
+	defer closePlugins(plugins)
+	waitRegistered(b, plugins)
+	wall := time.Since(t0)
+	burstCPU := procCPU(b, pid) - cpu0
+
+	// Idle: let the last registrations be recorded, then measure over the window.
+	time.Sleep(2 * time.Second)
+	c0, w0 := procCPU(b, pid), time.Now()
+	time.Sleep(*idleWindow)
+	idle := float64(procCPU(b, pid)-c0) / float64(time.Since(w0)) * 100
+	hwm, rss := procMem(b, pid, "VmHWM"), procMem(b, pid, "VmRSS")
+	goHeap := scrapeMetric(b, metricsSock, "go_memstats_heap_inuse_bytes")
+	shutdown := stop(cmd, exited)
+
+	b.ReportMetric(ms(wall), "wall-ms")
+	b.ReportMetric(ms(burstCPU), "burst-cpu-ms")
+	b.ReportMetric(idle, "idle-cpu-%")
+	b.ReportMetric(float64(loadedRSS)/(1<<20), "loaded-rss-MB")
+	b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+	b.ReportMetric(goHeap/(1<<20), "go-heap-MB")
+	b.ReportMetric(ms(shutdown), "shutdown-ms")
+}
+
+// scrapeMetric reads one unlabelled sample from the daemon's /metrics on a unix socket.
+func scrapeMetric(b *testing.B, socket, name string) float64 {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: e2eWait}).Get("http://wasmhost/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatalf("metric %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("no metric %s", name)
+	return 0
+}
+
+// clockTicks is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// procCPU returns the CPU time (user + system) the process has used.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces; the fields after its ")" are fixed.
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
+	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		b.Fatalf("/proc/%d/stat: %v", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// procMem returns a memory figure of /proc/<pid>/status (VmHWM, VmRSS) in bytes.
+func procMem(b *testing.B, pid int, key string) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("/proc/%d/status %s: %v", pid, key, err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("/proc/%d/status has no %s", pid, key)
+	return 0
+}
