@@ -92,7 +92,12 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if err != nil {
 		return nil, badModule(name, nil, "%v", err)
 	}
-	rt := wazero.NewRuntimeWithConfig(ctx, h.rtCfg)
+	rtCfg := h.rtCfg
+	if info.memMin > uint64(h.limitPages) {
+		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
+		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.memMin, 65536)))
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
 	defer rt.Close(context.Background())
 	cm, err := rt.CompileModule(ctx, bin)
 	if err != nil {
@@ -135,7 +140,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	}
 	r.Capabilities = slices.Sorted(maps.Keys(caps))
 
-	if err := h.describe(ctx, rt, cm, r); err != nil {
+	if info.memMin > uint64(h.limitPages) {
+		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.memMin, h.limitPages)
+	} else if err := h.describe(ctx, rt, cm, r); err != nil {
 		r.DescribeError = err.Error()
 	}
 	return r, nil

@@ -89,6 +89,10 @@ func TestInspect(t *testing.T) {
 	if r, _ := h.Inspect(ctx, "abi2", read("abi2")); r.ABIVersion != 2 {
 		t.Errorf("abi2: version %d", r.ABIVersion)
 	}
+	small, _ := newTestHost(t, Config{MemoryLimit: 64 << 10})
+	if r, err := small.Inspect(ctx, "bigmem", read("bigmem")); err != nil || !strings.Contains(r.DescribeError, "not instantiated: its memory minimum of 2000 pages") || len(r.Exports) != 6 {
+		t.Errorf("bigmem over the memory limit: %+v, %v", r, err)
+	}
 	for _, name := range []string{"notwasm", "truncated"} {
 		if _, err := h.Inspect(ctx, name, read(name)); !errors.Is(err, ErrBadModule) {
 			t.Errorf("%s: %v, want ErrBadModule", name, err)

@@ -39,7 +39,7 @@ WebAssembly module loaded from a directory: drop a .wasm file in, no rebuild.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newVersionCmd(), newConfigCmd())
+	root.AddCommand(newRunCmd(), newVersionCmd(), newConfigCmd(), newHandlerCmd())
 	root.AddCommand(newClientCmds()...)
 	return root
 }

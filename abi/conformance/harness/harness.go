@@ -197,8 +197,14 @@ type LogLine struct {
 	Attrs map[string]string `json:"attrs,omitempty"`
 }
 
+// String is the line as the tools print it: "INFO registered demo", "WARN stderr: ...",
+// "DEBUG host: plugin_call failed error=...".
 func (l LogLine) String() string {
-	s := l.Level + " " + l.Source + ": " + l.Message
+	s := l.Level + " "
+	if l.Source != "log" {
+		s += l.Source + ": "
+	}
+	s += l.Message
 	for _, k := range slices.Sorted(maps.Keys(l.Attrs)) {
 		s += " " + k + "=" + l.Attrs[k]
 	}

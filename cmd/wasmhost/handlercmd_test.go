@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and
+// error.
+func handlerCmdRun(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String() + errOut.String(), err
+}
+
+// handlerCmdDir returns a new private temporary directory with a compile cache in it, removed
+// when t ends.
+func handlerCmdDir(t *testing.T) (dir, cache string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir, filepath.Join(dir, "cache")
+}
+
+// handlerCmdCopy copies a module of the repository into dir with mode 0644, as an operator
+// would install it (a checkout may be group-writable, which the daemon refuses).
+func handlerCmdCopy(t *testing.T, dir, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(src))
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func wantContains(t *testing.T, out string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(out, p) {
+			t.Errorf("output lacks %q:\n%s", p, out)
+		}
+	}
+}
+
+func TestHandlerTestCommand(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	minimal := handlerCmdCopy(t, dir, "../../abi/testdata/minimal.wasm")
+	kit := handlerCmdCopy(t, dir, "../../abi/conformance/testdata/handler.wasm")
+
+	// A module of one type: --type defaults to it; every call accepted.
+	out, err := handlerCmdRun(t, "handler", "test", minimal, "--name", "demo", "--versions", "v1", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	wantContains(t, out,
+		"handler   "+minimal+": minimal, ABI v1, 315 bytes",
+		`plugin    example.wasmhost.dev/minimal "demo", versions ["v1"]`,
+		"socket   /var/lib/wasmhost/plugins_registry/demo-reg.sock",
+		"sandbox   timeout 5s, memory 64MiB, grants []",
+		"\nvalidate    ok  ",
+		"\nregister    ok  ",
+		"  log       INFO registered\n",
+		"\nderegister  ok  ",
+		"PASS: validate, register and deregister accepted the plugin")
+
+	// Store and published keys, after each call.
+	out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v1", "--socket", "/r/p-reg.sock",
+		"--endpoint", "/r/p.sock", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	wantContains(t, out, "endpoint /r/p.sock", "  published k = v\n", "  store     \n", "  store     (empty)\n")
+
+	// A refusal fails the test, and stops as the daemon does; --expect-reject turns it round.
+	out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v0", "--cache-dir", cache)
+	if !errors.Is(err, errHandlerFailed) || err.Error() != "handler test failed: validate rejected the plugin" {
+		t.Errorf("refused plugin: %v", err)
+	}
+	wantContains(t, out, "validate    rejected", "  reason    refused\n", "(not called: register, deregister;", "FAIL: validate rejected the plugin")
+	if strings.Contains(out, "\nregister") {
+		t.Errorf("register called after a refusal:\n%s", out)
+	}
+	if out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v0", "--expect-reject", "--cache-dir", cache); err != nil {
+		t.Errorf("--expect-reject of a refused plugin: %v\n%s", err, out)
+	}
+	wantContains(t, out, "PASS: validate refused the plugin, as expected")
+	if _, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v1", "--expect-reject", "--cache-dir", cache); err == nil ||
+		!strings.Contains(err.Error(), "validate accepted the plugin, want it rejected") {
+		t.Errorf("--expect-reject of an accepted plugin: %v", err)
+	}
+
+	// -o json.
+	out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v1", "-o", "json", "--cache-dir", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Manifest struct{ Name string }
+		Plugin   struct {
+			Type     string
+			Versions []string `json:"supported_versions"`
+		}
+		Load  struct{ Result string }
+		Calls []struct {
+			Op, Result string
+			Published  map[string]string
+			Store      map[string]string
+			Duration   int64 `json:"duration_ns"`
+		}
+		Passed bool
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !v.Passed || v.Manifest.Name != "good" || v.Plugin.Type != "conformance.example" || v.Load.Result != "ok" || len(v.Calls) != 3 {
+		t.Fatalf("json %+v", v)
+	}
+	if c := v.Calls[1]; c.Op != "register" || c.Result != "ok" || c.Published["k"] != "v" || len(c.Store) != 1 || c.Duration <= 0 {
+		t.Errorf("register in json: %+v", c)
+	}
+	for k, val := range v.Calls[1].Store {
+		if b, err := base64.StdEncoding.DecodeString(val); err != nil || string(b) != "1" || !strings.Contains(k, "conformance.example") {
+			t.Errorf("store %q = %q (%v)", k, val, err)
+		}
+	}
+
+	// Mistakes in the flags and files.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{kit, "--grant", "net"}, `--grant "net": unknown capability (known: plugin_call)`},
+		{[]string{kit, "-o", "yaml"}, `--output "yaml": want text or json`},
+		{[]string{kit, "--name", ""}, "--name must not be empty"},
+		{[]string{kit, "--name", "a\nb"}, "the daemon would refuse this plugin before any handler"},
+		{[]string{kit, "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{kit, "--call-fixture", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"../../abi/testdata/minimal.wat"}, "is not a WebAssembly module: it is WebAssembly text"},
+		{[]string{filepath.Join(dir, "missing.wasm")}, "no such file"},
+	} {
+		out, err := handlerCmdRun(t, append([]string{"handler", "test", "--cache-dir", cache}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("handler test %q: %v, want %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// plugin_call: refused at load without the grant, answered from a fixture with it.
+func TestHandlerTestCommandFixture(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	ungranted := handlerCmdCopy(t, dir, "../../host/testdata/ungranted.wasm") // validate calls /svc/Ping and rejects with the answer
+	fixture := filepath.Join(dir, "fixture.yaml")
+	if err := os.WriteFile(fixture, []byte("/svc/Ping:\n  response: "+base64.StdEncoding.EncodeToString([]byte("pong"))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	failing := filepath.Join(dir, "failing.json")
+	if err := os.WriteFile(failing, []byte(`{"/svc/Ping": {"error": {"code": "Unavailable", "message": "driver not ready"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--cache-dir", cache)
+	if err == nil {
+		t.Fatal("loaded without the grant")
+	}
+	wantContains(t, out, "load      error  host: bad module", "not granted", "hint: here, grant it with --grant plugin_call",
+		"hint: the operator grants it in the daemon's config: handlers.types.plain.example.capabilities: [plugin_call]")
+
+	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--endpoint", "/r/p.sock", "--grant", "plugin_call", "--call-fixture", fixture, "--cache-dir", cache)
+	wantContains(t, out, "grants [\"plugin_call\"], plugin_call answered from "+fixture,
+		"validate    rejected", "  reason    pong\n", "  plugin_call /svc/Ping on /r/p.sock: 4 bytes\n")
+
+	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--grant", "plugin_call", "--call-fixture", failing, "--cache-dir", cache)
+	wantContains(t, out, "validate    error", "rpc error: code = Unavailable desc = driver not ready")
+
+	// The grant may come from the daemon's config instead.
+	cfg := filepath.Join(dir, "wasmhost.yaml")
+	if err := os.WriteFile(cfg, []byte("handlers:\n  callTimeout: 2s\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--config", cfg, "--call-fixture", fixture, "--cache-dir", cache)
+	wantContains(t, out, "timeout 2s, memory 64MiB, grants [\"plugin_call\"]", "  reason    pong\n")
+}
+
+func TestHandlerInspectCommand(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	minimal := handlerCmdCopy(t, dir, "../../abi/testdata/minimal.wasm")
+	ungranted := handlerCmdCopy(t, dir, "../../host/testdata/ungranted.wasm")
+
+	out, err := handlerCmdRun(t, "handler", "inspect", minimal, "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	wantContains(t, out,
+		"size          315 bytes\n",
+		"abi version   1\n",
+		"plugin types  example.wasmhost.dev/minimal\n",
+		"name          minimal\n",
+		"capabilities  none\n",
+		"exports (6)\n",
+		"  wasmhost_validate     function  (i32) -> (i32)\n",
+		"  memory                memory    min 1 pages, no max\n",
+		"imports (2)\n",
+		"  wasmhost.log         function  (i32, i32, i32) -> ()\n",
+		"config    (defaults: no capability granted)\n",
+		"daemon    ok: this daemon would load it\n")
+
+	out, err = handlerCmdRun(t, "handler", "inspect", ungranted, "--cache-dir", cache)
+	if !errors.Is(err, errHandlerFailed) {
+		t.Errorf("inspect of a module this daemon refuses: %v", err)
+	}
+	wantContains(t, out,
+		"capabilities  plugin_call\n",
+		"wasmhost.plugin_call  function  (i32, i32, i32, i32, i32, i32) -> (i32)  (needs plugin_call)\n",
+		"daemon    REFUSED: host: bad module "+ungranted+": imports wasmhost.plugin_call which is not granted",
+		"hint: the operator grants it in the daemon's config: handlers.types.plain.example.capabilities: [plugin_call]")
+
+	cfg := filepath.Join(dir, "wasmhost.yaml")
+	if err := os.WriteFile(cfg, []byte("handlers:\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = handlerCmdRun(t, "handler", "inspect", ungranted, "--config", cfg, "-o", "json", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v struct {
+		ABIVersion   uint32 `json:"abi_version"`
+		Capabilities []string
+		Imports      []struct{ Module, Name, Signature, Capability string }
+		Exports      []struct{ Name, Kind, Signature string }
+		Loads        bool
+		Config       string
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.ABIVersion != 1 || !v.Loads || v.Config != cfg || len(v.Capabilities) != 1 || len(v.Imports) != 3 ||
+		v.Imports[2].Capability != "plugin_call" || len(v.Exports) != 6 {
+		t.Errorf("json %+v", v)
+	}
+
+	// The memory limit of the config applies; modules that are not handlers say why.
+	small := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(small, []byte("handlers:\n  memoryLimit: 64KiB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bigmem := handlerCmdCopy(t, dir, "../../host/testdata/bigmem.wasm")
+	out, _ = handlerCmdRun(t, "handler", "inspect", bigmem, "--config", small, "--cache-dir", cache)
+	wantContains(t, out, "REFUSED: host: bad module", "memory minimum", "hint: raise handlers.memoryLimit")
+
+	self, err := os.Executable() // the test binary: a native executable
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{self, "is not a WebAssembly module: it is a native executable: build the handler with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"},
+		{handlerCmdCopy(t, dir, "../../host/testdata/notwasm.wasm"), "not a WebAssembly binary module"},
+		{filepath.Join(dir, "missing.wasm"), "no such file"},
+		{dir, "is not a regular file"},
+	} {
+		out, err := handlerCmdRun(t, "handler", "inspect", tc.file, "--cache-dir", cache)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("inspect %s: %v, want %q\n%s", tc.file, err, tc.want, out)
+		}
+	}
+}
