@@ -253,17 +253,17 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 
 // handlerTestView is the result of a handler test, as -o json prints it.
 type handlerTestView struct {
-	File       string                  `json:"file"`
-	Size       int64                   `json:"size"`
-	SHA256     string                  `json:"sha256"`
-	ABIVersion uint32                  `json:"abi_version"`
-	Manifest   manifestView            `json:"manifest"`
-	Plugin     pluginInfoView          `json:"plugin"`
-	Sandbox    sandboxView             `json:"sandbox"`
-	Load       loadView                `json:"load"`
-	Calls      []harness.Step          `json:"calls"`
-	Passed     bool                    `json:"passed"`
-	Failure    string                  `json:"failure,omitempty"`
+	File       string         `json:"file"`
+	Size       int64          `json:"size"`
+	SHA256     string         `json:"sha256"`
+	ABIVersion uint32         `json:"abi_version"`
+	Manifest   manifestView   `json:"manifest"`
+	Plugin     pluginInfoView `json:"plugin"`
+	Sandbox    sandboxView    `json:"sandbox"`
+	Load       loadView       `json:"load"`
+	Calls      []harness.Step `json:"calls"`
+	Passed     bool           `json:"passed"`
+	Failure    string         `json:"failure,omitempty"`
 }
 
 // pluginInfoView is a registration.PluginInfo with the protocol's field names.
@@ -618,19 +618,19 @@ printed all the same) or the file is not a WebAssembly module.`,
 
 // inspectView is the report of handler inspect, as -o json prints it.
 type inspectView struct {
-	File          string        `json:"file"`
-	Size          int64         `json:"size"`
-	SHA256        string        `json:"sha256"`
-	ABIVersion    uint32        `json:"abi_version"`
-	Manifest      manifestView  `json:"manifest"`
-	DescribeError string        `json:"describe_error,omitempty"`
-	Capabilities  []string      `json:"capabilities"`
-	Exports       []exportView  `json:"exports"`
-	Imports       []importView  `json:"imports"`
-	Config        string        `json:"config"`
-	Loads         bool          `json:"loads"`
-	LoadError     string        `json:"load_error,omitempty"`
-	Hints         []string      `json:"hints,omitempty"`
+	File          string       `json:"file"`
+	Size          int64        `json:"size"`
+	SHA256        string       `json:"sha256"`
+	ABIVersion    uint32       `json:"abi_version"`
+	Manifest      manifestView `json:"manifest"`
+	DescribeError string       `json:"describe_error,omitempty"`
+	Capabilities  []string     `json:"capabilities"`
+	Exports       []exportView `json:"exports"`
+	Imports       []importView `json:"imports"`
+	Config        string       `json:"config"`
+	Loads         bool         `json:"loads"`
+	LoadError     string       `json:"load_error,omitempty"`
+	Hints         []string     `json:"hints,omitempty"`
 }
 
 func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandboxOpts, cfg Config, cacheDir string) error {
