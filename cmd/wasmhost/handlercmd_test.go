@@ -6,11 +6,19 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/abi/conformance"
+	"github.com/wasmhost/wasmhost/registration"
 )
 
 // handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and
@@ -58,7 +66,25 @@ func handlerCmdCopy(t *testing.T, dir, src string) string {
 	return dst
 }
 
-func wantContains(t *testing.T, out string, parts ...string) {
+// handlerCmdBuffer is a bytes.Buffer safe for concurrent writers.
+type handlerCmdBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *handlerCmdBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *handlerCmdBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func handlerCmdWant(t *testing.T, out string, parts ...string) {
 	t.Helper()
 	for _, p := range parts {
 		if !strings.Contains(out, p) {
@@ -77,7 +103,7 @@ func TestHandlerTestCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	wantContains(t, out,
+	handlerCmdWant(t, out,
 		"handler   "+minimal+": minimal, ABI v1, 315 bytes",
 		`plugin    example.wasmhost.dev/minimal "demo", versions ["v1"]`,
 		"socket   /var/lib/wasmhost/plugins_registry/demo-reg.sock",
@@ -94,21 +120,21 @@ func TestHandlerTestCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	wantContains(t, out, "endpoint /r/p.sock", "  published k = v\n", "  store     \n", "  store     (empty)\n")
+	handlerCmdWant(t, out, "endpoint /r/p.sock", "  published k = v\n", "  store     \n", "  store     (empty)\n")
 
 	// A refusal fails the test, and stops as the daemon does; --expect-reject turns it round.
 	out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v0", "--cache-dir", cache)
 	if !errors.Is(err, errHandlerFailed) || err.Error() != "handler test failed: validate rejected the plugin" {
 		t.Errorf("refused plugin: %v", err)
 	}
-	wantContains(t, out, "validate    rejected", "  reason    refused\n", "(not called: register, deregister;", "FAIL: validate rejected the plugin")
+	handlerCmdWant(t, out, "validate    rejected", "  reason    refused\n", "(not called: register, deregister;", "FAIL: validate rejected the plugin")
 	if strings.Contains(out, "\nregister") {
 		t.Errorf("register called after a refusal:\n%s", out)
 	}
 	if out, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v0", "--expect-reject", "--cache-dir", cache); err != nil {
 		t.Errorf("--expect-reject of a refused plugin: %v\n%s", err, out)
 	}
-	wantContains(t, out, "PASS: validate refused the plugin, as expected")
+	handlerCmdWant(t, out, "PASS: validate refused the plugin, as expected")
 	if _, err = handlerCmdRun(t, "handler", "test", kit, "--name", "p", "--versions", "v1", "--expect-reject", "--cache-dir", cache); err == nil ||
 		!strings.Contains(err.Error(), "validate accepted the plugin, want it rejected") {
 		t.Errorf("--expect-reject of an accepted plugin: %v", err)
@@ -187,15 +213,15 @@ func TestHandlerTestCommandFixture(t *testing.T) {
 	if err == nil {
 		t.Fatal("loaded without the grant")
 	}
-	wantContains(t, out, "load      error  host: bad module", "not granted", "hint: here, grant it with --grant plugin_call",
+	handlerCmdWant(t, out, "load      error  host: bad module", "not granted", "hint: here, grant it with --grant plugin_call",
 		"hint: the operator grants it in the daemon's config: handlers.types.plain.example.capabilities: [plugin_call]")
 
 	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--endpoint", "/r/p.sock", "--grant", "plugin_call", "--call-fixture", fixture, "--cache-dir", cache)
-	wantContains(t, out, "grants [\"plugin_call\"], plugin_call answered from "+fixture,
+	handlerCmdWant(t, out, "grants [\"plugin_call\"], plugin_call answered from "+fixture,
 		"validate    rejected", "  reason    pong\n", "  plugin_call /svc/Ping on /r/p.sock: 4 bytes\n")
 
 	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--grant", "plugin_call", "--call-fixture", failing, "--cache-dir", cache)
-	wantContains(t, out, "validate    error", "rpc error: code = Unavailable desc = driver not ready")
+	handlerCmdWant(t, out, "validate    error", "rpc error: code = Unavailable desc = driver not ready")
 
 	// The grant may come from the daemon's config instead.
 	cfg := filepath.Join(dir, "wasmhost.yaml")
@@ -203,7 +229,7 @@ func TestHandlerTestCommandFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--config", cfg, "--call-fixture", fixture, "--cache-dir", cache)
-	wantContains(t, out, "timeout 2s, memory 64MiB, grants [\"plugin_call\"]", "  reason    pong\n")
+	handlerCmdWant(t, out, "timeout 2s, memory 64MiB, grants [\"plugin_call\"]", "  reason    pong\n")
 }
 
 func TestHandlerInspectCommand(t *testing.T) {
@@ -215,7 +241,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	wantContains(t, out,
+	handlerCmdWant(t, out,
 		"size          315 bytes\n",
 		"abi version   1\n",
 		"plugin types  example.wasmhost.dev/minimal\n",
@@ -233,7 +259,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 	if !errors.Is(err, errHandlerFailed) {
 		t.Errorf("inspect of a module this daemon refuses: %v", err)
 	}
-	wantContains(t, out,
+	handlerCmdWant(t, out,
 		"capabilities  plugin_call\n",
 		"wasmhost.plugin_call  function  (i32, i32, i32, i32, i32, i32) -> (i32)  (needs plugin_call)\n",
 		"daemon    REFUSED: host: bad module "+ungranted+": imports wasmhost.plugin_call which is not granted",
@@ -270,7 +296,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 	}
 	bigmem := handlerCmdCopy(t, dir, "../../host/testdata/bigmem.wasm")
 	out, _ = handlerCmdRun(t, "handler", "inspect", bigmem, "--config", small, "--cache-dir", cache)
-	wantContains(t, out, "REFUSED: host: bad module", "memory minimum", "hint: raise handlers.memoryLimit")
+	handlerCmdWant(t, out, "REFUSED: host: bad module", "memory minimum", "hint: raise handlers.memoryLimit")
 
 	self, err := os.Executable() // the test binary: a native executable
 	if err != nil {
@@ -287,4 +313,221 @@ func TestHandlerInspectCommand(t *testing.T) {
 			t.Errorf("inspect %s: %v, want %q\n%s", tc.file, err, tc.want, out)
 		}
 	}
+}
+
+// TestWalkthrough performs the steps of examples/handler-walkthrough/README.md, from building
+// the handler to seeing its plugin registered by a running daemon, and checks what the README
+// shows. The daemon runs in-process (newDaemon); the example plugin runs as a process.
+func TestWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go handler module and the example plugin, and runs a daemon")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command in PATH")
+	}
+	base, _ := handlerCmdDir(t)
+	run := filepath.Join(base, "run")
+	sockets, handlers, state := filepath.Join(run, "plugins_registry"), filepath.Join(run, "handlers"), filepath.Join(run, "state")
+	for dir, mode := range map[string]os.FileMode{run: 0o755, sockets: 0o755, handlers: 0o755, state: 0o700} {
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache := filepath.Join(state, "cache") // the daemon's: it loads what the steps compiled
+	goBuild := func(out, pkg string, wasm bool) {
+		t.Helper()
+		args := []string{"build", "-o", out, pkg}
+		cmd := exec.Command(gobin, args...)
+		if wasm {
+			cmd = exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		}
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+		if err := os.Chmod(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Step 2: build.
+	wasm := filepath.Join(base, "sensors.wasm")
+	goBuild(wasm, "../../examples/handler-walkthrough", true)
+	if err := os.Chmod(wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Step 3: handler test, accepted and refused.
+	out, err := handlerCmdRun(t, "handler", "test", wasm, "--name", "thermal-1", "--versions", "v1beta1,v1", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	handlerCmdWant(t, out,
+		": sensors 0.1.0, ABI v1,",
+		`plugin    sensors.example.com "thermal-1", versions ["v1beta1", "v1"]`,
+		"\nvalidate    ok  ",
+		"  log       INFO registered sensor plugin thermal-1 (API v1) at /var/lib/wasmhost/plugins_registry/thermal-1-reg.sock\n",
+		"  published api      = v1\n",
+		"            endpoint = /var/lib/wasmhost/plugins_registry/thermal-1-reg.sock\n",
+		`  store     sensor/thermal-1 = "\n5/var/lib/wasmhost/plugins_registry/thermal-1-reg.sock\x12\x02v1"`,
+		"  log       INFO deregistered sensor plugin thermal-1\n",
+		"PASS: validate, register and deregister accepted the plugin\n")
+	out, err = handlerCmdRun(t, "handler", "test", wasm, "--name", "legacy-1", "--versions", "v0", "--expect-reject", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	handlerCmdWant(t, out, "validate    rejected", "  reason    sensor plugin legacy-1 speaks none of v1, v1beta1\n",
+		"PASS: validate refused the plugin, as expected\n")
+
+	// Step 4: the conformance kit, as examples/handler-walkthrough/conformance_test.go runs it.
+	results, err := conformance.Check(t.Context(), wasm, conformance.Options{
+		PluginType: "sensors.example.com",
+		Valid:      registration.PluginInfo{Name: "thermal-1", Versions: []string{"v1"}},
+		Invalid:    []registration.PluginInfo{{Name: "legacy-1", Versions: []string{"v0"}}},
+		CacheDir:   cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Problem != "" {
+			t.Errorf("conformance %s: %s", r.Name, r.Problem)
+		}
+	}
+
+	// Step 5: inspect.
+	out, err = handlerCmdRun(t, "handler", "inspect", wasm, "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	handlerCmdWant(t, out, "abi version   1\n", "plugin types  sensors.example.com\n", "name          sensors\n",
+		"capabilities  none\n", "daemon    ok: this daemon would load it\n")
+
+	// Step 6: a daemon, the handler dropped into its handler directory.
+	cfg := defaultConfig()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = sockets, handlers, state
+	cfg.Metrics.Listen = "off"
+	var logBuf handlerCmdBuffer
+	d, err := newDaemon(context.Background(), cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon run: %v", err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Error("daemon run did not return within 2m of its context being cancelled")
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logBuf.String())
+		}
+	})
+	b, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(base, "sensors.wasm.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(handlers, "sensors.wasm")); err != nil { // install -m 0644
+		t.Fatal(err)
+	}
+
+	// Step 7: the example plugin, of our type.
+	pluginBin := filepath.Join(base, "plugin")
+	goBuild(pluginBin, "../../examples/plugin", false)
+	var pluginLog handlerCmdBuffer
+	plugin := exec.Command(pluginBin, "--socket-dir", sockets, "--type", "sensors.example.com", "--name", "thermal-1", "--versions", "v1beta1,v1")
+	plugin.Stdout, plugin.Stderr = &pluginLog, &pluginLog
+	if err := plugin.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pluginDone := make(chan error, 1)
+	go func() { pluginDone <- plugin.Wait() }()
+	pluginExited := false
+	t.Cleanup(func() {
+		if !pluginExited {
+			_ = plugin.Process.Kill()
+			<-pluginDone
+		}
+		if t.Failed() {
+			t.Logf("plugin log:\n%s", pluginLog.String())
+		}
+	})
+
+	// Step 8: wasmhost plugins shows it registered, with what the handler published.
+	admin := filepath.Join(state, "admin.sock")
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 2m for %s", what)
+			}
+			<-tick.C
+		}
+	}
+	poll("the plugin to be registered", func() bool {
+		out, err = handlerCmdRun(t, "plugins", "--admin-socket", admin)
+		return err == nil && strings.Contains(out, " registered ")
+	})
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !slices.Equal(strings.Fields(lines[0])[:6], []string{"SOCKET", "TYPE", "NAME", "STATE", "VERSIONS", "AGE"}) ||
+		!slices.Equal(strings.Fields(lines[1])[:5], []string{"thermal-1.sock", "sensors.example.com", "thermal-1", "registered", "v1beta1,v1"}) {
+		t.Errorf("wasmhost plugins:\n%s", out)
+	}
+	out, err = handlerCmdRun(t, "plugins", "--admin-socket", admin, "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []struct {
+		State     string
+		Published map[string]string
+	}
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 1 || listed[0].State != "registered" || listed[0].Published["api"] != "v1" {
+		t.Errorf("wasmhost plugins -o json: %v\n%s", err, out)
+	}
+
+	// Step 9: the plugin stops (Ctrl-C): it removes its socket, and the daemon deregisters it.
+	if err := plugin.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = <-pluginDone
+	pluginExited = true
+	if err != nil {
+		t.Errorf("plugin exit: %v", err)
+	}
+	poll("the plugin to be gone", func() bool {
+		out, err = handlerCmdRun(t, "plugins", "--admin-socket", admin)
+		return err == nil && strings.Contains(out, "No plugin sockets found.")
+	})
+	poll("the handler's deregister log line", func() bool {
+		return strings.Contains(logBuf.String(), "deregistered sensor plugin thermal-1")
+	})
+	stop()
 }

@@ -1,0 +1,45 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/abi/guest"
+)
+
+// The handler's logic, natively: the SDK's host functions are an in-memory fake in a non-wasip1
+// build. Step 1 of the walkthrough.
+func TestWalkthroughHandler(t *testing.T) {
+	fake := guest.Fake()
+	fake.Reset()
+	t.Cleanup(fake.Reset)
+	var h handler
+	p := guest.Plugin{Socket: "/r/thermal-1.sock", Type: PluginType, Name: "thermal-1", Endpoint: "/r/thermal-1.sock", Versions: []string{"v1beta1", "v1"}}
+
+	var rej *guest.RejectError
+	if err := h.Validate(guest.Plugin{Name: "legacy-1", Versions: []string{"v0"}}); !errors.As(err, &rej) {
+		t.Errorf("Validate of a v0 plugin: %v, want a rejection", err)
+	}
+	if err := h.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fake.Published(), map[string]string{"api": "v1", "endpoint": "/r/thermal-1.sock"}; !maps.Equal(got, want) {
+		t.Errorf("published %v, want %v", got, want)
+	}
+	// Another plugin claiming the same name from another socket is refused.
+	dup := p
+	dup.Socket = "/r/other.sock"
+	if err := h.Validate(dup); !errors.As(err, &rej) || rej.Reason != "a sensor plugin named thermal-1 is registered already, from /r/thermal-1.sock" {
+		t.Errorf("Validate of a duplicate: %v", err)
+	}
+	// Its deregistration (had it registered) would leave the record alone.
+	if err := h.Deregister(dup); err != nil || len(fake.KV()) != 1 {
+		t.Errorf("Deregister of the duplicate: %v, store %v", err, fake.KV())
+	}
+	if err := h.Deregister(p); err != nil || len(fake.KV()) != 0 {
+		t.Errorf("Deregister: %v, store %v", err, fake.KV())
+	}
+}
