@@ -329,11 +329,14 @@ func TestWalkthrough(t *testing.T) {
 	base, _ := handlerCmdDir(t)
 	run := filepath.Join(base, "run")
 	sockets, handlers, state := filepath.Join(run, "plugins_registry"), filepath.Join(run, "handlers"), filepath.Join(run, "state")
-	for dir, mode := range map[string]os.FileMode{run: 0o755, sockets: 0o755, handlers: 0o755, state: 0o700} {
-		if err := os.Mkdir(dir, mode); err != nil {
+	for _, d := range []struct {
+		dir  string
+		mode os.FileMode
+	}{{run, 0o755}, {sockets, 0o755}, {handlers, 0o755}, {state, 0o700}} { // install -d -m ...
+		if err := os.Mkdir(d.dir, d.mode); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(dir, mode); err != nil {
+		if err := os.Chmod(d.dir, d.mode); err != nil {
 			t.Fatal(err)
 		}
 	}
