@@ -9,7 +9,7 @@ RUN_DIR  ?= $(CURDIR)/run
 BIN      := bin/wasmhost
 # Every directory under handlers-wasm/ is one handler, built to handlers-wasm/<name>.wasm.
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
-GUEST_SRC := $(wildcard abi/*.go abi/guest/*.go abi/guest/*/*.go)
+GUEST_SRC := $(wildcard abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
 .PHONY: all build handlers run test test-short bench fuzz fmt vet clean
 
