@@ -7,13 +7,13 @@ package handlers
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/abi/conformance"
 	"github.com/wasmhost/wasmhost/abi/conformance/harness"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/registration"
 )
 
@@ -22,10 +22,6 @@ import (
 func TestHandlerConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and compiles three Go handler modules")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command in PATH")
 	}
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
@@ -64,14 +60,8 @@ func TestHandlerConformance(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.handler, func(t *testing.T) {
-			out := filepath.Join(dir, tc.handler+".wasm")
-			cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./"+tc.handler)
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build: %v\n%s", err, b)
-			}
 			tc.opts.CacheDir = cache
-			conformance.Run(t, out, tc.opts)
+			conformance.Run(t, guesttest.Build(t, "./"+tc.handler), tc.opts)
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+
 	"github.com/wasmhost/wasmhost/registration"
 )
 
@@ -61,13 +63,13 @@ func BenchmarkValidate(b *testing.B) {
 		benchValidate(b, fixture("min"), p)
 	})
 	b.Run("go-raw", func(b *testing.B) {
-		path := buildGoGuest(b, tempDir(b), "./testdata/goguest")
+		path := guesttest.Build(b, "./testdata/goguest")
 		p := benchPlugin
 		p.Type = "go.example"
 		benchValidate(b, path, p)
 	})
 	b.Run("go-sdk", func(b *testing.B) {
-		path := buildGoGuest(b, tempDir(b), "../handlers-wasm/example")
+		path := guesttest.Build(b, "../handlers-wasm/example")
 		p := benchPlugin
 		p.Type, p.Versions = "example.wasmhost.dev", []string{"v1"}
 		benchValidate(b, path, p)
@@ -99,7 +101,7 @@ func BenchmarkInterruption(b *testing.B) {
 func BenchmarkLoad(b *testing.B) {
 	modules := map[string]func(b *testing.B) string{
 		"wat":    func(*testing.B) string { return fixture("ok") },
-		"go-sdk": func(b *testing.B) string { return buildGoGuest(b, tempDir(b), "../handlers-wasm/example") },
+		"go-sdk": func(b *testing.B) string { return guesttest.Build(b, "../handlers-wasm/example") },
 	}
 	for _, name := range []string{"wat", "go-sdk"} {
 		for _, warm := range []bool{false, true} {
@@ -147,7 +149,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		typ  string
 	}{
 		{"wat", func(*testing.B) string { return fixture("ok") }, "ok.example"},
-		{"go-sdk", func(b *testing.B) string { return buildGoGuest(b, tempDir(b), "../handlers-wasm/example") }, "example.wasmhost.dev"},
+		{"go-sdk", func(b *testing.B) string { return guesttest.Build(b, "../handlers-wasm/example") }, "example.wasmhost.dev"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			path := tc.path(b)

@@ -4,40 +4,18 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/registration"
 )
-
-// buildGoGuest builds the Go package pkg (a path relative to this directory) as a WASI
-// reactor into dir and returns the module's path. Skipped in -short mode.
-func buildGoGuest(tb testing.TB, dir, pkg string) string {
-	tb.Helper()
-	if testing.Short() {
-		tb.Skip("builds a Go guest; skipped in -short mode")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		tb.Skip("no go command:", err)
-	}
-	out := filepath.Join(dir, filepath.Base(pkg)+".wasm")
-	cmd := exec.Command(goBin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
 
 // TestGoGuest runs a Go guest written against the raw ABI: a panic and running out of memory
 // are traps that cost only the instance, and stdout/stderr reach the log, bounded.
 func TestGoGuest(t *testing.T) {
-	dir := tempDir(t)
-	path := buildGoGuest(t, dir, "./testdata/goguest")
+	path := guesttest.Build(t, "./testdata/goguest")
 	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1})
 	ctx := context.Background()
 	m := mustLoadPath(t, h, path)
@@ -100,8 +78,7 @@ func TestSDKExample(t *testing.T) {
 	if _, err := os.Stat("../handlers-wasm/example"); err != nil {
 		t.Skip("no SDK example:", err)
 	}
-	dir := tempDir(t)
-	path := buildGoGuest(t, dir, "../handlers-wasm/example")
+	path := guesttest.Build(t, "../handlers-wasm/example")
 	h, logs := newTestHost(t, Config{CallTimeout: time.Minute})
 	m := mustLoadPath(t, h, path)
 	ctx := context.Background()

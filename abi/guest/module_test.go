@@ -3,129 +3,15 @@ package guest_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/abi/internal/fakehost"
 )
-
-// buildModule builds the Go package pkg for wasip1 as a reactor, the way the Makefile builds
-// handlers, and returns the module's bytes.
-func buildModule(t *testing.T, pkg string) []byte {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds a WebAssembly module with the Go toolchain")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command in PATH")
-	}
-	dir, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	out := filepath.Join(dir, "m.wasm")
-	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	start := time.Now()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	took := time.Since(start)
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s: %d bytes, built in %v", pkg, len(wasm), took.Round(time.Millisecond))
-	return wasm
-}
-
-// checkShape compiles wasm and checks that it exports exactly the ABI's exports with their
-// signatures, and imports exactly wantImports from abi.ImportModule (with their signatures) and
-// nothing but WASI besides.
-func checkShape(t *testing.T, wasm []byte, wantImports []string) {
-	t.Helper()
-	ctx := t.Context()
-	// The interpreter validates and decodes exactly as the compiler does, and compiles a Go
-	// module in a fraction of the time (the compiler takes over 10 s under -race).
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
-	defer rt.Close(context.Background())
-	start := time.Now()
-	compiled, err := rt.CompileModule(ctx, wasm)
-	if err != nil {
-		t.Fatalf("compiling: %v", err)
-	}
-	t.Logf("wazero compile: %v", time.Since(start).Round(time.Millisecond))
-
-	var exports []string
-	for name, def := range compiled.ExportedFunctions() {
-		exports = append(exports, name)
-		sig, ok := abi.ExportSignatures[name]
-		if !ok {
-			continue
-		}
-		if !sameTypes(def.ParamTypes(), sig.Params) || !sameTypes(def.ResultTypes(), sig.Results) {
-			t.Errorf("export %s has signature %v -> %v, want %v -> %v", name, def.ParamTypes(), def.ResultTypes(), sig.Params, sig.Results)
-		}
-	}
-	wantExports := append([]string{abi.ExportInitialize}, abi.RequiredExports...)
-	slices.Sort(exports)
-	slices.Sort(wantExports)
-	if !slices.Equal(exports, wantExports) {
-		t.Errorf("function exports %q, want %q", exports, wantExports)
-	}
-	if _, ok := compiled.ExportedMemories()[abi.ExportMemory]; !ok || len(compiled.ExportedMemories()) != 1 {
-		t.Errorf("memory exports %v, want only %q", compiled.ExportedMemories(), abi.ExportMemory)
-	}
-
-	var imports []string
-	for _, def := range compiled.ImportedFunctions() {
-		mod, name, _ := def.Import()
-		switch mod {
-		case "wasi_snapshot_preview1":
-		case abi.ImportModule:
-			imports = append(imports, name)
-			sig, ok := abi.ImportSignatures[name]
-			if !ok {
-				t.Errorf("imports %s.%s, which the ABI does not define", mod, name)
-			} else if !sameTypes(def.ParamTypes(), sig.Params) || !sameTypes(def.ResultTypes(), sig.Results) {
-				t.Errorf("import %s has signature %v -> %v, want %v -> %v", name, def.ParamTypes(), def.ResultTypes(), sig.Params, sig.Results)
-			}
-		default:
-			t.Errorf("imports %s.%s: only %s and WASI are allowed", mod, name, abi.ImportModule)
-		}
-	}
-	if len(compiled.ImportedMemories()) != 0 {
-		t.Errorf("imports a memory")
-	}
-	slices.Sort(imports)
-	slices.Sort(wantImports)
-	if !slices.Equal(imports, wantImports) {
-		t.Errorf("%s imports %q, want %q", abi.ImportModule, imports, wantImports)
-	}
-}
-
-func sameTypes[A, B ~byte](a []A, b []B) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if byte(a[i]) != byte(b[i]) {
-			return false
-		}
-	}
-	return true
-}
 
 func load(t *testing.T, wasm []byte) *fakehost.Module {
 	t.Helper()
@@ -160,8 +46,8 @@ func run(t *testing.T, m *fakehost.Module, calls []call) {
 // TestExampleModule builds handlers-wasm/example and runs it: its shape, then the tutorial's
 // behaviour under the fake host.
 func TestExampleModule(t *testing.T) {
-	wasm := buildModule(t, "github.com/wasmhost/wasmhost/handlers-wasm/example")
-	checkShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportLog,
+	wasm := guesttest.BuildBytes(t, "github.com/wasmhost/wasmhost/handlers-wasm/example")
+	guesttest.CheckShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportLog,
 		abi.ImportPublish, abi.ImportKVGet, abi.ImportKVSet, abi.ImportKVDelete})
 
 	m := load(t, wasm)
@@ -200,8 +86,8 @@ func TestExampleModule(t *testing.T) {
 
 // TestSDKModule builds testdata/sdkmod, which uses plugincall but neither Log nor KV.
 func TestSDKModule(t *testing.T) {
-	wasm := buildModule(t, "./testdata/sdkmod")
-	checkShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportPublish,
+	wasm := guesttest.BuildBytes(t, "./testdata/sdkmod")
+	guesttest.CheckShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportPublish,
 		abi.ImportPluginCall, abi.ImportErrorRead})
 
 	m := load(t, wasm)

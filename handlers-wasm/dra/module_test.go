@@ -7,69 +7,16 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/host"
 	"github.com/wasmhost/wasmhost/registration"
 )
-
-// buildModule builds this handler for wasip1 as the Makefile does, into dir, and returns the
-// module's path.
-func buildModule(t *testing.T, dir string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds a WebAssembly module with the Go toolchain")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command in PATH")
-	}
-	out := filepath.Join(dir, "dra.wasm")
-	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	fi, err := os.Stat(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("dra.wasm: %d bytes", fi.Size())
-	return out
-}
-
-// hostImports returns the names of the functions the module imports from abi.ImportModule,
-// sorted, and fails the test on an import from any module but that one and WASI.
-func hostImports(t *testing.T, wasm []byte) []string {
-	t.Helper()
-	// The interpreter decodes and validates as the compiler does, in a fraction of the time.
-	rt := wazero.NewRuntimeWithConfig(t.Context(), wazero.NewRuntimeConfigInterpreter())
-	defer rt.Close(context.Background())
-	cm, err := rt.CompileModule(t.Context(), wasm)
-	if err != nil {
-		t.Fatalf("compiling: %v", err)
-	}
-	var names []string
-	for _, def := range cm.ImportedFunctions() {
-		switch mod, name, _ := def.Import(); mod {
-		case abi.ImportModule:
-			names = append(names, name)
-		case "wasi_snapshot_preview1":
-		default:
-			t.Errorf("imports %s.%s", mod, name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
 
 // TestModule builds the module, checks what it imports (no capability), and runs it in the
 // daemon's host with nothing granted.
@@ -79,17 +26,14 @@ func TestModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := buildModule(t, dir)
+	path := guesttest.Build(t, ".")
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{abi.ImportKVDelete, abi.ImportKVGet, abi.ImportKVSet, abi.ImportLog,
 		abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet}
-	slices.Sort(want)
-	if got := hostImports(t, wasm); !slices.Equal(got, want) {
-		t.Errorf("imports %q, want %q", got, want)
-	}
+	guesttest.CheckShape(t, wasm, want)
 
 	ctx := t.Context()
 	h, err := host.New(ctx, host.Config{HandlerDir: dir, CallTimeout: time.Minute, PoolSize: 1})
