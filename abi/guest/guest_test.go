@@ -143,3 +143,23 @@ func TestCodeError(t *testing.T) {
 		}
 	}
 }
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"1.0.0":        `"1.0.0"`,
+		"":             `""`,
+		`a"b\c`:        `"a\"b\\c"`,
+		"v1\n\x00\x7f": `"v1\x0a\x00\x7f"`,
+		"élan":         `"élan"`,
+	} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := QuoteList([]string{"1.0.0", "v1beta1"}); got != `["1.0.0", "v1beta1"]` {
+		t.Errorf("QuoteList = %s", got)
+	}
+	if got := QuoteList(nil); got != `[]` {
+		t.Errorf("QuoteList(nil) = %s", got)
+	}
+}

@@ -69,14 +69,14 @@ func check(p guest.Plugin) (version, error) {
 	case p.Name == "":
 		return version{}, guest.Reject("CSI driver at socket " + p.Socket + " has no name")
 	case len(p.Name) > maxNameBytes:
-		return version{}, guest.Reject("CSI driver name " + quote(p.Name[:32]+"...") + " is " +
+		return version{}, guest.Reject("CSI driver name " + guest.Quote(p.Name[:32]+"...") + " is " +
 			strconv.Itoa(len(p.Name)) + " bytes long; this handler takes names of up to " + strconv.Itoa(maxNameBytes))
 	}
 	v, ok := highestSupported(p.Versions)
 	if !ok {
 		sent := "sent no versions"
 		if len(p.Versions) > 0 {
-			sent = "sent versions " + quoteList(p.Versions) + ", none of them supported"
+			sent = "sent versions " + guest.QuoteList(p.Versions) + ", none of them supported"
 		}
 		return version{}, guest.Reject("CSI driver " + p.Name + " at endpoint " + p.Endpoint + " " + sent +
 			"; supported: " + supportedText)

@@ -450,10 +450,10 @@ func TestDeregister(t *testing.T) {
 }
 
 func TestQuote(t *testing.T) {
-	if got, want := quoteList([]string{"1.0", "a\"b\\c\n\x7fé"}), `["1.0", "a\"b\\c\x0a\x7fé"]`; got != want {
+	if got, want := guest.QuoteList([]string{"1.0", "a\"b\\c\n\x7fé"}), `["1.0", "a\"b\\c\x0a\x7fé"]`; got != want {
 		t.Errorf("quoteList = %s, want %s", got, want)
 	}
-	if got := quoteList(nil); got != "[]" {
-		t.Errorf("quoteList(nil) = %s", got)
+	if got := guest.QuoteList(nil); got != "[]" {
+		t.Errorf("guest.QuoteList(nil) = %s", got)
 	}
 }

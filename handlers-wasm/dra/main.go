@@ -82,7 +82,7 @@ func choose(p guest.Plugin) (record, error) {
 	if service == "" {
 		offered := "offers no services"
 		if len(p.Versions) > 0 {
-			offered = "offers services " + quoteList(p.Versions) + ", none of them a supported DRAPlugin service"
+			offered = "offers services " + guest.QuoteList(p.Versions) + ", none of them a supported DRAPlugin service"
 		}
 		return record{}, guest.Reject("DRA driver " + p.Name + " at endpoint " + p.Endpoint + " " + offered +
 			"; supported: " + strings.Join(pluginServices, ", "))
