@@ -341,6 +341,13 @@ func waitRegistered(b *testing.B, plugins []*registrationtest.Plugin) {
 	}
 }
 
+// waitNotified waits until every plugin has received a first notification.
+func waitNotified(b *testing.B, plugins []*registrationtest.Plugin) {
+	for _, p := range plugins {
+		p.WaitNotification(b, e2eWait)
+	}
+}
+
 func closePlugins(plugins []*registrationtest.Plugin) {
 	var wg sync.WaitGroup
 	for _, p := range plugins {
@@ -384,8 +391,10 @@ func BenchmarkE2EBurst(b *testing.B) {
 // with the example handler, starts N plugins of its type at once, and measures the wall time
 // until all are notified, the daemon's CPU over the -wasmhost.idle window with N registered,
 // its peak and current resident memory (VmHWM, VmRSS), and how long SIGTERM takes to stop
-// it. /cold starts with an empty compile cache (the handler is compiled at start, which is
-// where the peak memory comes from); /warm on the cache a first run left.
+// it. handler=cold starts with an empty compile cache (the handler is compiled at start);
+// handler=warm on the cache a first run left; handler=none has no handler at all, so the
+// plugins only reach waiting-for-handler (they are told Notify(false)): the daemon's own
+// cost, without WebAssembly.
 func BenchmarkDaemonProcess(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds the daemon and the example handler")
@@ -405,20 +414,27 @@ func BenchmarkDaemonProcess(b *testing.B) {
 	}
 	wasm := exampleWasm(b)
 	for _, n := range []int{1000, 4000} {
-		for _, cache := range []string{"cold", "warm"} {
-			b.Run(fmt.Sprintf("plugins=%d/cache=%s", n, cache), func(b *testing.B) {
+		for _, mode := range []string{"cold", "warm", "none"} {
+			b.Run(fmt.Sprintf("plugins=%d/handler=%s", n, mode), func(b *testing.B) {
 				raiseFDLimit(b, uint64(n)+1000)
 				for range b.N {
-					benchDaemonProcess(b, bin, wasm, n, cache == "warm")
+					benchDaemonProcess(b, bin, wasm, n, mode)
 				}
 			})
 		}
 	}
 }
 
-func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, warm bool) {
+func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode string) {
 	dirs := benchDirs(b)
-	if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
+	if mode == "none" {
+		wasm = nil
+	}
+	// Every plugin has heard the outcome: Notify(true), or Notify(false) without a handler.
+	wait := waitRegistered
+	if wasm == nil {
+		wait = waitNotified
+	} else if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
 		b.Fatal(err)
 	}
 	metricsSock := filepath.Join(dirs.State, "metrics.sock")
@@ -460,9 +476,9 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, warm bool)
 			b.Fatal(err)
 		}
 		defer p.Close()
-		waitRegistered(b, []*registrationtest.Plugin{p})
+		wait(b, []*registrationtest.Plugin{p})
 	}
-	if warm { // a first run fills the compile cache
+	if mode == "warm" { // a first run fills the compile cache
 		cmd, exited := start()
 		probe()
 		stop(cmd, exited)
@@ -482,7 +498,7 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, warm bool)
 	t0 := time.Now()
 	plugins := startPlugins(b, dirs.Socket, "p", exampleType, n)
 	defer closePlugins(plugins)
-	waitRegistered(b, plugins)
+	wait(b, plugins)
 	wall := time.Since(t0)
 	burstCPU := procCPU(b, pid) - cpu0
 
