@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/user"
@@ -603,7 +604,7 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 	if wide {
 		header = append(header, "ENDPOINT", "ATTEMPTS", "NEXT-RETRY", "HANDLER", "SHA256")
 	}
-	header = append(header, "LAST-ERROR")
+	header = append(header, "PUBLISHED", "LAST-ERROR")
 	tw.row(header...)
 
 	base := ""
@@ -620,9 +621,11 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 		}
 		versions := strings.Join(p.GetVersions(), ",")
 		lastErr := oneLine(p.GetLastError())
+		published := publishedText(p.GetPublished())
 		if !wide {
 			versions = truncate(versions, 32)
 			lastErr = truncate(lastErr, 60)
+			published = truncate(published, 48)
 		}
 		row := []string{sock, orDash(p.GetType()), orDash(p.GetName()), paint(state, stateColor(state), color),
 			orDash(versions), age(p.GetLastTransition(), p.GetRegisteredAt(), now)}
@@ -634,7 +637,7 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 			row = append(row, orDash(p.GetEndpoint()), strconv.FormatUint(uint64(p.GetAttempts()), 10), next,
 				orDash(p.GetHandlerFile()), orDash(shortHash(p.GetHandlerSha256())))
 		}
-		row = append(row, lastErr)
+		row = append(row, orDash(published), lastErr)
 		tw.row(row...)
 	}
 	return tw.writeTo(w)
@@ -680,6 +683,15 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		tw.row(row...)
 	}
 	return tw.writeTo(w)
+}
+
+// publishedText renders what a handler published about a plugin as k=v pairs sorted by key.
+func publishedText(m map[string]string) string {
+	pairs := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, k+"="+oneLine(m[k]))
+	}
+	return strings.Join(pairs, " ")
 }
 
 // writeEventLine prints one watch event; listed counts the plugins since the last RESET.

@@ -129,7 +129,7 @@ func TestClientPlugins(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("plugins printed %d lines, want a header and 3 rows:\n%s", len(lines), out)
 	}
-	if got, want := columns(lines[0]), []string{"SOCKET", "TYPE", "NAME", "STATE", "VERSIONS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[0]), []string{"SOCKET", "TYPE", "NAME", "STATE", "VERSIONS", "AGE", "PUBLISHED", "LAST-ERROR"}; !slices.Equal(got, want) {
 		t.Errorf("header = %q, want %q", got, want)
 	}
 	for _, l := range lines {
@@ -148,10 +148,10 @@ func TestClientPlugins(t *testing.T) {
 	}
 	// AGE (column 5) is matched loosely: the clock runs while the test does.
 	want := [][]string{
-		{"csi.example.com-reg.sock", "CSIPlugin", "csi.example.com", "registered", "1.0.0", `3h`},
-		{"gpu.example.com-reg.sock", "DRAPlugin", "gpu.example.com", "failing", "v1.DRAPlugin,v1beta1.DRAPlugin", `9\ds`,
+		{"csi.example.com-reg.sock", "CSIPlugin", "csi.example.com", "registered", "1.0.0", `3h`, "node_id=n1"},
+		{"gpu.example.com-reg.sock", "DRAPlugin", "gpu.example.com", "failing", "v1.DRAPlugin,v1beta1.DRAPlugin", `9\ds`, "-",
 			"registration: plugin unreachable: connection refused"},
-		{"sub/odd-reg.sock", "OddPlugin", "odd", "waiting-for-handler", "-", `5m\ds`},
+		{"sub/odd-reg.sock", "OddPlugin", "odd", "waiting-for-handler", "-", `5m\ds`, "-"},
 	}
 	for i, w := range want {
 		got := columns(lines[i+1])
