@@ -204,6 +204,7 @@ func startDaemon(t *testing.T, d dirs, o daemonOptions) *Daemon {
 	dm.cmd = exec.Command(bin, args...)
 	dm.cmd.Stdout = dm
 	dm.cmd.Stderr = dm
+	dieWithParent(dm.cmd)
 	if err := dm.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
