@@ -11,7 +11,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -21,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 
 	"github.com/wasmhost/wasmhost/reconciler"
 	"github.com/wasmhost/wasmhost/registration/registrationtest"
@@ -232,29 +233,7 @@ func callsFor(h *registrationtest.RecordingHandler, socket string) []string {
 // rebuild of unchanged sources a link only. It skips in -short mode.
 func exampleWasm(tb testing.TB) []byte {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("builds the example WebAssembly handler with the Go toolchain")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		tb.Skip("no go command in PATH")
-	}
-	dir, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "example.wasm")
-	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, "../../handlers-wasm/example")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build handlers-wasm/example for wasip1: %v\n%s", err, b)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return wasm
+	return guesttest.BuildBytes(tb, "../../handlers-wasm/example")
 }
 
 // withCustomSection returns a copy of wasm with a custom section appended: the same module,

@@ -637,6 +637,27 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 // (handlers-wasm/example, built by exampleWasm): dropped into the handler directory of a
 // running daemon, it registers the plugin that was waiting for it; replaced by a new version,
 // the plugin stays registered; removed, the plugin is deregistered and waits again.
+// TestE2EPluginAndHandlerPresentAtStart: a plugin whose socket and handler both exist when
+// the daemon starts is registered once and never told "no handler" while the handler loads.
+// The CSI node-driver-registrar exits when told no, so that would kill it on every restart of
+// the daemon.
+func TestE2EPluginAndHandlerPresentAtStart(t *testing.T) {
+	t.Parallel()
+	wasm := exampleWasm(t)
+	dirs := newE2EDirs(t, "/tmp")
+	if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dirs.Socket, "early.sock")
+	p := registrationtest.Serve(t, sock, pluginInfo(exampleType, "early"), registrationtest.Options{})
+	rd := startDaemon(t, e2eConfig(dirs), testLog(t), nil)
+	wantNotification(t, p, true, "")
+	rd.waitState(sock, reconciler.StateRegistered)
+	if got := p.Notifications(); len(got) != 1 {
+		t.Fatalf("plugin notified %d times (%+v), want once: registered", len(got), got)
+	}
+}
+
 func TestE2EWasmExampleHandler(t *testing.T) {
 	t.Parallel()
 	wasm := exampleWasm(t)

@@ -217,7 +217,17 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (_ *daemon, er
 func (d *daemon) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return d.watcher.Run(gctx) })
-	g.Go(func() error { return d.rec.Run(gctx) })
+	g.Go(func() error {
+		// Registrations wait for the handlers present at start: a plugin found before its
+		// handler is loaded would be told "no handler for your type", and some plugins (the
+		// CSI node-driver-registrar) exit when told no. The watcher lists sockets meanwhile.
+		select {
+		case <-d.host.Ready():
+		case <-gctx.Done():
+			return nil
+		}
+		return d.rec.Run(gctx)
+	})
 	g.Go(func() error { return d.host.Run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })
