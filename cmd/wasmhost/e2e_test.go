@@ -633,10 +633,6 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 	}
 }
 
-// TestE2EWasmExampleHandler runs the daemon with the real example handler
-// (handlers-wasm/example, built by exampleWasm): dropped into the handler directory of a
-// running daemon, it registers the plugin that was waiting for it; replaced by a new version,
-// the plugin stays registered; removed, the plugin is deregistered and waits again.
 // TestE2EPluginAndHandlerPresentAtStart: a plugin whose socket and handler both exist when
 // the daemon starts is registered once and never told "no handler" while the handler loads.
 // The CSI node-driver-registrar exits when told no, so that would kill it on every restart of
@@ -658,6 +654,10 @@ func TestE2EPluginAndHandlerPresentAtStart(t *testing.T) {
 	}
 }
 
+// TestE2EWasmExampleHandler runs the daemon with the real example handler
+// (handlers-wasm/example, built by exampleWasm): dropped into the handler directory of a
+// running daemon, it registers the plugin that was waiting for it; replaced by a new version,
+// the plugin stays registered; removed, the plugin is deregistered and waits again.
 func TestE2EWasmExampleHandler(t *testing.T) {
 	t.Parallel()
 	wasm := exampleWasm(t)
