@@ -637,7 +637,10 @@ func (l *loop) registered(s *sock, res result, err error) {
 		if current {
 			l.forgetFailure(s)
 		}
-		r.log.Debug("plugin registered", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
+		if a, ok := r.actual.Get(s.path); ok {
+			s.pluginType, s.pluginName = a.Type, a.Name
+		}
+		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
 		return
 	}
 	r.regFailed.Add(1)

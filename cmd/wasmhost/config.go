@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,6 +262,22 @@ func (c *Config) validate() error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// absolutePaths makes the directories absolute, so that logs and the admin socket name them
+// the same way whatever the working directory.
+func (c *Config) absolutePaths() error {
+	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", *p, err)
+		}
+		*p = abs
+	}
+	return nil
 }
 
 // grants returns the capabilities granted per plugin type.

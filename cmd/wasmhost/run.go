@@ -51,6 +51,9 @@ Settings come from the defaults, then --config, then the flags.`,
 			if err := cfg.validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
+			if err := cfg.absolutePaths(); err != nil {
+				return err
+			}
 			log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level)
 			if err != nil {
 				return err

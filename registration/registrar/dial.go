@@ -13,9 +13,10 @@ import (
 )
 
 // Retry schedule for a refused or busy connect: short, because the usual cause is a plugin
-// between bind() and listen(), which lasts microseconds to milliseconds.
+// between bind() and listen(), which lasts microseconds to milliseconds. The watcher often sees
+// the socket in that window, so the first retry comes after 100 µs, not a whole millisecond.
 const (
-	firstRetry = time.Millisecond
+	firstRetry = 100 * time.Microsecond
 	maxRetry   = 20 * time.Millisecond
 )
 
