@@ -11,7 +11,7 @@ BIN      := bin/wasmhost
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 GUEST_SRC := $(wildcard abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
-.PHONY: all build handlers run test test-short bench fuzz fmt vet clean
+.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean
 
 all: build
 
@@ -40,8 +40,16 @@ run: build
 vet:
 	$(GO) vet ./...
 
-test: handlers vet
+# test runs everything CI runs: the daemon's own tests, then the interoperability tests with real
+# plugins (test/interop, a module of its own so that the kubelet's dependencies stay out of the
+# daemon's go.mod; its first build takes a few minutes).
+test: test-unit test-interop
+
+test-unit: handlers vet
 	$(GO) test -race -timeout 20m ./...
+
+test-interop: handlers
+	cd test/interop && $(GO) test -race -timeout 20m ./...
 
 test-short: handlers
 	$(GO) test -race -short ./...

@@ -22,6 +22,9 @@ const (
 	msgRegistered     = "plugin registered"
 	msgDeregistered   = "plugin deregistered"
 	msgHandlersLoaded = "initial handlers loaded"
+	// msgRolledBack starts the registrar's message for a plugin that did not take its
+	// Notify(true): its registration is rolled back and retried.
+	msgRolledBack = "plugin did not take its registration"
 )
 
 // stopTimeout bounds a graceful stop of the daemon before it is killed.

@@ -145,8 +145,10 @@ func TestExamplePluginRejectedByHandler(t *testing.T) {
 }
 
 // TestExamplePluginHungWithDaemon: a plugin whose NotifyRegistrationStatus never returns does
-// not hold up the daemon: its notification is bounded, another plugin registers meanwhile, and
-// the hung plugin ends up registered (the daemon's notification to it was registered=true).
+// not hold up the daemon: its notification is bounded and another plugin registers meanwhile.
+// As in the kubelet, a plugin that did not take Notify(true) does not know it is registered, so
+// its registration is rolled back and retried with backoff; once the plugin answers again, a
+// retry registers it.
 func TestExamplePluginHungWithDaemon(t *testing.T) {
 	d := newDirs(t)
 	dm := startDaemon(t, d, daemonOptions{
@@ -163,18 +165,24 @@ func TestExamplePluginHungWithDaemon(t *testing.T) {
 	}
 	dm.waitRegistered(t, ok.Socket)
 
-	// The hung plugin is registered anyway, once its notification's deadline has passed.
-	dm.waitRegistered(t, hung.Socket)
+	// The hung plugin's notification times out and its registration is rolled back.
+	dm.waitLog(t, "the daemon to roll back "+hung.Socket, func(r logRecord) bool {
+		return strings.HasPrefix(r.str("msg"), msgRolledBack) && r.str("socket") == hung.Socket
+	})
+	if rs := dm.records(about(msgRegistered, hung.Socket)); len(rs) != 0 {
+		t.Fatalf("the daemon kept a plugin registered that never took its registration: %v", rs)
+	}
 
-	// What the daemon tried to tell it is still blocked in the plugin: draining takes it.
+	// Once it answers its notifications, a retry registers it.
 	hung.Drain()
+	dm.waitRegistered(t, hung.Socket)
 	got := hung.waitReceived(t, 1)
 	for _, st := range got {
 		if !st.Registered {
 			t.Errorf("hung-plugin was sent %+v, want only registered=true", st)
 		}
 	}
-	t.Logf("the daemon sent the hung plugin %d notification(s)", len(got))
+	t.Logf("the daemon sent the hung plugin %d notification(s) before one went through", len(got))
 
 	for _, e := range []*examplePlugin{hung, ok} {
 		if err := e.Stop(); err != nil {
