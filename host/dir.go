@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -118,6 +119,14 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	dir := h.cfg.HandlerDir
 	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A missing handler directory is made, as the watcher makes the socket directory:
+		// the daemon starts with no handler, and one dropped in later is loaded.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("host: creating handler directory: %w", err)
+		}
+		fi, err = os.Stat(dir)
+	}
 	if err != nil {
 		return fmt.Errorf("host: handler directory: %w", err)
 	}
@@ -142,6 +151,8 @@ func (h *Host) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &reloader{
+		w:        w,
+		watched:  fi,
 		h:        h,
 		ctx:      ctx,
 		cancel:   cancel,
@@ -207,6 +218,10 @@ func (h *Host) Run(ctx context.Context) error {
 
 // reloader is Run's state; only Run's goroutine uses it.
 type reloader struct {
+	w        *fsnotify.Watcher
+	watched  os.FileInfo // the directory the watch is on; nil when it is lost
+	lost     bool        // the watched directory went away
+	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once
 	h        *Host
 	ctx      context.Context // of Run; canceled before Run waits for its loads
 	cancel   context.CancelFunc
@@ -260,9 +275,14 @@ func (r *reloader) event(ev fsnotify.Event, now time.Time) {
 // files and retires removed ones.
 func (r *reloader) rescan(now time.Time, initial bool) {
 	r.resyncAt = now.Add(r.h.cfg.Resync)
+	if !r.rewatch() {
+		r.resyncAt = now.Add(min(r.h.cfg.Resync, lostDirRetry))
+		return
+	}
 	entries, err := os.ReadDir(r.dir)
 	if err != nil {
 		r.h.log.Error("reading handler directory; keeping the handlers loaded", "dir", r.dir, "error", err)
+		r.resyncAt = now.Add(min(r.h.cfg.Resync, lostDirRetry))
 		return
 	}
 	var names []string
@@ -512,6 +532,48 @@ func (r *reloader) remove(e *fileEntry) {
 	r.h.mu.Unlock()
 	delete(r.quiet, e.name)
 	r.h.log.Info("handler file removed", "handler", e.path)
+}
+
+// lostDirRetry is how soon the handler directory is looked at again while it is missing.
+const lostDirRetry = time.Second
+
+// rewatch puts the watch back on the handler directory when the directory there is not the one
+// watched: deleted and made again, or replaced by a rename (inotify's watch follows the old
+// directory, or is gone with it). It reports whether the directory can be read: it exists and,
+// unless AllowInsecure, only its owner may write it.
+func (r *reloader) rewatch() bool {
+	fi, err := os.Stat(r.dir)
+	if err != nil || !fi.IsDir() {
+		if r.watched != nil {
+			r.h.log.Warn("handler directory is gone; keeping the handlers loaded until it is back", "dir", r.dir)
+			_ = r.w.Remove(r.dir)
+			r.watched, r.lost = nil, true
+		}
+		return false
+	}
+	if r.watched != nil && os.SameFile(fi, r.watched) {
+		return true
+	}
+	if !r.h.cfg.AllowInsecure {
+		if err := checkNotShared(r.dir, "handler directory", fi); err != nil {
+			if r.refused == nil || !os.SameFile(fi, r.refused) {
+				r.h.log.Error("handler directory refused; keeping the handlers loaded", "dir", r.dir, "error", err)
+			}
+			r.refused = fi
+			return false
+		}
+	}
+	r.refused = nil
+	_ = r.w.Remove(r.dir)
+	if err := r.w.Add(r.dir); err != nil {
+		r.h.log.Error("watching handler directory again", "dir", r.dir, "error", err)
+		return false
+	}
+	if r.watched != nil || r.lost {
+		r.h.log.Info("handler directory is back; watching it again", "dir", r.dir)
+	}
+	r.watched, r.lost = fi, false
+	return true
 }
 
 func (r *reloader) nextWake(now time.Time) time.Duration {

@@ -104,11 +104,16 @@ func TestRunInitial(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	h, _ := newTestHost(t, Config{HandlerDir: "/nonexistent/handlers"})
-	if err := h.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "/nonexistent/handlers") {
-		t.Errorf("Run on a missing directory = %v", err)
-	}
 	dir := tempDir(t)
+	// A directory that cannot be made (its parent is a file) is an error naming it.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := newTestHost(t, Config{HandlerDir: filepath.Join(file, "handlers")})
+	if err := h.Run(context.Background()); err == nil || !strings.Contains(err.Error(), filepath.Join(file, "handlers")) {
+		t.Errorf("Run on a directory that cannot be made = %v", err)
+	}
 	if err := os.Chmod(dir, 0o775); err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +130,56 @@ func TestRunErrors(t *testing.T) {
 	if err := h3.Run(context.Background()); err == nil {
 		t.Error("a second Run did not fail")
 	}
+}
+
+// TestRunMissingDirIsMade: a handler directory that does not exist is made, and a handler
+// dropped into it later is loaded.
+func TestRunMissingDirIsMade(t *testing.T) {
+	dir := filepath.Join(tempDir(t), "handlers")
+	h, _ := newTestHost(t, Config{HandlerDir: dir})
+	startRun(t, h)
+	<-h.Ready()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("handler directory: %v %v", fi, err)
+	}
+	installFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"))
+	handlerFor(t, h.Registry(), "reload.example")
+}
+
+// TestRunDirRecreated: the handler directory deleted under the host keeps the handlers loaded;
+// made again, it is watched again, and what is in it then is what serves.
+func TestRunDirRecreated(t *testing.T) {
+	dir := filepath.Join(tempDir(t), "handlers")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, logs := newTestHost(t, Config{HandlerDir: dir})
+	startRun(t, h)
+	installFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"))
+	hd := handlerFor(t, h.Registry(), "reload.example")
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loss to be logged", func() bool { _, ok := logs.find("handler directory is gone; keeping the handlers loaded until it is back"); return ok })
+	if err := hd.ValidatePlugin(context.Background(), info("reload.example", "p")); err != nil {
+		t.Fatalf("the handler stopped serving when its directory went: %v", err)
+	}
+
+	// Made again, with another handler in it: that one loads (events are seen again), and the
+	// old one, no longer in the directory, leaves.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	installFile(t, fixture("min"), filepath.Join(dir, "min.wasm"))
+	handlerFor(t, h.Registry(), "min.example")
+	waitFor(t, "the old type to leave", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
+	if _, ok := logs.find("handler directory is back; watching it again"); !ok {
+		t.Error("the return of the directory was not logged")
+	}
+	// The new directory is watched: a file added now is seen at once, not at the next re-scan.
+	installFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"))
+	handlerFor(t, h.Registry(), "reload.example")
 }
 
 // hammer calls hd.ValidatePlugin from several goroutines until stopped, and records any error
