@@ -19,6 +19,13 @@
 //   - Answer NotifyRegistrationStatus at once; the daemon waits for the answer with a deadline.
 //   - Remove the socket on a clean exit, so the daemon deregisters the plugin at once.
 //   - The daemon may restart and register the plugin again: a second Notify is normal.
+//
+// With --csi-node-id it also plays a CSI driver, for the daemon's CSI handler
+// (handlers-wasm/csi): it answers CSI's NodeGetInfo on its socket, which the handler calls
+// when it registers the driver (see csi.go):
+//
+//	go run ./examples/plugin --socket-dir ./run/plugins_registry --type CSIPlugin --name csi.example.com \
+//	    --versions 1.5.0 --csi-node-id node-1 --csi-max-volumes 16 --csi-topology topology.example.com/zone=z1
 package main
 
 import (
@@ -47,21 +54,19 @@ type config struct {
 	name      string   // unique among plugins of the same type
 	endpoint  string   // where the plugin serves its own API; empty means this socket
 	versions  []string // versions of the plugin's own API that it supports
+	csi       *csiNode // when not nil, CSI NodeGetInfo is served on the socket with this answer
 }
 
 func main() {
-	var cfg config
-	var versions string
-	flag.StringVar(&cfg.socketDir, "socket-dir", "./run/plugins_registry", "directory the daemon watches for plugin sockets")
-	flag.StringVar(&cfg.pluginTyp, "type", "example.wasmhost.dev", "plugin type (selects the daemon's handler; example.wasmhost.dev is served by handlers-wasm/example)")
-	flag.StringVar(&cfg.name, "name", "demo-1", "plugin name; the socket is <socket-dir>/<name>.sock")
-	flag.StringVar(&cfg.endpoint, "endpoint", "", "endpoint of the plugin's own API (default: the registration socket)")
-	flag.StringVar(&versions, "versions", "v1", "comma-separated supported versions")
-	flag.Parse()
-	for v := range strings.SplitSeq(versions, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			cfg.versions = append(cfg.versions, v)
-		}
+	cfg, err := parseArgs(os.Args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h: the usage is printed
+		return
+	case errors.Is(err, errFlags): // the flag package has printed the error and the usage
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -73,6 +78,52 @@ func main() {
 		log.Error("plugin failed", "error", err)
 		os.Exit(1)
 	}
+}
+
+// errFlags: the command line does not parse; the flag package has said why.
+var errFlags = errors.New("invalid command line")
+
+// parseArgs turns the command line into a config.
+func parseArgs(args []string) (config, error) {
+	var cfg config
+	var versions, topology, nodeID string
+	var maxVolumes int64
+	fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	fs.StringVar(&cfg.socketDir, "socket-dir", "./run/plugins_registry", "directory the daemon watches for plugin sockets")
+	fs.StringVar(&cfg.pluginTyp, "type", "example.wasmhost.dev", "plugin type (selects the daemon's handler; example.wasmhost.dev is served by handlers-wasm/example)")
+	fs.StringVar(&cfg.name, "name", "demo-1", "plugin name; the socket is <socket-dir>/<name>.sock")
+	fs.StringVar(&cfg.endpoint, "endpoint", "", "endpoint of the plugin's own API (default: the registration socket)")
+	fs.StringVar(&versions, "versions", "v1", "comma-separated supported versions")
+	fs.StringVar(&nodeID, "csi-node-id", "", "serve CSI NodeGetInfo on the socket, answering this node_id (for --type CSIPlugin)")
+	fs.Int64Var(&maxVolumes, "csi-max-volumes", 0, "NodeGetInfo's max_volumes_per_node (0: no limit); needs --csi-node-id")
+	fs.StringVar(&topology, "csi-topology", "", "NodeGetInfo's accessible topology, key=value,key=value; needs --csi-node-id")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w: %v", errFlags, err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for v := range strings.SplitSeq(versions, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			cfg.versions = append(cfg.versions, v)
+		}
+	}
+
+	topo, err := parseTopology(topology)
+	switch {
+	case err != nil:
+		return config{}, err
+	case nodeID == "" && (maxVolumes != 0 || topo != nil):
+		return config{}, errors.New("--csi-max-volumes and --csi-topology need --csi-node-id")
+	case maxVolumes < 0:
+		return config{}, fmt.Errorf("invalid --csi-max-volumes %d: CSI allows 0 (no limit) or more", maxVolumes)
+	case nodeID != "":
+		cfg.csi = &csiNode{nodeID: nodeID, maxVolumes: maxVolumes, topology: topo}
+	}
+	return cfg, nil
 }
 
 // run serves the registration API until ctx is cancelled. ready, when not nil, is called
@@ -104,7 +155,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger, ready func(socket st
 		return err
 	}
 
-	srv := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if cfg.csi != nil {
+		// The CSI call goes to the server's unknown-service handler, with a codec that passes
+		// its hand-encoded messages through (csi.go).
+		opts = append(opts, grpc.UnknownServiceHandler(cfg.csi.serve), grpc.ForceServerCodecV2(newRawCodec()))
+		log.Info("serving CSI NodeGetInfo", "node_id", cfg.csi.nodeID,
+			"max_volumes_per_node", cfg.csi.maxVolumes, "topology", formatTopology(cfg.csi.topology))
+		if cfg.endpoint != "" && cfg.endpoint != socket && cfg.endpoint != "unix://"+socket {
+			log.Warn("--endpoint is not this socket: the daemon's CSI handler calls NodeGetInfo there, and this plugin does not serve it there", "endpoint", cfg.endpoint)
+		}
+	}
+	srv := grpc.NewServer(opts...)
 	regapi.RegisterRegistrationServer(srv, &registrationServer{cfg: cfg, log: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
