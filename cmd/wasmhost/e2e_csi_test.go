@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 type examplePlugin struct {
 	socket string
 	log    *lockedBuffer // its standard error: the log
+	stop   func()        // SIGTERM, as Ctrl-C would, and wait; the test fails if it does not exit cleanly
 }
 
 // buildExamplePlugin builds examples/plugin into a temporary directory and returns the
@@ -56,18 +58,24 @@ func startExamplePlugin(t *testing.T, bin, dir, name string, args ...string) *ex
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("plugin %s: exit: %v", name, err)
+	var once sync.Once
+	p.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("plugin %s: exit: %v", name, err)
+				}
+			case <-time.After(e2eWait):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("plugin %s did not exit on SIGTERM", name)
 			}
-		case <-time.After(e2eWait):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("plugin %s did not exit on SIGTERM", name)
-		}
+		})
+	}
+	t.Cleanup(func() {
+		p.stop()
 		if t.Failed() {
 			t.Logf("plugin %s log:\n%s", name, p.log.String())
 		}
@@ -150,6 +158,15 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	// ... and the registered driver is left as it was.
 	if a, _ := rd.d.actual.Get(csi.socket); a.Published["version"] != "1.5.0" {
 		t.Errorf("after the refusal the CSI driver is published as %v", a.Published)
+	}
+
+	// The 1.5.0 driver stops: it is deregistered, and the older copy registers at its next
+	// retry.
+	csi.stop()
+	rd.waitGone(csi.socket)
+	rd.waitState(old.socket, reconciler.StateRegistered)
+	if a, _ := rd.d.actual.Get(old.socket); a.Published["version"] != "1.0.0" || a.Published["node_id"] != "node-1" {
+		t.Errorf("older CSI driver published %v", a.Published)
 	}
 
 	// A DRA driver: registered, used through v1.DRAPlugin.
