@@ -88,23 +88,23 @@ func parseArgs(args []string) (config, error) {
 	var cfg config
 	var versions, topology, nodeID string
 	var maxVolumes int64
-	fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
-	fs.StringVar(&cfg.socketDir, "socket-dir", "./run/plugins_registry", "directory the daemon watches for plugin sockets")
-	fs.StringVar(&cfg.pluginTyp, "type", "example.wasmhost.dev", "plugin type (selects the daemon's handler; example.wasmhost.dev is served by handlers-wasm/example)")
-	fs.StringVar(&cfg.name, "name", "demo-1", "plugin name; the socket is <socket-dir>/<name>.sock")
-	fs.StringVar(&cfg.endpoint, "endpoint", "", "endpoint of the plugin's own API (default: the registration socket)")
-	fs.StringVar(&versions, "versions", "v1", "comma-separated supported versions")
-	fs.StringVar(&nodeID, "csi-node-id", "", "serve CSI NodeGetInfo on the socket, answering this node_id (for --type CSIPlugin)")
-	fs.Int64Var(&maxVolumes, "csi-max-volumes", 0, "NodeGetInfo's max_volumes_per_node (0: no limit); needs --csi-node-id")
-	fs.StringVar(&topology, "csi-topology", "", "NodeGetInfo's accessible topology, key=value,key=value; needs --csi-node-id")
-	if err := fs.Parse(args); err != nil {
+	flags := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	flags.StringVar(&cfg.socketDir, "socket-dir", "./run/plugins_registry", "directory the daemon watches for plugin sockets")
+	flags.StringVar(&cfg.pluginTyp, "type", "example.wasmhost.dev", "plugin type (selects the daemon's handler; example.wasmhost.dev is served by handlers-wasm/example)")
+	flags.StringVar(&cfg.name, "name", "demo-1", "plugin name; the socket is <socket-dir>/<name>.sock")
+	flags.StringVar(&cfg.endpoint, "endpoint", "", "endpoint of the plugin's own API (default: the registration socket)")
+	flags.StringVar(&versions, "versions", "v1", "comma-separated supported versions")
+	flags.StringVar(&nodeID, "csi-node-id", "", "serve CSI NodeGetInfo on the socket, answering this node_id (for --type CSIPlugin)")
+	flags.Int64Var(&maxVolumes, "csi-max-volumes", 0, "NodeGetInfo's max_volumes_per_node (0: no limit); needs --csi-node-id")
+	flags.StringVar(&topology, "csi-topology", "", "NodeGetInfo's accessible topology, key=value,key=value; needs --csi-node-id")
+	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
 		}
 		return config{}, fmt.Errorf("%w: %v", errFlags, err)
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if flags.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", flags.Args())
 	}
 	for v := range strings.SplitSeq(versions, ",") {
 		if v = strings.TrimSpace(v); v != "" {
@@ -126,7 +126,8 @@ func parseArgs(args []string) (config, error) {
 	return cfg, nil
 }
 
-// run serves the registration API until ctx is cancelled. ready, when not nil, is called
+// run serves the registration API (and CSI NodeGetInfo, when cfg.csi is set) until ctx is
+// cancelled. ready, when not nil, is called
 // with the socket path once the socket accepts connections.
 func run(ctx context.Context, cfg config, log *slog.Logger, ready func(socket string)) error {
 	if cfg.name == "" || strings.ContainsRune(cfg.name, '/') {
