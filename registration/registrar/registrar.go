@@ -183,7 +183,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 	}
 
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
-		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: ValidatePlugin: %w", registration.ErrRejected, info.Name, info.Type, s.Path, herr)
+		err := refused(info, "ValidatePlugin", herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
@@ -207,7 +207,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 	})
 	if herr != nil {
 		r.cfg.Actual.Remove(s.Path)
-		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: RegisterPlugin: %w", registration.ErrRejected, info.Name, info.Type, s.Path, herr)
+		err := refused(info, "RegisterPlugin", herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
@@ -229,6 +229,17 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 	}
 	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
 	return nil
+}
+
+// refused is the error of a handler call that refused the plugin. Where the handler gave a
+// reason (its error already matches registration.ErrRejected), the reason comes first, since it
+// is what the plugin and the operator need to read, and the sentinel is not said twice; any
+// other failure is wrapped with ErrRejected and the call that failed.
+func refused(info registration.PluginInfo, call string, herr error) error {
+	if errors.Is(herr, registration.ErrRejected) {
+		return fmt.Errorf("%w (%s of plugin %s, type %s, at socket %s)", herr, call, info.Name, info.Type, info.Socket)
+	}
+	return fmt.Errorf("%w: plugin %s (type %s) at socket %s: %s: %w", registration.ErrRejected, info.Name, info.Type, info.Socket, call, herr)
 }
 
 // PluginError is the error of a Register that got as far as a valid GetInfo answer: it says

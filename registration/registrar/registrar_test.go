@@ -201,6 +201,26 @@ func TestRegisterValidationFails(t *testing.T) {
 	}
 }
 
+// TestRegisterRefusalReason: a handler that refuses with a reason (its error already matches
+// ErrRejected, as the WebAssembly host's do) has the plugin told that reason first, and the
+// sentinel's words are not said twice.
+func TestRegisterRefusalReason(t *testing.T) {
+	e := newEnv(t, nil)
+	e.handler.SetError(registrationtest.MethodValidate, fmt.Errorf("%w: driver d already registered at version 1.5.0; refusing 1.0.0", registration.ErrRejected))
+	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{})
+	err := e.register(p.Path())
+	if !errors.Is(err, registration.ErrRejected) {
+		t.Fatalf("Register error = %v, want ErrRejected", err)
+	}
+	n := p.WaitNotification(t, wait)
+	if want := "rejected by handler: driver d already registered at version 1.5.0; refusing 1.0.0 (ValidatePlugin of plugin demo-1"; !strings.HasPrefix(n.Error, want) {
+		t.Errorf("reason %q, want it to start with %q", n.Error, want)
+	}
+	if c := strings.Count(n.Error, "rejected by handler"); c != 1 {
+		t.Errorf("reason says %q %d times: %q", "rejected by handler", c, n.Error)
+	}
+}
+
 func TestRegisterRegisterFails(t *testing.T) {
 	e := newEnv(t, nil)
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{})
