@@ -161,7 +161,10 @@ func TestRunDirRecreated(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the loss to be logged", func() bool { _, ok := logs.find("handler directory is gone; keeping the handlers loaded until it is back"); return ok })
+	waitFor(t, "the loss to be logged", func() bool {
+		_, ok := logs.find("handler directory is gone; keeping the handlers loaded until it is back")
+		return ok
+	})
 	if err := hd.ValidatePlugin(context.Background(), info("reload.example", "p")); err != nil {
 		t.Fatalf("the handler stopped serving when its directory went: %v", err)
 	}

@@ -200,71 +200,73 @@ func (m *Module) kvFor(st *callState) *kvStore {
 	return m.h.kvStore(st.pluginType)
 }
 
+// kvKeyCode checks a kv call's store and key: the code to return, or StatusOK to go on.
+func kvKeyCode(kv *kvStore, key []byte) int32 {
+	switch {
+	case kv == nil:
+		return abi.CodeDenied
+	case len(key) == 0:
+		return abi.CodeBadRequest
+	case len(key) > abi.MaxKeyBytes:
+		return abi.CodeTooLarge
+	}
+	return abi.StatusOK
+}
+
 func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) {
 	key := guestBytes(mod, abi.ImportKVGet, "key", arg(stack, 0), arg(stack, 1))
 	buf := guestBytes(mod, abi.ImportKVGet, "buffer", arg(stack, 2), arg(stack, 3))
 	kv := m.kvFor(stateOf(ctx))
-	switch {
-	case kv == nil:
-		ret(stack, abi.CodeDenied)
-	case len(key) == 0:
-		ret(stack, abi.CodeBadRequest)
-	case len(key) > abi.MaxKeyBytes:
-		ret(stack, abi.CodeTooLarge)
-	default:
-		kv.mu.Lock()
-		v, ok := kv.m[string(key)]
-		if ok {
-			copy(buf, v)
-		}
-		kv.mu.Unlock()
-		if !ok {
-			ret(stack, abi.CodeNotFound)
-			return
-		}
-		ret(stack, int32(len(v)))
+	if code := kvKeyCode(kv, key); code != abi.StatusOK {
+		ret(stack, code)
+		return
 	}
+	kv.mu.Lock()
+	v, ok := kv.m[string(key)]
+	if ok {
+		copy(buf, v)
+	}
+	kv.mu.Unlock()
+	if !ok {
+		ret(stack, abi.CodeNotFound)
+		return
+	}
+	ret(stack, int32(len(v)))
 }
 
 func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) {
 	key := guestBytes(mod, abi.ImportKVSet, "key", arg(stack, 0), arg(stack, 1))
 	val := guestBytes(mod, abi.ImportKVSet, "value", arg(stack, 2), arg(stack, 3))
 	kv := m.kvFor(stateOf(ctx))
-	switch {
-	case kv == nil:
-		ret(stack, abi.CodeDenied)
-	case len(key) == 0:
-		ret(stack, abi.CodeBadRequest)
-	case len(key) > abi.MaxKeyBytes || len(val) > abi.MaxValueBytes:
-		ret(stack, abi.CodeTooLarge)
-	default:
-		kv.mu.Lock()
-		defer kv.mu.Unlock()
-		if _, ok := kv.m[string(key)]; !ok && len(kv.m) >= abi.MaxKVEntries {
-			ret(stack, abi.CodeTooLarge)
-			return
-		}
-		kv.m[string(key)] = append([]byte(nil), val...)
-		ret(stack, abi.StatusOK)
+	if code := kvKeyCode(kv, key); code != abi.StatusOK {
+		ret(stack, code)
+		return
 	}
+	if len(val) > abi.MaxValueBytes {
+		ret(stack, abi.CodeTooLarge)
+		return
+	}
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if _, ok := kv.m[string(key)]; !ok && len(kv.m) >= abi.MaxKVEntries {
+		ret(stack, abi.CodeTooLarge)
+		return
+	}
+	kv.m[string(key)] = append([]byte(nil), val...)
+	ret(stack, abi.StatusOK)
 }
 
 func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint64) {
 	key := guestBytes(mod, abi.ImportKVDelete, "key", arg(stack, 0), arg(stack, 1))
 	kv := m.kvFor(stateOf(ctx))
-	switch {
-	case kv == nil:
-		ret(stack, abi.CodeDenied)
-	case len(key) == 0:
-		ret(stack, abi.CodeBadRequest)
-	case len(key) > abi.MaxKeyBytes:
-		ret(stack, abi.CodeTooLarge)
-	default:
-		kv.mu.Lock()
-		delete(kv.m, string(key))
-		kv.mu.Unlock()
-		ret(stack, abi.StatusOK)
+	if code := kvKeyCode(kv, key); code != abi.StatusOK {
+		ret(stack, code)
+		return
 	}
+	kv.mu.Lock()
+	delete(kv.m, string(key))
+	kv.mu.Unlock()
+	ret(stack, abi.StatusOK)
 }
 
 func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uint64) {
