@@ -8,14 +8,13 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi/guest"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 )
 
 // The handler's logic, natively: the SDK's host functions are an in-memory fake in a non-wasip1
 // build. Step 1 of the walkthrough.
 func TestWalkthroughHandler(t *testing.T) {
-	fake := guest.Fake()
-	fake.Reset()
-	t.Cleanup(fake.Reset)
+	fake := guesttest.Fake(t) // the SDK's in-memory host, emptied before and after
 	var h handler
 	p := guest.Plugin{Socket: "/r/thermal-1.sock", Type: PluginType, Name: "thermal-1", Endpoint: "/r/thermal-1.sock", Versions: []string{"v1beta1", "v1"}}
 

@@ -11,17 +11,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/wasmhost/wasmhost/abi/guest"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 )
-
-// The handler's logic runs natively against guest.Fake, the SDK's in-memory host. The fake is
-// one per process, so these tests do not run in parallel; each starts from a reset fake.
-func fakeHost(t *testing.T) *guest.FakeHost {
-	t.Helper()
-	f := guest.Fake()
-	f.Reset()
-	t.Cleanup(f.Reset)
-	return f
-}
 
 func plugin(name, socket, endpoint string, versions ...string) guest.Plugin {
 	return guest.Plugin{Socket: socket, Type: PluginType, Name: name, Endpoint: endpoint, Versions: versions}
@@ -143,7 +134,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestValidateVersions(t *testing.T) {
-	fakeHost(t)
+	guesttest.Fake(t)
 	for _, tc := range []struct {
 		versions []string
 		reason   string // "" to accept
@@ -174,7 +165,7 @@ func TestValidateVersions(t *testing.T) {
 }
 
 func TestValidateName(t *testing.T) {
-	fakeHost(t)
+	guesttest.Fake(t)
 	if r := rejection(t, handler{}.Validate(plugin("", "/r/x-reg.sock", "/e", "1.0.0"))); !strings.Contains(r, "/r/x-reg.sock has no name") {
 		t.Errorf("empty name: %q", r)
 	}
@@ -213,7 +204,7 @@ func storedRecord(t *testing.T, f *guest.FakeHost, name string) (record, bool) {
 }
 
 func TestRegisterPublishesNodeInfo(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	p := plugin("csi.example.com", "/r/csi.example.com-reg.sock", "/var/lib/kubelet/plugins/csi.example.com/csi.sock",
 		"0.3.0", "v1.5.0", "1.2")
 	calls := answer(t, f, nodeInfoBytes, nil)
@@ -319,7 +310,7 @@ func TestRegisterNodeInfoFailure(t *testing.T) {
 		{"negative limit", []byte{0x0a, 0x01, 'n', 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, nil, "answered a negative max_volumes_per_node -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeHost(t)
+			f := guesttest.Fake(t)
 			register(t, f, old)
 			answer(t, f, tc.resp, tc.err)
 			err := handler{}.Register(p)
@@ -334,7 +325,7 @@ func TestRegisterNodeInfoFailure(t *testing.T) {
 		})
 	}
 	t.Run("no grant", func(t *testing.T) {
-		fakeHost(t) // no plugin call function: plugin_call answers denied
+		guesttest.Fake(t) // no plugin call function: plugin_call answers denied
 		err := handler{}.Register(p)
 		if !errors.Is(err, guest.ErrDenied) || !strings.Contains(err.Error(), "at endpoint "+p.Endpoint+" failed") {
 			t.Errorf("Register without plugin_call: %v", err)
@@ -355,7 +346,7 @@ func TestDuplicates(t *testing.T) {
 		{[]string{"1.5.0"}, ""},
 		{[]string{"1.0.0", "1.6.0"}, ""},
 	} {
-		f := fakeHost(t)
+		f := guesttest.Fake(t)
 		register(t, f, first)
 		second := plugin(name, "/r/b-reg.sock", "/b.sock", tc.versions...)
 		if tc.reason != "" {
@@ -374,7 +365,7 @@ func TestDuplicates(t *testing.T) {
 // TestRegisterRechecks: a driver that registers with a higher version between another's Validate
 // and Register wins, as in the kubelet, which checks the versions again in Register.
 func TestRegisterRechecks(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	low := plugin("d", "/r/low-reg.sock", "/low.sock", "1.0.0")
 	if err := (handler{}).Validate(low); err != nil {
 		t.Fatal(err)
@@ -391,7 +382,7 @@ func TestRegisterRechecks(t *testing.T) {
 // TestStaleRecordSameSocket: a record left by the same socket (the host deregisters a plugin
 // before registering another at the same path, so it is stale) does not block the newcomer.
 func TestStaleRecordSameSocket(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	register(t, f, plugin("d", "/r/d-reg.sock", "/d.sock", "1.9.0"))
 	register(t, f, plugin("d", "/r/d-reg.sock", "/d2.sock", "1.0.0"))
 	if r, _ := storedRecord(t, f, "d"); r.version != "1.0.0" || r.endpoint != "/d2.sock" {
@@ -400,7 +391,7 @@ func TestStaleRecordSameSocket(t *testing.T) {
 }
 
 func TestCorruptRecord(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	if err := guest.KV.Set(driverKey("d"), []byte{0x0b}); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +405,7 @@ func TestCorruptRecord(t *testing.T) {
 }
 
 func TestDeregister(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	old := plugin("d", "/r/old-reg.sock", "/d.sock", "1.0.0")
 	newer := plugin("d", "/r/new-reg.sock", "/d.sock", "1.0.0")
 	register(t, f, old)

@@ -9,17 +9,8 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi/guest"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 )
-
-// The handler's logic runs natively against guest.Fake, the SDK's in-memory host. The fake is
-// one per process, so these tests do not run in parallel; each starts from a reset fake.
-func fakeHost(t *testing.T) *guest.FakeHost {
-	t.Helper()
-	f := guest.Fake()
-	f.Reset()
-	t.Cleanup(f.Reset)
-	return f
-}
 
 func plugin(name, socket, endpoint string, versions ...string) guest.Plugin {
 	return guest.Plugin{Socket: socket, Type: PluginType, Name: name, Endpoint: endpoint, Versions: versions}
@@ -51,7 +42,7 @@ func TestServiceChoice(t *testing.T) {
 		{[]string{"v1.DRAPlugin", "v2.DRAResourceHealth", "v1alpha1.DRAResourceHealthX"}, "v1.DRAPlugin", "none"},
 		{[]string{"1.0.0", "v1.DRAPlugin", "v1alpha3.DRAPlugin"}, "v1.DRAPlugin", "none"},
 	} {
-		f := fakeHost(t)
+		f := guesttest.Fake(t)
 		p := plugin("gpu.example.com", "/r/gpu.example.com-reg.sock", "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", tc.versions...)
 		if err := (handler{}).Validate(p); err != nil {
 			t.Errorf("Validate(%q): %v", tc.versions, err)
@@ -77,7 +68,7 @@ func TestServiceChoice(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	fakeHost(t)
+	guesttest.Fake(t)
 	const supported = "; supported: v1.DRAPlugin, v1beta1.DRAPlugin"
 	for _, tc := range []struct {
 		p      guest.Plugin
@@ -111,7 +102,7 @@ func TestRefusals(t *testing.T) {
 // TestRollingUpdate: two registration sockets of one driver (a DaemonSet's rolling update) each
 // have a record; deregistering one leaves the other.
 func TestRollingUpdate(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	const ep = "/var/lib/kubelet/plugins/gpu.example.com/dra.sock"
 	old := plugin("gpu.example.com", "/r/gpu.example.com-1111-reg.sock", ep, "v1beta1.DRAPlugin")
 	newer := plugin("gpu.example.com", "/r/gpu.example.com-2222-reg.sock", ep, "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
@@ -154,7 +145,7 @@ func TestRollingUpdate(t *testing.T) {
 }
 
 func TestDeregisterOtherRecord(t *testing.T) {
-	f := fakeHost(t)
+	f := guesttest.Fake(t)
 	later := plugin("b", "/r/x-reg.sock", "/b.sock", "v1.DRAPlugin")
 	if err := (handler{}).Register(later); err != nil {
 		t.Fatal(err)

@@ -8,15 +8,14 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi/guest"
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 )
 
 // The handler's logic can be tested natively: in a non-wasip1 build the SDK's host functions
 // are an in-memory fake, guest.Fake. (abi/guest's tests build this package for wasip1 and run
 // it under a WebAssembly host.)
 func TestHandler(t *testing.T) {
-	fake := guest.Fake()
-	fake.Reset()
-	t.Cleanup(fake.Reset)
+	fake := guesttest.Fake(t) // the SDK's in-memory host, emptied before and after
 	var h handler
 	p := guest.Plugin{Type: PluginType, Name: "demo", Endpoint: "/run/demo.sock", Versions: []string{"v1"}}
 
