@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,18 +15,6 @@ func writeConfig(t *testing.T, text string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// runCmd runs the wasmhost command line with args and returns its output and error.
-func runCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(t.Context())
-	return out.String(), err
 }
 
 // TestConfigMistakes feeds config files with every kind of mistake to `wasmhost config check`
@@ -57,7 +44,7 @@ func TestConfigMistakes(t *testing.T) {
 		{"metrics address", "metrics:\n  listen: nowhere\n", []string{`metrics.listen: want off, unix:/path or host:port`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runCmd(t, "config", "check", writeConfig(t, tc.file))
+			_, err := runRoot(t, "config", "check", writeConfig(t, tc.file))
 			if err == nil {
 				t.Fatal("config check accepted it")
 			}
@@ -71,12 +58,12 @@ func TestConfigMistakes(t *testing.T) {
 }
 
 func TestConfigCheckAcceptsShippedAndDefaults(t *testing.T) {
-	out, err := runCmd(t, "config", "check", "../../examples/config/wasmhost.yaml")
+	out, err := runRoot(t, "config", "check", "../../examples/config/wasmhost.yaml")
 	if err != nil || !strings.Contains(out, ": ok") {
 		t.Fatalf("the shipped config: %v\n%s", err, out)
 	}
 	// What `config defaults` prints is itself a valid config that means the defaults.
-	defaults, err := runCmd(t, "config", "defaults")
+	defaults, err := runRoot(t, "config", "defaults")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,24 +63,6 @@ func handlerCmdCopy(t *testing.T, dir, src string) string {
 		t.Fatal(err)
 	}
 	return dst
-}
-
-// handlerCmdBuffer is a bytes.Buffer safe for concurrent writers.
-type handlerCmdBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *handlerCmdBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *handlerCmdBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func handlerCmdWant(t *testing.T, out string, parts ...string) {
@@ -414,7 +395,7 @@ func TestWalkthrough(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = sockets, handlers, state
 	cfg.Metrics.Listen = "off"
-	var logBuf handlerCmdBuffer
+	var logBuf lockedBuffer
 	d, err := newDaemon(context.Background(), cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +443,7 @@ func TestWalkthrough(t *testing.T) {
 	// Step 7: the example plugin, of our type.
 	pluginBin := filepath.Join(base, "plugin")
 	goBuild(pluginBin, "../../examples/plugin", false)
-	var pluginLog handlerCmdBuffer
+	var pluginLog lockedBuffer
 	plugin := exec.Command(pluginBin, "--socket-dir", sockets, "--type", "sensors.example.com", "--name", "thermal-1", "--versions", "v1beta1,v1")
 	plugin.Stdout, plugin.Stderr = &pluginLog, &pluginLog
 	if err := plugin.Start(); err != nil {
