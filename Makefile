@@ -1,7 +1,7 @@
 # wasmhost: a node agent that registers kubelet-style plugins through WebAssembly handlers.
 #
 #   make run     build the daemon and the shipped handlers, run it with local dirs under ./run/
-#   make test    vet and run every test with the race detector
+#   make test    vet, every test with the race detector, then the interop tests (test/interop)
 #   make bench   run the benchmarks (figures recorded in docs/benchmarks.md)
 
 GO       ?= go
