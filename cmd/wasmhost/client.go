@@ -665,6 +665,10 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		}
 		lastErr := oneLine(h.GetLastError())
 		if !wide {
+			// The row names the file already: say only what is wrong with it.
+			if f := h.GetFile(); f != "" {
+				lastErr = strings.TrimPrefix(strings.ReplaceAll(lastErr, " "+f+":", ":"), "host: ")
+			}
 			lastErr = truncate(lastErr, 60)
 		}
 		row := []string{name, orDash(strings.Join(h.GetPluginTypes(), ",")), abi,

@@ -513,3 +513,24 @@ func TestClientShortDuration(t *testing.T) {
 		t.Errorf("eventName = %q", got)
 	}
 }
+
+// TestHandlerTableLastErrorWithoutFile: the row names the file, so LAST-ERROR says only what is
+// wrong with it (the full text is in -o wide and -o json).
+func TestHandlerTableLastErrorWithoutFile(t *testing.T) {
+	const file = "/etc/wasmhost/handlers/abi2.wasm"
+	h := &adminv1.Handler{File: file, LastError: "host: bad module " + file + ": ABI version 2 not supported (supported: 1)"}
+	var out bytes.Buffer
+	if err := writeHandlerTable(&out, []*adminv1.Handler{h}, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "  bad module: ABI version 2 not supported (supported: 1)") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	out.Reset()
+	if err := writeHandlerTable(&out, []*adminv1.Handler{h}, true, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), h.LastError) {
+		t.Errorf("wide table lost the full error:\n%s", out.String())
+	}
+}
