@@ -152,6 +152,9 @@ type SocketStatus struct {
 	// registration whose error tells them; empty otherwise.
 	PluginType string
 	PluginName string
+	// PluginVersions are the versions the plugin said it supports, known as its type and
+	// name are. Operators read them to see why a plugin is refused.
+	PluginVersions []string
 	// LastError is the error of the last failed operation; empty after a success.
 	LastError string
 	// Attempts counts the failed attempts since the last success or since the socket was
@@ -315,6 +318,7 @@ type sock struct {
 	waitType string // the type it waits for; empty when unknown (any handler change retries)
 
 	pluginType, pluginName string
+	pluginVersions         []string
 	indexedType            string // the key of byType that lists this path, if any
 
 	status SocketStatus // last published; State is empty before the first
@@ -509,7 +513,7 @@ func (l *loop) evalPath(path string, logSkip bool) {
 	}
 	if aOK {
 		l.index(s, a.Type)
-		s.pluginType, s.pluginName = a.Type, a.Name
+		s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
 	} else {
 		l.index(s, "")
 	}
@@ -638,7 +642,7 @@ func (l *loop) registered(s *sock, res result, err error) {
 			l.forgetFailure(s)
 		}
 		if a, ok := r.actual.Get(s.path); ok {
-			s.pluginType, s.pluginName = a.Type, a.Name
+			s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
 		}
 		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
 		return
@@ -652,6 +656,7 @@ func (l *loop) registered(s *sock, res result, err error) {
 	s.lastErr = err.Error()
 	if typ, name := pluginOf(err); typ != "" || name != "" {
 		s.pluginType, s.pluginName = typ, name
+		s.pluginVersions = versionsOf(err)
 	}
 	if errors.Is(err, registration.ErrNoHandler) {
 		if l.handlerGen != res.gen {
@@ -774,13 +779,14 @@ func (l *loop) forget(s *sock) {
 // publish records the status of s if it changed, and queues it for OnStatusChange.
 func (l *loop) publish(s *sock, state State) {
 	st := SocketStatus{
-		Path:       s.path,
-		State:      state,
-		PluginType: s.pluginType,
-		PluginName: s.pluginName,
-		LastError:  s.lastErr,
-		Attempts:   s.attempts,
-		Since:      s.status.Since,
+		Path:           s.path,
+		State:          state,
+		PluginType:     s.pluginType,
+		PluginName:     s.pluginName,
+		PluginVersions: s.pluginVersions,
+		LastError:      s.lastErr,
+		Attempts:       s.attempts,
+		Since:          s.status.Since,
 	}
 	if state == StateFailing {
 		st.NextRetry = s.nextRetry
@@ -788,7 +794,7 @@ func (l *loop) publish(s *sock, state State) {
 	if state != s.status.State {
 		st.Since = time.Now()
 	}
-	if st == s.status {
+	if st.equal(s.status) {
 		return
 	}
 	s.status = st
@@ -812,4 +818,22 @@ func pluginOf(err error) (typ, name string) {
 		name = n.PluginName()
 	}
 	return typ, name
+}
+
+// versionsOf returns the plugin's versions from an error in err's chain with a
+// PluginVersions() []string method, or nil.
+func versionsOf(err error) []string {
+	var v interface{ PluginVersions() []string }
+	if errors.As(err, &v) {
+		return v.PluginVersions()
+	}
+	return nil
+}
+
+// equal reports whether two statuses say the same.
+func (a SocketStatus) equal(b SocketStatus) bool {
+	return a.Path == b.Path && a.State == b.State && a.PluginType == b.PluginType &&
+		a.PluginName == b.PluginName && slices.Equal(a.PluginVersions, b.PluginVersions) &&
+		a.LastError == b.LastError && a.Attempts == b.Attempts &&
+		a.NextRetry.Equal(b.NextRetry) && a.Since.Equal(b.Since)
 }

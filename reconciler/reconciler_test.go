@@ -924,3 +924,33 @@ func TestFailureLoggedOnceAtWarn(t *testing.T) {
 		}
 	})
 }
+
+// versionsError is a registration error that tells who the plugin is, as the registrar's does.
+type versionsError struct{ versions []string }
+
+func (versionsError) Error() string              { return "rejected: version 0.9 is too old" }
+func (versionsError) PluginType() string         { return "example.com/demo" }
+func (versionsError) PluginName() string         { return "demo" }
+func (e versionsError) PluginVersions() []string { return e.versions }
+
+// TestStatusShowsVersionsOfFailingPlugin: a plugin that fails after telling who it is shows its
+// type, name and versions, which are often why it fails.
+func TestStatusShowsVersionsOfFailingPlugin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		desired, actual, reg := statecache.NewDesired(), statecache.NewActual(), registration.NewRegistry()
+		ops := reconcilertest.NewOperations(actual, reg)
+		ops.Fail("/s/a.sock", versionsError{versions: []string{"0.9"}})
+		r := reconciler.New(desired, actual, reg, ops, reconciler.Config{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		desired.Upsert(statecache.Socket{Path: "/s/a.sock", ID: statecache.Identity{Ino: 1}})
+		synctest.Wait()
+		st, ok := r.SocketStatus("/s/a.sock")
+		if !ok || st.State != reconciler.StateFailing || st.PluginType != "example.com/demo" || st.PluginName != "demo" || !slices.Equal(st.PluginVersions, []string{"0.9"}) {
+			t.Errorf("status %+v", st)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,7 +148,8 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	for _, v := range views {
 		if v.Socket == old.socket {
 			found = true
-			if v.State != "failing" || v.Name != "csi.example.com" || !strings.Contains(v.LastError, reason) || !strings.Contains(v.LastError, refusing) {
+			if v.State != "failing" || v.Name != "csi.example.com" || !strings.Contains(v.LastError, reason) || !strings.Contains(v.LastError, refusing) ||
+				!slices.Equal(v.Versions, []string{"1.0.0"}) {
 				t.Errorf("older CSI driver shown as %+v", v)
 			}
 		}

@@ -39,6 +39,7 @@ func (d *daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.
 		Socket:         s.Path,
 		Type:           s.PluginType,
 		Name:           s.PluginName,
+		Versions:       s.PluginVersions,
 		State:          admin.PluginState(s.State),
 		LastError:      s.LastError,
 		Attempts:       s.Attempts,

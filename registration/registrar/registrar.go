@@ -179,14 +179,14 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
 		log.Warn("plugin waits for a handler for its type", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := refused(info, "ValidatePlugin", herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 
 	r.cfg.Actual.Add(statecache.Plugin{
@@ -210,7 +210,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 		err := refused(info, "RegisterPlugin", herr)
 		log.Warn("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
-		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 	if published != nil {
 		published = maps.Clone(published)
@@ -225,7 +225,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 		} else {
 			log.Warn("plugin did not take its registration; rolled back", "error", err)
 		}
-		return &PluginError{Type: info.Type, Name: info.Name, Err: err}
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
 	return nil
@@ -246,9 +246,10 @@ func refused(info registration.PluginInfo, call string, herr error) error {
 // which plugin failed, for callers that show it (found with errors.As). It wraps the error
 // with the sentinel.
 type PluginError struct {
-	Type string // the plugin's type, as it answered GetInfo
-	Name string // the plugin's name
-	Err  error
+	Type     string   // the plugin's type, as it answered GetInfo
+	Name     string   // the plugin's name
+	Versions []string // the versions it said it supports
+	Err      error
 }
 
 func (e *PluginError) Error() string { return e.Err.Error() }
@@ -259,6 +260,9 @@ func (e *PluginError) PluginType() string { return e.Type }
 
 // PluginName returns the name of the plugin that failed.
 func (e *PluginError) PluginName() string { return e.Name }
+
+// PluginVersions returns the versions the plugin that failed said it supports.
+func (e *PluginError) PluginVersions() []string { return e.Versions }
 
 // Deregister forgets p: it removes p from the actual state, then calls p.Handler's
 // DeRegisterPlugin (within HandlerTimeout). There is no call to the plugin, which is usually
