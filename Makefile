@@ -9,7 +9,7 @@ RUN_DIR  ?= $(CURDIR)/run
 BIN      := bin/wasmhost
 # Every directory under handlers-wasm/ is one handler, built to handlers-wasm/<name>.wasm.
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
-GUEST_SRC := $(wildcard abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
+GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
 .PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean
 
@@ -37,8 +37,12 @@ run: build
 	@echo
 	$(BIN) run --config examples/config/wasmhost.yaml --socket-dir $(RUN_DIR)/plugins_registry --handler-dir $(RUN_DIR)/handlers --state-dir $(RUN_DIR)/state
 
+# MODULES are the repository's Go modules: the daemon, and the contract with handler authors
+# (abi/, standard library only). test/interop has its own target.
+MODULES := . abi
+
 vet:
-	$(GO) vet ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # test runs everything CI runs: the daemon's own tests, then the interoperability tests with real
 # plugins (test/interop, a module of its own so that the kubelet's dependencies stay out of the
@@ -46,13 +50,13 @@ vet:
 test: test-unit test-interop
 
 test-unit: handlers vet
-	$(GO) test -race -timeout 20m ./...
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -timeout 20m ./...) || exit 1; done
 
 test-interop: handlers
 	cd test/interop && $(GO) test -race -timeout 20m ./...
 
 test-short: handlers
-	$(GO) test -race -short ./...
+	for m in $(MODULES); do (cd $$m && $(GO) test -race -short ./...) || exit 1; done
 
 bench: handlers
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...

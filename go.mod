@@ -31,3 +31,8 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+require github.com/wasmhost/wasmhost/abi v0.0.0
+
+// The contract module lives in this repository; the daemon builds against its working copy.
+replace github.com/wasmhost/wasmhost/abi => ./abi

@@ -1,6 +1,6 @@
 //go:build !wasip1
 
-// Package handlers runs the conformance kit (abi/conformance) on every handler shipped in
+// Package handlers runs the conformance kit (conformance) on every handler shipped in
 // handlers-wasm/. It has only this test file, at the top of handlers-wasm/: the Makefile takes
 // every directory here for a handler, and this is not one.
 package handlers
@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/abi/conformance"
-	"github.com/wasmhost/wasmhost/abi/conformance/harness"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/conformance/harness"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // TestHandlerConformance builds each shipped handler from source for wasip1, as the Makefile

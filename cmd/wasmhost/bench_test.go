@@ -43,9 +43,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/reconciler"
-	"github.com/wasmhost/wasmhost/registration"
-	"github.com/wasmhost/wasmhost/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
 
 var idleWindow = flag.Duration("wasmhost.idle", 10*time.Second, "BenchmarkDaemonProcess: how long the idle CPU of the daemon is measured")

@@ -31,8 +31,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/wasmhost/wasmhost/admin"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/admin"
 )
 
 // envAdminSocket overrides the default of --admin-socket for the client commands.

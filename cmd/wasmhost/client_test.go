@@ -20,9 +20,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wasmhost/wasmhost/admin"
-	"github.com/wasmhost/wasmhost/admin/admintest"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/admin/admintest"
 )
 
 // clientTestServer runs an admin server over a fake source in a fresh temp dir and returns

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/reconciler"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
 )
 
 // examplePlugin is the example plugin (examples/plugin) running as a process.

@@ -23,8 +23,8 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 
-	"github.com/wasmhost/wasmhost/reconciler"
-	"github.com/wasmhost/wasmhost/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
 
 // e2eWait bounds every wait of the end-to-end tests. It is generous on purpose: the tests

@@ -26,9 +26,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/reconciler"
-	"github.com/wasmhost/wasmhost/registration"
-	"github.com/wasmhost/wasmhost/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
 
 const fakeType = "fake.wasmhost.dev"

@@ -21,10 +21,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/abi/conformance/harness"
-	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/registration"
-	"github.com/wasmhost/wasmhost/registration/registrar"
+	"github.com/wasmhost/wasmhost/conformance/harness"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 )
 
 // errHandlerFailed is the error of a handler test whose calls did not do what was expected,

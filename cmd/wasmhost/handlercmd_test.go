@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/abi/conformance"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and
@@ -77,7 +77,7 @@ func handlerCmdWant(t *testing.T, out string, parts ...string) {
 func TestHandlerTestCommand(t *testing.T) {
 	dir, cache := handlerCmdDir(t)
 	minimal := handlerCmdCopy(t, dir, "../../abi/testdata/minimal.wasm")
-	kit := handlerCmdCopy(t, dir, "../../abi/conformance/testdata/handler.wasm")
+	kit := handlerCmdCopy(t, dir, "../../conformance/testdata/handler.wasm")
 
 	// A module of one type: --type defaults to it; every call accepted.
 	out, err := handlerCmdRun(t, "handler", "test", minimal, "--name", "demo", "--versions", "v1", "--cache-dir", cache)
@@ -180,7 +180,7 @@ func TestHandlerTestCommand(t *testing.T) {
 // plugin_call: refused at load without the grant, answered from a fixture with it.
 func TestHandlerTestCommandFixture(t *testing.T) {
 	dir, cache := handlerCmdDir(t)
-	ungranted := handlerCmdCopy(t, dir, "../../host/testdata/ungranted.wasm") // validate calls /svc/Ping and rejects with the answer
+	ungranted := handlerCmdCopy(t, dir, "../../internal/host/testdata/ungranted.wasm") // validate calls /svc/Ping and rejects with the answer
 	fixture := filepath.Join(dir, "fixture.yaml")
 	if err := os.WriteFile(fixture, []byte("/svc/Ping:\n  response: "+base64.StdEncoding.EncodeToString([]byte("pong"))+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestHandlerTestCommandFixture(t *testing.T) {
 func TestHandlerInspectCommand(t *testing.T) {
 	dir, cache := handlerCmdDir(t)
 	minimal := handlerCmdCopy(t, dir, "../../abi/testdata/minimal.wasm")
-	ungranted := handlerCmdCopy(t, dir, "../../host/testdata/ungranted.wasm")
+	ungranted := handlerCmdCopy(t, dir, "../../internal/host/testdata/ungranted.wasm")
 
 	out, err := handlerCmdRun(t, "handler", "inspect", minimal, "--cache-dir", cache)
 	if err != nil {
@@ -275,7 +275,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 	if err := os.WriteFile(small, []byte("handlers:\n  memoryLimit: 64KiB\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bigmem := handlerCmdCopy(t, dir, "../../host/testdata/bigmem.wasm")
+	bigmem := handlerCmdCopy(t, dir, "../../internal/host/testdata/bigmem.wasm")
 	out, _ = handlerCmdRun(t, "handler", "inspect", bigmem, "--config", small, "--cache-dir", cache)
 	handlerCmdWant(t, out, "REFUSED: host: bad module", "memory minimum", "hint: raise handlers.memoryLimit")
 
@@ -285,7 +285,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 	}
 	for _, tc := range []struct{ file, want string }{
 		{self, "is not a WebAssembly module: it is a native executable: build the handler with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"},
-		{handlerCmdCopy(t, dir, "../../host/testdata/notwasm.wasm"), "not a WebAssembly binary module"},
+		{handlerCmdCopy(t, dir, "../../internal/host/testdata/notwasm.wasm"), "not a WebAssembly binary module"},
 		{filepath.Join(dir, "missing.wasm"), "no such file"},
 		{dir, "is not a regular file"},
 	} {

@@ -14,14 +14,14 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/wasmhost/wasmhost/admin"
-	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/metrics"
-	"github.com/wasmhost/wasmhost/reconciler"
-	"github.com/wasmhost/wasmhost/registration"
-	"github.com/wasmhost/wasmhost/registration/registrar"
-	"github.com/wasmhost/wasmhost/statecache"
-	"github.com/wasmhost/wasmhost/watcher"
+	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 func newRunCmd() *cobra.Command {

@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wasmhost/wasmhost/admin"
-	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/metrics"
-	"github.com/wasmhost/wasmhost/reconciler"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // This file adapts the daemon's parts to what the admin API and the metrics read: the

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wasmhost/wasmhost/abi/conformance"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // TestWalkthroughConformance builds this handler for wasip1 and runs the conformance kit on it:

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/wasmhost/wasmhost/registration/registrar"
-	"github.com/wasmhost/wasmhost/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/statecache"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 // decodeNodeGetInfo decodes a NodeGetInfoResponse field by field, independently of the

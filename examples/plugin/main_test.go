@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/registration"
-	"github.com/wasmhost/wasmhost/registration/registrar"
-	"github.com/wasmhost/wasmhost/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/statecache"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 const wait = 10 * time.Second

@@ -15,8 +15,9 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // caller is the host's plugin_call for the test: it answers NodeGetInfo.
@@ -47,7 +48,7 @@ func TestModule(t *testing.T) {
 	}
 	want := []string{abi.ImportErrorRead, abi.ImportKVDelete, abi.ImportKVGet, abi.ImportKVSet, abi.ImportLog,
 		abi.ImportPluginCall, abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet}
-	guesttest.CheckShape(t, wasm, want)
+	conformance.CheckShape(t, wasm, want)
 
 	ctx := t.Context()
 	cache := filepath.Join(dir, "cache") // the second host loads from the first one's compile

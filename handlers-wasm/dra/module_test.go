@@ -14,8 +14,9 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/host"
-	"github.com/wasmhost/wasmhost/registration"
+	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // TestModule builds the module, checks what it imports (no capability), and runs it in the
@@ -33,7 +34,7 @@ func TestModule(t *testing.T) {
 	}
 	want := []string{abi.ImportKVDelete, abi.ImportKVGet, abi.ImportKVSet, abi.ImportLog,
 		abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet}
-	guesttest.CheckShape(t, wasm, want)
+	conformance.CheckShape(t, wasm, want)
 
 	ctx := t.Context()
 	h, err := host.New(ctx, host.Config{HandlerDir: dir, CallTimeout: time.Minute, PoolSize: 1})

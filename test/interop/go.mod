@@ -2,7 +2,10 @@ module github.com/wasmhost/wasmhost/test/interop
 
 go 1.26.0
 
-replace github.com/wasmhost/wasmhost => ../..
+replace (
+	github.com/wasmhost/wasmhost => ../..
+	github.com/wasmhost/wasmhost/abi => ../../abi
+)
 
 require (
 	github.com/container-storage-interface/spec v1.13.0

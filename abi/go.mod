@@ -1,0 +1,3 @@
+module github.com/wasmhost/wasmhost/abi
+
+go 1.24

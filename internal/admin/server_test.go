@@ -1,0 +1,582 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/admin/admintest"
+)
+
+// testServer is a running admin server and what a test needs to talk to it.
+type testServer struct {
+	srv    *admin.Server
+	path   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a server over src in a fresh temp dir (the socket one directory down, so that
+// Run creates it). Cleanup stops it, waits for Run and checks that no goroutine of the package
+// is left.
+func start(t *testing.T, src admin.Source, mod func(*admin.Config)) *testServer {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := admin.Config{
+		Source:          src,
+		SocketPath:      filepath.Join(dir, "run", "admin.sock"),
+		ShutdownTimeout: time.Second,
+		Version:         "v9.9.9-test",
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := admin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{srv: srv, path: cfg.SocketPath, cancel: cancel, done: make(chan error, 1)}
+	go func() { ts.done <- srv.Run(ctx) }()
+	t.Cleanup(func() { ts.stop(t) })
+	return ts
+}
+
+// stop cancels Run and waits for it; it may be called more than once.
+func (ts *testServer) stop(t *testing.T) {
+	t.Helper()
+	ts.cancel()
+	if ts.done == nil {
+		return
+	}
+	select {
+	case err := <-ts.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after its context was cancelled")
+	}
+	ts.done = nil
+	// The package's own goroutines are gone when Run returns.
+	if g := goroutinesOf("github.com/wasmhost/wasmhost/admin."); g != "" {
+		t.Errorf("goroutines of package admin left after Run returned:\n%s", g)
+	}
+	// grpc-go's Stop returns while a connection's goroutine may still be finishing its
+	// bookkeeping (removeConn): those must end on their own, promptly; one still there after
+	// two seconds is a leak.
+	deadline := time.Now().Add(2 * time.Second)
+	for g := goroutinesOf("google.golang.org/grpc.(*Server)"); g != ""; g = goroutinesOf("google.golang.org/grpc.(*Server)") {
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines of the grpc server left 2 s after Run returned:\n%s", g)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := os.Lstat(ts.path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("socket %s still there after Run returned (err %v)", ts.path, err)
+	}
+}
+
+// goroutinesOf returns the stacks of the goroutines that have a frame whose function name
+// starts with prefix.
+func goroutinesOf(prefix string) string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		for line := range strings.SplitSeq(g, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// dial connects to the server and waits until it answers.
+func (ts *testServer) dial(t *testing.T, opts ...grpc.DialOption) adminv1.AdminClient {
+	t.Helper()
+	opts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The server may not listen yet: retry soon, not after gRPC's default second.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond,
+		}}),
+	}, opts...)
+	conn, err := grpc.NewClient("unix://"+ts.path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := adminv1.NewAdminClient(conn)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, err := c.GetStatus(ctx, &adminv1.GetStatusRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("the server did not answer: %v", err)
+	}
+	return c
+}
+
+func plugin(sock string, state admin.PluginState) admin.Plugin {
+	return admin.Plugin{
+		Socket:         "/plugins/" + sock,
+		Type:           "CSIPlugin",
+		Name:           strings.TrimSuffix(sock, "-reg.sock"),
+		Endpoint:       "/plugins/" + sock,
+		Versions:       []string{"1.0.0"},
+		State:          state,
+		LastTransition: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+}
+
+func TestServerLists(t *testing.T) {
+	src := &admintest.Source{}
+	reg := plugin("b-reg.sock", admin.StateRegistered)
+	reg.Published = map[string]string{"node": "n1"}
+	reg.HandlerFile, reg.HandlerSHA256 = "/h/csi.wasm", "abc123"
+	reg.RegisteredAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	fail := plugin("a-reg.sock", admin.StateFailing)
+	fail.LastError, fail.Attempts = "registration: plugin unreachable", 3
+	src.SetPlugins(reg, fail)
+	src.SetHandlers(
+		admin.Handler{PluginTypes: []string{"DRAPlugin"}, File: "/h/dra.wasm", SHA256: "ff", ABIVersion: 1, Calls: 7, Traps: 1},
+		admin.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/h/csi.wasm", SHA256: "abc123", ABIVersion: 1, PoolSize: 4},
+	)
+	src.SetNotReady(errors.New("the socket directory has not been listed yet"))
+	ts := start(t, src, nil)
+	c := ts.dial(t)
+	ctx := t.Context()
+
+	fi, err := os.Lstat(ts.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode = %v, want a socket with 0600", fi.Mode())
+	}
+	di, err := os.Stat(filepath.Dir(ts.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if di.Mode().Perm() != 0o700 {
+		t.Errorf("socket directory mode = %v, want 0700", di.Mode().Perm())
+	}
+
+	pl, err := c.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.Plugins) != 2 {
+		t.Fatalf("ListPlugins returned %d plugins, want 2", len(pl.Plugins))
+	}
+	a, b := pl.Plugins[0], pl.Plugins[1]
+	if a.Socket != "/plugins/a-reg.sock" || b.Socket != "/plugins/b-reg.sock" {
+		t.Errorf("plugins not sorted by socket: %s, %s", a.Socket, b.Socket)
+	}
+	if a.State != adminv1.PluginState_PLUGIN_STATE_FAILING || a.Attempts != 3 || a.LastError == "" || a.RegisteredAt != nil {
+		t.Errorf("failing plugin = %v", a)
+	}
+	if b.State != adminv1.PluginState_PLUGIN_STATE_REGISTERED || b.Published["node"] != "n1" ||
+		b.HandlerSha256 != "abc123" || !b.RegisteredAt.AsTime().Equal(reg.RegisteredAt) {
+		t.Errorf("registered plugin = %v", b)
+	}
+
+	hl, err := c.ListHandlers(ctx, &adminv1.ListHandlersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hl.Handlers) != 2 || hl.Handlers[0].File != "/h/csi.wasm" || hl.Handlers[0].PoolSize != 4 ||
+		hl.Handlers[1].Traps != 1 {
+		t.Errorf("ListHandlers = %v", hl.Handlers)
+	}
+
+	st, err := c.GetStatus(ctx, &adminv1.GetStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Version != "v9.9.9-test" || st.Ready || !strings.Contains(st.NotReadyReason, "not been listed") ||
+		st.Plugins != 2 || st.PluginsByState["failing"] != 1 || st.PluginsByState["registered"] != 1 ||
+		st.Handlers != 2 || st.StartedAt == nil || st.Uptime == nil {
+		t.Errorf("GetStatus = %v", st)
+	}
+	src.SetNotReady(nil)
+	if st, err := c.GetStatus(ctx, &adminv1.GetStatusRequest{}); err != nil || !st.Ready || st.NotReadyReason != "" {
+		t.Errorf("GetStatus once ready = %v, %v", st, err)
+	}
+}
+
+// recvUntilSynced reads the initial list of a watch and returns the plugins in it.
+func recvUntilSynced(t *testing.T, w grpc.ServerStreamingClient[adminv1.PluginEvent]) []*adminv1.Plugin {
+	t.Helper()
+	var out []*adminv1.Plugin
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		switch ev.Type {
+		case adminv1.EventType_EVENT_TYPE_ADDED:
+			out = append(out, ev.Plugin)
+		case adminv1.EventType_EVENT_TYPE_SYNCED:
+			return out
+		default:
+			t.Fatalf("watch: got %v before SYNCED", ev.Type)
+		}
+	}
+}
+
+func recvEvent(t *testing.T, w grpc.ServerStreamingClient[adminv1.PluginEvent]) *adminv1.PluginEvent {
+	t.Helper()
+	ev, err := w.Recv()
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	return ev
+}
+
+func TestWatchListThenChanges(t *testing.T) {
+	src := &admintest.Source{}
+	src.SetPlugins(plugin("b-reg.sock", admin.StateRegistered), plugin("a-reg.sock", admin.StatePending))
+	ts := start(t, src, nil)
+	c := ts.dial(t)
+
+	w, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := recvUntilSynced(t, w)
+	if len(list) != 2 || list[0].Socket != "/plugins/a-reg.sock" || list[1].Socket != "/plugins/b-reg.sock" {
+		t.Fatalf("initial list = %v", list)
+	}
+
+	// A change as it happens.
+	a := plugin("a-reg.sock", admin.StateRegistered)
+	src.Upsert(a)
+	ts.srv.Publish(a)
+	ev := recvEvent(t, w)
+	if ev.Type != adminv1.EventType_EVENT_TYPE_MODIFIED || ev.Plugin.Socket != a.Socket ||
+		ev.Plugin.State != adminv1.PluginState_PLUGIN_STATE_REGISTERED || ev.Time == nil {
+		t.Fatalf("after a change: %v", ev)
+	}
+
+	// The same again says nothing new: no event. The next event is the new plugin.
+	ts.srv.Publish(a)
+	c3 := plugin("c-reg.sock", admin.StateWaitingForHandler)
+	src.Upsert(c3)
+	ts.srv.Publish(c3)
+	if ev := recvEvent(t, w); ev.Type != adminv1.EventType_EVENT_TYPE_ADDED || ev.Plugin.Socket != c3.Socket {
+		t.Fatalf("after a new plugin: %v", ev)
+	}
+
+	// Gone: DELETED with the last known state, marked gone.
+	src.Remove(c3.Socket)
+	ts.srv.Publish(admin.Plugin{Socket: c3.Socket, State: admin.StateGone})
+	ev = recvEvent(t, w)
+	if ev.Type != adminv1.EventType_EVENT_TYPE_DELETED || ev.Plugin.Socket != c3.Socket ||
+		ev.Plugin.Name != "c" || ev.Plugin.State != adminv1.PluginState_PLUGIN_STATE_GONE {
+		t.Fatalf("after a removal: %v", ev)
+	}
+
+	// A change that was never published is repaired by Resync.
+	b := plugin("b-reg.sock", admin.StateFailing)
+	b.LastError = "boom"
+	src.Upsert(b)
+	src.Remove(a.Socket)
+	ts.srv.Resync()
+	got := map[adminv1.EventType]string{}
+	for range 2 {
+		ev := recvEvent(t, w)
+		got[ev.Type] = ev.Plugin.Socket
+	}
+	if got[adminv1.EventType_EVENT_TYPE_MODIFIED] != b.Socket || got[adminv1.EventType_EVENT_TYPE_DELETED] != a.Socket {
+		t.Fatalf("after Resync: %v", got)
+	}
+
+	// A second watcher sees the list as it is now.
+	w2, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := recvUntilSynced(t, w2); len(list) != 1 || list[0].Socket != b.Socket || list[0].LastError != "boom" {
+		t.Fatalf("second watcher's list = %v", list)
+	}
+	if st, err := c.GetStatus(t.Context(), &adminv1.GetStatusRequest{}); err != nil || st.Watchers != 2 {
+		t.Errorf("GetStatus watchers = %v, %v; want 2", st.GetWatchers(), err)
+	}
+
+	// Shutdown ends the stream with UNAVAILABLE.
+	ts.stop(t)
+	for {
+		_, err := w.Recv()
+		if err == nil {
+			continue
+		}
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("watch after shutdown: %v, want UNAVAILABLE", err)
+		}
+		break
+	}
+}
+
+// A watcher that never reads must not hold up Publish or the other watchers; it is reset
+// and starts over with the list.
+func TestWatchStuckWatcher(t *testing.T) {
+	const (
+		batch = 100 // below the buffer: the live watcher keeps up
+		sock  = "/plugins/p-reg.sock"
+	)
+	total := 100_000
+	if testing.Short() {
+		total = 10_000
+	}
+	src := &admintest.Source{}
+	ts := start(t, src, func(c *admin.Config) { c.WatchBuffer = 256 })
+	// Fixed flow-control windows (no BDP growth): a client that does not read fills them.
+	small := []grpc.DialOption{grpc.WithInitialWindowSize(64 << 10), grpc.WithInitialConnWindowSize(64 << 10)}
+	stuckC := ts.dial(t, small...)
+	liveC := ts.dial(t, small...)
+
+	stuck, err := stuckC.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntilSynced(t, stuck)
+	live, err := liveC.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntilSynced(t, live)
+
+	var last atomic.Int64
+	tick := make(chan struct{}, 1)
+	liveErr := make(chan error, 1)
+	go func() {
+		for want := int64(1); want <= int64(total); want++ {
+			ev, err := live.Recv()
+			if err != nil {
+				liveErr <- err
+				return
+			}
+			if got := int64(ev.GetPlugin().GetAttempts()); ev.Type == adminv1.EventType_EVENT_TYPE_RESET || got != want {
+				liveErr <- fmt.Errorf("live watcher: got %v attempt %d, want MODIFIED attempt %d", ev.Type, got, want)
+				return
+			}
+			last.Store(want)
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		}
+		liveErr <- nil
+	}()
+
+	deadline := time.After(2 * time.Minute)
+	for i := 1; i <= total; i++ {
+		p := admin.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: admin.StateFailing, Attempts: i}
+		src.SetPlugins(p)
+		ts.srv.Publish(p)
+		if i%batch != 0 {
+			continue
+		}
+		for last.Load() < int64(i) {
+			select {
+			case <-tick:
+			case err := <-liveErr:
+				t.Fatalf("live watcher stopped at %d of %d: %v", last.Load(), i, err)
+			case <-deadline:
+				t.Fatalf("live watcher at %d of %d after 2 minutes", last.Load(), i)
+			}
+		}
+	}
+	if err := <-liveErr; err != nil {
+		t.Fatal(err)
+	}
+
+	// Now the stuck watcher reads: whatever was in flight, then RESET, then the list as it is.
+	sawReset := false
+	for !sawReset {
+		ev := recvEvent(t, stuck)
+		switch ev.Type {
+		case adminv1.EventType_EVENT_TYPE_MODIFIED, adminv1.EventType_EVENT_TYPE_ADDED:
+		case adminv1.EventType_EVENT_TYPE_RESET:
+			sawReset = true
+			if ev.Reason == "" {
+				t.Error("RESET without a reason")
+			}
+		default:
+			t.Fatalf("stuck watcher got %v before RESET", ev.Type)
+		}
+	}
+	list := recvUntilSynced(t, stuck)
+	if len(list) != 1 || list[0].GetSocket() != sock {
+		t.Fatalf("stuck watcher's fresh list = %v, want the one plugin", list)
+	}
+	// The list is the state when the server noticed the overflow, which may be before this
+	// client resumed reading (the transport buffers the RESET and the list): what is promised is
+	// that the watcher then converges on the current state, through further events or further
+	// RESET cycles, and never sees an older attempt after a newer one within a cycle.
+	for cur := int(list[0].Attempts); cur != total; {
+		ev := recvEvent(t, stuck)
+		switch ev.Type {
+		case adminv1.EventType_EVENT_TYPE_RESET:
+			cur = 0
+		case adminv1.EventType_EVENT_TYPE_SYNCED:
+		case adminv1.EventType_EVENT_TYPE_ADDED, adminv1.EventType_EVENT_TYPE_MODIFIED:
+			got := int(ev.GetPlugin().GetAttempts())
+			if got < cur {
+				t.Fatalf("stuck watcher went back from attempt %d to %d", cur, got)
+			}
+			cur = got
+		default:
+			t.Fatalf("stuck watcher got %v while catching up", ev.Type)
+		}
+	}
+	// And it follows changes again.
+	p := admin.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: admin.StateRegistered}
+	ts.srv.Publish(p)
+	for {
+		ev := recvEvent(t, stuck)
+		if ev.Type == adminv1.EventType_EVENT_TYPE_MODIFIED && ev.Plugin.State == adminv1.PluginState_PLUGIN_STATE_REGISTERED {
+			break
+		}
+	}
+}
+
+func TestRunSocketInTheWay(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	run := func(path string) error {
+		srv, err := admin.New(admin.Config{Source: &admintest.Source{}, SocketPath: path, ShutdownTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // listen, then stop at once
+		return srv.Run(ctx)
+	}
+
+	// A stale socket (its server is gone) is replaced.
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	if err := run(stale); err != nil {
+		t.Errorf("over a stale socket: %v", err)
+	}
+
+	// A live one is not.
+	live := filepath.Join(dir, "live.sock")
+	l, err = net.ListenUnix("unix", &net.UnixAddr{Name: live, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := run(live); !errors.Is(err, admin.ErrSocketInUse) {
+		t.Errorf("over a live socket: %v, want ErrSocketInUse", err)
+	}
+
+	// Nor is a file that is not a socket.
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(file); !errors.Is(err, admin.ErrNotSocket) {
+		t.Errorf("over a regular file: %v, want ErrNotSocket", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "keep me" {
+		t.Errorf("the regular file was touched: %q, %v", b, err)
+	}
+}
+
+func TestNewConfig(t *testing.T) {
+	if _, err := admin.New(admin.Config{}); !errors.Is(err, admin.ErrConfig) {
+		t.Errorf("no Source: %v, want ErrConfig", err)
+	}
+	long := "/tmp/" + strings.Repeat("x", 120) + ".sock"
+	if _, err := admin.New(admin.Config{Source: &admintest.Source{}, SocketPath: long}); !errors.Is(err, admin.ErrConfig) {
+		t.Errorf("long socket path: %v, want ErrConfig", err)
+	}
+	srv, err := admin.New(admin.Config{Source: &admintest.Source{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.SocketPath() != admin.DefaultSocketPath {
+		t.Errorf("SocketPath() = %q, want the default", srv.SocketPath())
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	ts := start(t, &admintest.Source{}, nil)
+	ts.dial(t)
+	if err := ts.srv.Run(t.Context()); !errors.Is(err, admin.ErrRunning) {
+		t.Errorf("second Run: %v, want ErrRunning", err)
+	}
+}
+
+// Publish costs no more with a stuck watcher than without.
+func BenchmarkPublish(b *testing.B) {
+	srv, err := admin.New(admin.Config{Source: &admintest.Source{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := admin.Plugin{Socket: "/plugins/p-reg.sock", Type: "CSIPlugin", State: admin.StateFailing}
+	for i := 0; b.Loop(); i++ {
+		p.Attempts = i
+		srv.Publish(p)
+	}
+}
+
+// A watcher stuck in Send at shutdown does not keep Run from returning: after
+// ShutdownTimeout its connection is closed, and no goroutine is left.
+func TestRunStopsWithStuckWatcher(t *testing.T) {
+	src := &admintest.Source{}
+	ts := start(t, src, func(c *admin.Config) { c.ShutdownTimeout = 200 * time.Millisecond; c.WatchBuffer = 16 })
+	c := ts.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	w, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntilSynced(t, w)
+	// Enough events to fill the flow-control windows and the buffer; the client reads none.
+	for i := range 20_000 {
+		ts.srv.Publish(admin.Plugin{Socket: "/plugins/p-reg.sock", State: admin.StateFailing,
+			LastError: strings.Repeat("x", 100), Attempts: i})
+	}
+	ts.stop(t) // checks that Run returns and leaves no goroutine behind
+}

@@ -1,0 +1,182 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// percentiles reports the p50 and p99 of ds as metrics.
+func percentiles(b *testing.B, ds []time.Duration, unit string) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "p50-"+unit)
+	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds()), "p99-"+unit)
+	b.ReportMetric(float64(ds[len(ds)-1].Nanoseconds()), "max-"+unit)
+}
+
+func benchValidate(b *testing.B, path string, p registration.PluginInfo) {
+	h, _ := newTestHost(b, Config{PoolSize: 1})
+	m := mustLoadPath(b, h, path)
+	ctx := context.Background()
+	for range 100 {
+		if err := m.ValidatePlugin(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ds := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		err := m.ValidatePlugin(ctx, p)
+		ds = append(ds, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	percentiles(b, ds, "ns")
+}
+
+var benchPlugin = registration.PluginInfo{
+	Socket: "/var/lib/kubelet/plugins_registry/csi.example.com-reg.sock", Name: "csi.example.com",
+	Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock", Versions: []string{"1.0.0"},
+}
+
+// BenchmarkValidate measures one ValidatePlugin call through the host: a minimal WAT
+// handler, a raw Go guest, and the Go SDK's example handler.
+func BenchmarkValidate(b *testing.B) {
+	b.Run("wat", func(b *testing.B) {
+		p := benchPlugin
+		p.Type = "min.example"
+		benchValidate(b, fixture("min"), p)
+	})
+	b.Run("go-raw", func(b *testing.B) {
+		path := guesttest.Build(b, "./testdata/goguest")
+		p := benchPlugin
+		p.Type = "go.example"
+		benchValidate(b, path, p)
+	})
+	b.Run("go-sdk", func(b *testing.B) {
+		path := guesttest.Build(b, "../../handlers-wasm/example")
+		p := benchPlugin
+		p.Type, p.Versions = "example.wasmhost.dev", []string{"v1"}
+		benchValidate(b, path, p)
+	})
+}
+
+// BenchmarkInterruption measures how long after its deadline a looping guest's call returns
+// (overshoot), including the instance replacement that follows.
+func BenchmarkInterruption(b *testing.B) {
+	const timeout = 5 * time.Millisecond
+	h, _ := newTestHost(b, Config{PoolSize: 1, CallTimeout: timeout})
+	m := mustLoad(b, h, "loop")
+	ctx := context.Background()
+	ds := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		err := m.ValidatePlugin(ctx, info("loop.example", "p"))
+		ds = append(ds, time.Since(t0)-timeout)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	percentiles(b, ds, "overshoot-ns")
+}
+
+// BenchmarkLoad measures LoadFile in a new Host: compiled from scratch (cold) and from a warm
+// on-disk compilation cache (a restarted daemon).
+func BenchmarkLoad(b *testing.B) {
+	modules := map[string]func(b *testing.B) string{
+		"wat":    func(*testing.B) string { return fixture("ok") },
+		"go-sdk": func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") },
+	}
+	for _, name := range []string{"wat", "go-sdk"} {
+		for _, warm := range []bool{false, true} {
+			mode := "cold"
+			if warm {
+				mode = "warm-cache"
+			}
+			b.Run(name+"/"+mode, func(b *testing.B) {
+				path := modules[name](b)
+				ctx := context.Background()
+				cache := ""
+				if warm {
+					cache = filepath.Join(tempDir(b), "cache")
+					h, err := New(ctx, Config{CacheDir: cache})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := h.LoadFile(ctx, path); err != nil {
+						b.Fatal(err)
+					}
+					h.Close(ctx)
+				}
+				for b.Loop() {
+					h, err := New(ctx, Config{CacheDir: cache})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := h.LoadFile(ctx, path); err != nil {
+						b.Fatal(err)
+					}
+					h.Close(ctx)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkInstanceMemory measures the Go heap that one pooled instance holds (its linear
+// memory and wazero's bookkeeping), for a WAT handler and the Go SDK's example.
+func BenchmarkInstanceMemory(b *testing.B) {
+	const n = 8
+	for _, tc := range []struct {
+		name string
+		path func(b *testing.B) string
+		typ  string
+	}{
+		{"wat", func(*testing.B) string { return fixture("ok") }, "ok.example"},
+		{"go-sdk", func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") }, "example.wasmhost.dev"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			path := tc.path(b)
+			h, _ := newTestHost(b, Config{PoolSize: n + 1})
+			m := mustLoadPath(b, h, path)
+			ctx := context.Background()
+			var total float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				ins := make([]*instance, n)
+				for i := range ins {
+					in, err := m.newInstance(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ins[i] = in
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				total += float64(int64(after.HeapInuse)-int64(before.HeapInuse)) / n
+				for _, in := range ins {
+					in.mod.Close(ctx)
+				}
+			}
+			b.ReportMetric(total/float64(b.N), "heap-bytes/instance")
+		})
+	}
+}

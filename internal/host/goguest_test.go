@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// TestGoGuest runs a Go guest written against the raw ABI: a panic and running out of memory
+// are traps that cost only the instance, and stdout/stderr reach the log, bounded.
+func TestGoGuest(t *testing.T) {
+	path := guesttest.Build(t, "./testdata/goguest")
+	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1})
+	ctx := context.Background()
+	m := mustLoadPath(t, h, path)
+	good := mustLoad(t, h, "ok")
+	call := func(name string) error { return m.ValidatePlugin(ctx, info("go.example", name)) }
+
+	if err := call("fine"); err != nil {
+		t.Fatalf("a normal call: %v", err)
+	}
+	t.Run("panic", func(t *testing.T) {
+		errContains(t, call("panic"), ErrTrap, path, "wasmhost_validate", `"panic"`)
+		if _, ok := logs.find("panic: boom from panic"); !ok {
+			t.Error("the guest's panic message was not logged")
+		}
+		if err := call("fine"); err != nil {
+			t.Errorf("the call after a panic: %v", err)
+		}
+		checkOK(t, good)
+	})
+	t.Run("out of memory", func(t *testing.T) {
+		errContains(t, call("oom"), ErrTrap, path)
+		if _, ok := logs.find("out of memory"); !ok {
+			t.Error("the guest's out-of-memory message was not logged")
+		}
+		if err := call("fine"); err != nil {
+			t.Errorf("the call after running out of memory: %v", err)
+		}
+		checkOK(t, good)
+	})
+	t.Run("output", func(t *testing.T) {
+		if err := call("print"); err != nil {
+			t.Fatal(err)
+		}
+		for stream, level := range map[string]string{"stdout": "INFO", "stderr": "WARN"} {
+			attrs, ok := logs.find("hello on " + stream)
+			if !ok || attrs["stream"] != stream || attrs["level"] != level || attrs["plugin_type"] != "go.example" || attrs["handler"] != path {
+				t.Errorf("%s line logged as %v", stream, attrs)
+			}
+		}
+		if err := call("spam"); err != nil {
+			t.Fatal(err)
+		}
+		lines := logs.count(strings.Repeat("x", 100))
+		if lines == 0 || lines > maxOutputPerCall/4096+1 {
+			t.Errorf("%d spam lines logged; want them capped at %d bytes", lines, maxOutputPerCall)
+		}
+		attrs, _ := logs.find(strings.Repeat("x", 100))
+		if attrs["cut"] != "true" {
+			t.Errorf("a 10000-byte line was not cut: %v", attrs)
+		}
+		if _, ok := logs.find("over the per-call limit"); !ok {
+			t.Error("dropping output was not logged")
+		}
+	})
+}
+
+// TestSDKExample loads the tutorial handler built with the Go SDK (abi/guest) and runs its
+// calls through the host.
+func TestSDKExample(t *testing.T) {
+	if _, err := os.Stat("../../handlers-wasm/example"); err != nil {
+		t.Skip("no SDK example:", err)
+	}
+	path := guesttest.Build(t, "../../handlers-wasm/example")
+	h, logs := newTestHost(t, Config{CallTimeout: time.Minute})
+	m := mustLoadPath(t, h, path)
+	ctx := context.Background()
+	p := registration.PluginInfo{Type: "example.wasmhost.dev", Name: "ex", Endpoint: "/run/ex.sock", Versions: []string{"v1"}}
+	if err := m.ValidatePlugin(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := m.RegisterPlugin(ctx, p)
+	if err != nil || pub["endpoint"] != p.Endpoint {
+		t.Fatalf("RegisterPlugin = %v, %v", pub, err)
+	}
+	if _, ok := logs.find("registering ex"); !ok {
+		t.Error("the guest's log line is missing")
+	}
+	if err := m.DeRegisterPlugin(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Versions = []string{"v0"}
+	if err := m.ValidatePlugin(ctx, p); !errors.Is(err, registration.ErrRejected) {
+		t.Errorf("ValidatePlugin of an unsupported version = %v, want ErrRejected", err)
+	}
+}

@@ -1,0 +1,198 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// logs captures log records for assertions (and shows them with -v).
+type logs struct {
+	mu   sync.Mutex
+	recs []slog.Record
+	t    testing.TB
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logs) WithGroup(string) slog.Handler            { return l }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.recs = append(l.recs, r.Clone())
+	if os.Getenv("HOSTLOG") != "" {
+		fmt.Fprintln(os.Stderr, r.Time.Format("15:04:05.000"), r.Level, r.Message, attrString(r))
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// find returns the attributes of the first record whose message contains msg, as a map.
+func (l *logs) find(msg string) (map[string]string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if strings.Contains(r.Message, msg) {
+			attrs := map[string]string{"level": r.Level.String()}
+			r.Attrs(func(a slog.Attr) bool {
+				attrs[a.Key] = a.Value.String()
+				return true
+			})
+			return attrs, true
+		}
+	}
+	return nil, false
+}
+
+func (l *logs) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.recs {
+		if strings.Contains(r.Message, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// newTestHost returns a host with test-friendly defaults and a log capture; the test closes it.
+// A host that loads the testdata fixtures in place (no HandlerDir) allows insecure files when the
+// checkout made them group-writable (umask 002); newStrictHost never does.
+func newTestHost(t testing.TB, cfg Config) (*Host, *logs) {
+	t.Helper()
+	if cfg.HandlerDir == "" && fixturesShared() {
+		cfg.AllowInsecure = true
+	}
+	return newStrictHost(t, cfg)
+}
+
+func fixturesShared() bool {
+	fi, err := os.Stat(fixture("ok"))
+	return err != nil || checkNotShared("", "", fi) != nil
+}
+
+func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
+	t.Helper()
+	l := &logs{t: t}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(l)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 2 * time.Second
+	}
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = 2
+	}
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return h, l
+}
+
+func fixture(name string) string { return filepath.Join("testdata", name+".wasm") }
+
+func mustLoad(t testing.TB, h *Host, name string) *Module {
+	t.Helper()
+	m, err := h.LoadFile(context.Background(), fixture(name))
+	if err != nil {
+		t.Fatalf("LoadFile(%s): %v", name, err)
+	}
+	return m
+}
+
+func tempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func info(pluginType, name string) registration.PluginInfo {
+	return registration.PluginInfo{Type: pluginType, Name: name}
+}
+
+// checkOK asserts that a well-behaved module still serves.
+func checkOK(t testing.TB, m *Module) {
+	t.Helper()
+	if err := m.ValidatePlugin(context.Background(), info("ok.example", "fine")); err != nil {
+		t.Errorf("the ok handler failed after a hostile call: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func errContains(t testing.TB, err error, sentinel error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v with %q", sentinel, parts)
+	}
+	if sentinel != nil && !errors.Is(err, sentinel) {
+		t.Errorf("error %q does not match %v", err, sentinel)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not contain %q", err, p)
+		}
+	}
+}
+
+func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installFile puts src at dst atomically (write a hidden temporary name, then rename).
+func installFile(t testing.TB, src, dst string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
+	copyFile(t, src, tmp, 0o644)
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func attrString(r slog.Record) string {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	return b.String()
+}

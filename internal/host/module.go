@@ -1,0 +1,715 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// The exports a handler module must have, by index.
+const (
+	fnABIVersion = iota
+	fnManifest
+	fnValidate
+	fnRegister
+	fnDeregister
+	numExports
+)
+
+var exportNames = [numExports]string{
+	abi.ExportABIVersion, abi.ExportManifest, abi.ExportValidate, abi.ExportRegister, abi.ExportDeregister,
+}
+
+// Module is one compiled and validated handler module and its pool of instances. It
+// implements registration.Handler for the plugin types its manifest declares. Modules that
+// Run loads are served through stable per-type handlers in the registry; a Module returned
+// by LoadFile belongs to the caller, who closes it.
+type Module struct {
+	h          *Host
+	file       string
+	sum        string
+	size       int64
+	abiVersion uint32
+	manifest   abi.Manifest
+	caps       []string
+	loadedAt   time.Time
+	stats      *stats
+
+	rt    wazero.Runtime
+	cm    wazero.CompiledModule
+	start []string
+
+	slots chan struct{}  // one token per live instance
+	idle  chan *instance // instances not in a call
+
+	mu       sync.Mutex
+	inflight int  // calls and refills using the module
+	retired  bool // no new calls; closed when inflight drops to zero
+	closing  bool // the runtime is being closed
+	done     chan struct{}
+
+	// holders counts the per-type handlers that point at the module. Only Run's goroutine
+	// uses it; at zero, the module is retired.
+	holders int
+}
+
+// File returns the path the module was loaded from.
+func (m *Module) File() string { return m.file }
+
+// SHA256 returns the hex SHA-256 of the module's bytes.
+func (m *Module) SHA256() string { return m.sum }
+
+// Size returns the size of the module's bytes.
+func (m *Module) Size() int64 { return m.size }
+
+// ABIVersion returns the ABI version the module declared.
+func (m *Module) ABIVersion() uint32 { return m.abiVersion }
+
+// Manifest returns the module's manifest.
+func (m *Module) Manifest() abi.Manifest {
+	mf := m.manifest
+	mf.PluginTypes = slices.Clone(mf.PluginTypes)
+	return mf
+}
+
+// PluginTypes returns the plugin types the module handles.
+func (m *Module) PluginTypes() []string { return slices.Clone(m.manifest.PluginTypes) }
+
+// Capabilities returns the capabilities the module uses (all of them granted).
+func (m *Module) Capabilities() []string { return slices.Clone(m.caps) }
+
+// ValidatePlugin implements registration.Handler for a plugin of one of the module's types.
+func (m *Module) ValidatePlugin(ctx context.Context, p registration.PluginInfo) error {
+	_, err := m.direct(ctx, fnValidate, p)
+	return err
+}
+
+// RegisterPlugin implements registration.Handler for a plugin of one of the module's types.
+func (m *Module) RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error) {
+	return m.direct(ctx, fnRegister, p)
+}
+
+// DeRegisterPlugin implements registration.Handler for a plugin of one of the module's types.
+func (m *Module) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
+	_, err := m.direct(ctx, fnDeregister, p)
+	return err
+}
+
+func (m *Module) direct(ctx context.Context, fn int, p registration.PluginInfo) (map[string]string, error) {
+	if !slices.Contains(m.manifest.PluginTypes, p.Type) {
+		return nil, fmt.Errorf("%w %q: handler %s handles %v", registration.ErrNoHandler, p.Type, m.file, m.manifest.PluginTypes)
+	}
+	if !m.enter() {
+		return nil, fmt.Errorf("%w: handler %s is closed", ErrRetired, m.file)
+	}
+	defer m.leave()
+	return m.invoke(ctx, fn, p.Type, p)
+}
+
+// Close stops new calls, waits for the calls in progress to return (until ctx is done), and
+// closes the module's runtime. It is idempotent.
+func (m *Module) Close(ctx context.Context) error {
+	m.retire()
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+	}
+	m.forceClose()
+	<-m.done
+	return nil
+}
+
+// enter counts a call in, unless the module is retired.
+func (m *Module) enter() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.retired {
+		return false
+	}
+	m.inflight++
+	return true
+}
+
+// leave counts a call out; the last one out of a retired module closes it.
+func (m *Module) leave() {
+	m.mu.Lock()
+	m.inflight--
+	closeNow := m.retired && m.inflight == 0 && !m.closing
+	if closeNow {
+		m.closing = true
+	}
+	m.mu.Unlock()
+	if closeNow {
+		m.h.goAsync(m.closeRuntime)
+	}
+}
+
+// retire stops new calls; the module is closed when the calls in progress return.
+func (m *Module) retire() {
+	m.mu.Lock()
+	if m.retired {
+		m.mu.Unlock()
+		return
+	}
+	m.retired = true
+	closeNow := m.inflight == 0 && !m.closing
+	if closeNow {
+		m.closing = true
+	}
+	m.mu.Unlock()
+	if closeNow {
+		m.h.goAsync(m.closeRuntime)
+	}
+}
+
+// forceClose closes the runtime now; calls in progress fail.
+func (m *Module) forceClose() {
+	m.mu.Lock()
+	m.retired = true
+	closeNow := !m.closing
+	m.closing = true
+	m.mu.Unlock()
+	if closeNow {
+		m.closeRuntime()
+	}
+}
+
+func (m *Module) isClosing() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closing
+}
+
+func (m *Module) closeRuntime() {
+	if err := m.rt.Close(context.Background()); err != nil {
+		m.h.log.Warn("closing handler runtime", "handler", m.file, "error", err)
+	}
+	m.h.forget(m)
+	close(m.done)
+	m.h.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
+}
+
+// instance is one instantiation of a module; it runs one call at a time.
+type instance struct {
+	m      *Module
+	mod    api.Module
+	fns    [numExports]api.Function
+	stack  [1]uint64
+	stdout guestOutput
+	stderr guestOutput
+	st     *callState // the call in progress
+	budget int        // output bytes left in this call
+}
+
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	in := &instance{m: m}
+	in.stdout = guestOutput{inst: in, stream: "stdout", level: slog.LevelInfo}
+	in.stderr = guestOutput{inst: in, stream: "stderr", level: slog.LevelWarn}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStdout(&in.stdout).
+		WithStderr(&in.stderr).
+		WithStartFunctions(m.start...)
+	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
+	in.st, in.budget = st, maxOutputPerCall
+	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
+	defer cancel()
+	mod, err := m.rt.InstantiateModule(withState(ctx, st), m.cm, cfg)
+	in.flush()
+	in.st = nil
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.h.cfg.CallTimeout, err)
+		}
+		return nil, fmt.Errorf("instantiating: %w", err)
+	}
+	in.mod = mod
+	for i, name := range exportNames {
+		in.fns[i] = mod.ExportedFunction(name)
+	}
+	return in, nil
+}
+
+func (in *instance) flush() {
+	in.stdout.flush()
+	in.stderr.flush()
+}
+
+// call runs export fn with arg in the instance and returns its i32 result.
+func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64) (int32, error) {
+	st.inst = in
+	in.st, in.budget = st, maxOutputPerCall
+	stack := in.stack[:]
+	stack[0] = arg
+	err := in.fns[fn].CallWithStack(withState(ctx, st), stack)
+	in.flush()
+	in.st = nil
+	return api.DecodeI32(stack[0]), err
+}
+
+// acquire returns an idle instance, a new one when the pool has room, or waits for one.
+func (m *Module) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case in := <-m.idle:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-m.idle:
+		return in, nil
+	case m.slots <- struct{}{}:
+		in, err := m.newInstance(ctx)
+		if err != nil {
+			<-m.slots
+			return nil, err
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (m *Module) release(in *instance) { m.idle <- in }
+
+// discard throws an instance away and replaces it, off the caller's path.
+func (m *Module) discard(in *instance) {
+	m.h.goAsync(func() {
+		if in.mod != nil {
+			_ = in.mod.Close(context.Background())
+		}
+		<-m.slots
+		m.refill()
+	})
+}
+
+// refill adds an instance to the pool if it has room, so the next call finds one ready.
+func (m *Module) refill() {
+	if !m.enter() {
+		return
+	}
+	defer m.leave()
+	select {
+	case m.slots <- struct{}{}:
+	default:
+		return
+	}
+	in, err := m.newInstance(m.h.ctx)
+	if err != nil {
+		<-m.slots
+		m.h.log.Warn("replacing a handler instance failed", "handler", m.file, "error", err)
+		return
+	}
+	m.idle <- in
+}
+
+// invoke calls a plugin export (validate, register, deregister) on behalf of pluginType's
+// handler. The caller has entered the module.
+func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (map[string]string, error) {
+	req := abi.AppendPluginRequest(nil, abi.PluginRequest{
+		Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions,
+	})
+	if len(req) > abi.MaxRequestBytes {
+		return nil, fmt.Errorf("%w: plugin %q: request of %d bytes over the handler limit of %d",
+			registration.ErrInvalidInfo, p.Name, len(req), abi.MaxRequestBytes)
+	}
+	st := &callState{
+		m: m, export: exportNames[fn], pluginType: pluginType,
+		plugin: p.Name, endpoint: p.Endpoint, req: req,
+	}
+	if fn == fnRegister {
+		st.published = make(map[string]string)
+	}
+	m.stats.calls.Add(1)
+	status, err := m.run(ctx, st, fn, uint64(len(req)))
+	if err != nil {
+		return nil, err
+	}
+	switch status {
+	case abi.StatusOK:
+		return st.published, nil
+	case abi.StatusRejected:
+		m.stats.rejected.Add(1)
+		return nil, fmt.Errorf("%w: %s", registration.ErrRejected, reason(st.result))
+	default: // abi.StatusError; run refused any other status
+		err := fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
+		m.stats.failed(err)
+		return nil, err
+	}
+}
+
+// checkAnswer says what is wrong with a guest's answer to a plugin call, or "".
+func checkAnswer(status int32, resultOver int) string {
+	switch {
+	case resultOver > 0:
+		return fmt.Sprintf("result of %d bytes over the limit of %d bytes", resultOver, abi.MaxResultBytes)
+	case status != abi.StatusOK && status != abi.StatusRejected && status != abi.StatusError:
+		return fmt.Sprintf("unknown status %d", status)
+	}
+	return ""
+}
+
+// reason is the text of a guest's result, as said to the plugin or logged.
+func reason(b []byte) string {
+	if len(b) == 0 {
+		return "(no reason given)"
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// run calls export fn in a pooled instance within CallTimeout and returns its status. A
+// failed call (trap, timeout) or a garbage answer (unknown status, oversized result) is an
+// error, and the instance is thrown away.
+func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (int32, error) {
+	limit := m.h.cfg.CallTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
+		limit = time.Until(dl)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
+	defer cancel()
+	in, err := m.acquire(callCtx)
+	if err != nil {
+		return 0, m.callError(ctx, callCtx, st, limit, err)
+	}
+	status, err := in.call(callCtx, st, fn, arg)
+	if err != nil {
+		m.discard(in)
+		return 0, m.callError(ctx, callCtx, st, limit, err)
+	}
+	if bad := checkAnswer(status, st.resultOver); bad != "" {
+		m.discard(in)
+		err := fmt.Errorf("%w from %s %s: %s", ErrBadResult, m.file, st.export, bad)
+		m.stats.failed(err)
+		return 0, err
+	}
+	m.release(in)
+	return status, nil
+}
+
+// callError turns the error of a failed guest call into the host's errors and counts it.
+func (m *Module) callError(parent, callCtx context.Context, st *callState, limit time.Duration, err error) error {
+	what := fmt.Sprintf("%s %s", m.file, st.export)
+	if st.plugin != "" {
+		what += fmt.Sprintf(" for plugin %q", st.plugin)
+	}
+	var fault *guestFault
+	var exit *sys.ExitError
+	switch {
+	case errors.Is(parent.Err(), context.Canceled):
+		return fmt.Errorf("host: call to %s canceled: %w", what, context.Canceled)
+	case callCtx.Err() != nil:
+		m.stats.timeouts.Add(1)
+		err := fmt.Errorf("host: handler %s timed out after %v: %w", what, limit.Round(time.Millisecond), context.DeadlineExceeded)
+		m.stats.setLast(err)
+		return err
+	case m.isClosing():
+		return fmt.Errorf("%w: handler %s was closed during the call", ErrRetired, what)
+	case errors.As(err, &fault):
+		err = fmt.Errorf("%w in %s: bad pointer: %v", ErrTrap, what, fault)
+	case errors.As(err, &exit):
+		err = fmt.Errorf("%w in %s: guest exited with code %d", ErrTrap, what, exit.ExitCode())
+	default:
+		err = fmt.Errorf("%w in %s: %v", ErrTrap, what, err)
+	}
+	m.stats.traps.Add(1)
+	m.stats.setLast(err)
+	return err
+}
+
+// stats are the counters of one handler file, kept across the versions of its module.
+type stats struct {
+	calls, rejected, failures, traps, timeouts atomic.Uint64
+	last                                       atomic.Pointer[lastError]
+}
+
+type lastError struct {
+	msg string
+	at  time.Time
+}
+
+func (s *stats) setLast(err error) {
+	s.last.Store(&lastError{msg: err.Error(), at: time.Now()})
+}
+
+func (s *stats) failed(err error) {
+	s.failures.Add(1)
+	s.setLast(err)
+}
+
+// moduleError is a load failure: ErrBadModule, and sometimes a more precise sentinel.
+type moduleError struct {
+	file string
+	msg  string
+	also error
+}
+
+func (e *moduleError) Error() string { return ErrBadModule.Error() + " " + e.file + ": " + e.msg }
+
+func (e *moduleError) Unwrap() []error {
+	if e.also != nil {
+		return []error{ErrBadModule, e.also}
+	}
+	return []error{ErrBadModule}
+}
+
+func badModule(file string, also error, format string, args ...any) error {
+	return &moduleError{file: file, msg: fmt.Sprintf(format, args...), also: also}
+}
+
+func sigString(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ", ") + ")"
+	}
+	return names(params) + " -> " + names(results)
+}
+
+// load compiles bin, checks its exports and imports, instantiates it once and asks for its
+// ABI version and manifest. Every failure names file and what is wrong.
+func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ *Module, err error) {
+	t0 := time.Now()
+	sum := sha256.Sum256(bin)
+	info, err := scanModule(bin)
+	if err != nil {
+		return nil, badModule(file, nil, "module not valid WebAssembly: %v", err)
+	}
+	if info.memMin > uint64(h.limitPages) {
+		return nil, badModule(file, nil, "memory minimum %d pages (%d KiB) over the limit %d pages (%d KiB)",
+			info.memMin, info.memMin*64, h.limitPages, h.limitPages*64)
+	}
+	for _, imp := range info.imports {
+		if imp.kind != 0 {
+			return nil, badModule(file, nil, "imports %s %s.%s: a handler may import only host functions",
+				imp.kindName(), imp.module, imp.name)
+		}
+	}
+
+	rt := wazero.NewRuntimeWithConfig(ctx, h.rtCfg)
+	defer func() {
+		if err != nil {
+			_ = rt.Close(context.Background())
+		}
+	}()
+	cm, err := rt.CompileModule(ctx, bin)
+	if err != nil {
+		return nil, badModule(file, nil, "module not valid WebAssembly: %v", err)
+	}
+	compiled := time.Since(t0)
+
+	exports := cm.ExportedFunctions()
+	for _, name := range abi.RequiredExports {
+		if _, ok := exports[name]; !ok {
+			return nil, badModule(file, nil, "missing export %s", name)
+		}
+	}
+	for name, sig := range abi.ExportSignatures {
+		def, ok := exports[name]
+		if !ok {
+			continue
+		}
+		want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
+		if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+			return nil, badModule(file, nil, "export %s has signature %s want %s", name, got, want)
+		}
+	}
+	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
+		return nil, badModule(file, nil, "missing export %s (the module's memory)", abi.ExportMemory)
+	}
+	for _, mem := range cm.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		return nil, badModule(file, nil, "imports memory %s.%s: a handler may import only host functions", mod, name)
+	}
+
+	var (
+		wasiImports []api.FunctionDefinition
+		hostImports = map[string]bool{}
+		caps        []string
+	)
+	for _, def := range cm.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		switch mod {
+		case abi.ImportModule:
+			sig, ok := abi.ImportSignatures[name]
+			if !ok || hostFuncs[name] == nil {
+				return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
+			}
+			want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
+			if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
+			}
+			if c := capabilityOf(name); c != "" {
+				if !h.grantedAnywhere(c) {
+					return nil, badModule(file, ErrNotGranted, "imports %s.%s which is not granted for any plugin type (capability %q)", mod, name, c)
+				}
+				if !slices.Contains(caps, c) {
+					caps = append(caps, c)
+				}
+			}
+			hostImports[name] = true
+		case wasi_snapshot_preview1.ModuleName:
+			wasiImports = append(wasiImports, def)
+		default:
+			return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
+		}
+	}
+	sort.Strings(caps)
+	if len(wasiImports) > 0 {
+		// WASI with no mounts, no environment, no arguments and wazero's fake clocks and
+		// random source: enough for a Go or TinyGo guest, and nothing of the node.
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+			return nil, fmt.Errorf("host: instantiating WASI for %s: %w", file, err)
+		}
+		defs := rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
+		for _, def := range wasiImports {
+			mod, name, _ := def.Import()
+			have, ok := defs[name]
+			if !ok {
+				return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
+			}
+			want := sigString(have.ParamTypes(), have.ResultTypes())
+			if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
+			}
+		}
+	}
+
+	m := &Module{
+		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)),
+		caps: caps, stats: st, rt: rt, cm: cm,
+		slots: make(chan struct{}, h.cfg.PoolSize),
+		idle:  make(chan *instance, h.cfg.PoolSize),
+		done:  make(chan struct{}),
+	}
+	if _, ok := exports[abi.ExportInitialize]; ok {
+		m.start = []string{abi.ExportInitialize}
+	}
+	if len(hostImports) > 0 {
+		b := rt.NewHostModuleBuilder(abi.ImportModule)
+		names := make([]string, 0, len(hostImports))
+		for name := range hostImports {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			fn, sig := hostFuncs[name], abi.ImportSignatures[name]
+			b.NewFunctionBuilder().
+				WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+					fn(m, ctx, mod, stack)
+				}), valueTypes(sig.Params), valueTypes(sig.Results)).
+				Export(name)
+		}
+		if _, err := b.Instantiate(ctx); err != nil {
+			return nil, fmt.Errorf("host: instantiating host functions for %s: %w", file, err)
+		}
+	}
+
+	m.slots <- struct{}{}
+	in, err := m.newInstance(ctx)
+	if err != nil {
+		return nil, badModule(file, ErrTrap, "%v", err)
+	}
+	// A first call of each export that describes the module, in the one instance.
+	describe := func(fn int) (int32, []byte, error) {
+		st := &callState{m: m, export: exportNames[fn]}
+		callCtx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+		defer cancel()
+		status, err := in.call(callCtx, st, fn, 0)
+		switch {
+		case err != nil && callCtx.Err() != nil:
+			return 0, nil, badModule(file, nil, "%s timed out after %v", exportNames[fn], h.cfg.CallTimeout)
+		case err != nil:
+			return 0, nil, badModule(file, ErrTrap, "%s failed: %v", exportNames[fn], err)
+		case st.resultOver > 0:
+			return 0, nil, badModule(file, nil, "%s set a result of %d bytes, over the limit of %d bytes",
+				exportNames[fn], st.resultOver, abi.MaxResultBytes)
+		}
+		return status, st.result, nil
+	}
+	version, _, err := describe(fnABIVersion)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(abi.SupportedVersions, uint32(version)) {
+		return nil, badModule(file, nil, "ABI version %d not supported (supported: %s)", uint32(version), versionList())
+	}
+	m.abiVersion = uint32(version)
+	status, raw, err := describe(fnManifest)
+	if err != nil {
+		return nil, err
+	}
+	if status != abi.StatusOK {
+		return nil, badModule(file, nil, "%s returned status %d (%s), want %d", abi.ExportManifest, status, reason(raw), abi.StatusOK)
+	}
+	mf, err := abi.DecodeManifest(raw)
+	if err != nil {
+		return nil, badModule(file, nil, "manifest malformed: %v", err)
+	}
+	if err := checkManifest(mf); err != nil {
+		return nil, badModule(file, nil, "%v", err)
+	}
+	m.manifest = mf
+	for _, c := range caps {
+		for _, t := range mf.PluginTypes {
+			if !h.cfg.granted(t, c) {
+				return nil, badModule(file, ErrNotGranted, "imports %s.%s which is not granted for plugin type %s",
+					abi.ImportModule, strings.Join(abi.CapabilityImports[c], ", "), t)
+			}
+		}
+	}
+	m.idle <- in
+	m.loadedAt = time.Now()
+	if err := h.track(m); err != nil {
+		return nil, err
+	}
+	h.log.Info("handler module loaded", "handler", file, "plugin_types", mf.PluginTypes,
+		"name", mf.Name, "version", mf.Version, "size", m.size, "sha256", m.sum,
+		"abi_version", m.abiVersion, "capabilities", caps,
+		"compile", compiled.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
+	return m, nil
+}
+
+func checkManifest(mf abi.Manifest) error {
+	if len(mf.PluginTypes) == 0 {
+		return errors.New("manifest declares no plugin type")
+	}
+	for i, t := range mf.PluginTypes {
+		if t == "" {
+			return errors.New("manifest declares an empty plugin type")
+		}
+		if len(t) > abi.MaxKeyBytes || strings.ContainsFunc(t, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("manifest declares a malformed plugin type %q", t)
+		}
+		if slices.Contains(mf.PluginTypes[:i], t) {
+			return fmt.Errorf("manifest declares plugin type %q twice", t)
+		}
+	}
+	return nil
+}
+
+func versionList() string {
+	s := make([]string, len(abi.SupportedVersions))
+	for i, v := range abi.SupportedVersions {
+		s[i] = fmt.Sprint(v)
+	}
+	return strings.Join(s, ", ")
+}

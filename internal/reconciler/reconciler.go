@@ -1,0 +1,839 @@
+// Package reconciler makes the actual state (the plugins wasmhost registered) follow the desired
+// state (the plugin sockets that exist). It is level-triggered and woken by edges: a change of
+// the desired state, a change of the handler set, the end of an operation or a due retry wakes it,
+// and what it then does depends only on the two states, never on which event woke it. A slow
+// periodic pass over every path repairs anything an edge missed.
+//
+// For every socket path it keeps at most one operation in flight, so the operations of one socket
+// keep their order (a replaced socket is deregistered, then registered again); operations of
+// different sockets run concurrently up to a bound. A failed operation is retried with
+// per-socket exponential backoff; a plugin whose type has no handler is not retried but waits
+// until a handler for its type appears.
+//
+// This package is part of the daemon, not a stable API.
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/statecache"
+)
+
+// Desired is what the reconciler needs of the desired state; *statecache.Desired implements it.
+type Desired interface {
+	Get(path string) (statecache.Socket, bool)
+	List() []statecache.Socket
+	// Changed wakes the reconciler, which then calls TakeDirty.
+	Changed() <-chan struct{}
+	TakeDirty() []string
+}
+
+// Actual is what the reconciler needs of the actual state; *statecache.Actual implements it.
+// The reconciler only reads it: Operations write it.
+type Actual interface {
+	Get(socket string) (statecache.Plugin, bool)
+	List() []statecache.Plugin
+}
+
+// Handlers is what the reconciler needs of the handler set; *registration.Registry implements
+// it.
+type Handlers interface {
+	Get(pluginType string) (registration.Handler, bool)
+	// Changed wakes the reconciler after a handler was set or removed.
+	Changed() <-chan struct{}
+}
+
+// Operations registers and deregisters plugins; the registration package's Registrar is the
+// real one, reconcilertest.Operations a fake. Both calls must return soon after ctx is done.
+type Operations interface {
+	// Register dials the socket, asks GetInfo, validates with the type's handler, records the
+	// plugin in the actual state, registers and notifies. On success the plugin is in Actual.
+	// Errors wrap registration sentinels (ErrNoHandler, ErrRejected, ErrUnreachable,
+	// ErrInvalidInfo, ErrNotifyFailed, or context.DeadlineExceeded).
+	//
+	// Optionally, an error in the chain may have the methods PluginType() string and
+	// PluginName() string (found with errors.As). The reconciler then shows them in the
+	// socket's status, and a socket that failed with ErrNoHandler is retried only when a
+	// handler for that type appears, rather than on any change of the handler set.
+	Register(ctx context.Context, s statecache.Socket) error
+	// Deregister removes p from the actual state and calls its handler's DeRegisterPlugin.
+	Deregister(ctx context.Context, p statecache.Plugin) error
+}
+
+// ErrAlreadyStarted is returned by a second call of Run.
+var ErrAlreadyStarted = errors.New("reconciler: Run called more than once")
+
+// errNotRecorded stands for a Register that returned nil without leaving the plugin in the
+// actual state. It is treated as a failure, so that a broken Operations cannot make the
+// reconciler spin.
+var errNotRecorded = errors.New("reconciler: register reported success but the plugin is not in the actual state")
+
+// Config tunes a Reconciler. The zero value is ready to use.
+type Config struct {
+	// MaxConcurrent bounds the operations in flight across all sockets. Defaults to 64.
+	MaxConcurrent int
+	// InitialBackoff is the wait before the first retry of a failed socket; every further
+	// failure doubles it. Defaults to 500 ms, as in the kubelet.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the wait between retries. Defaults to 2m2s, as in the kubelet.
+	MaxBackoff time.Duration
+	// Resync is the period of the full pass that checks every path, the safety net behind
+	// the edges. Defaults to 1 minute; a negative value turns the pass off.
+	Resync time.Duration
+	// Logger receives failures (warn), waits for a handler (info) and skips (debug).
+	// Defaults to nil, which discards.
+	Logger *slog.Logger
+	// OnStatusChange, if set, is called after a socket's status changed; a socket that is
+	// gone is reported once with State StateGone. It is called from one goroutine of its
+	// own, in order per socket, never while the reconciler holds a lock and never from the
+	// reconciler's loop, so a slow callback does not hold up registrations. It must still be
+	// fast: while it runs, further changes of a socket are coalesced and it later sees only
+	// the newest status of that socket. Run delivers what is left and waits for the last call
+	// before it returns. Defaults to nil: no calls.
+	OnStatusChange func(SocketStatus)
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = 64
+	}
+	if c.InitialBackoff <= 0 {
+		c.InitialBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 2*time.Minute + 2*time.Second
+	}
+	if c.MaxBackoff < c.InitialBackoff {
+		c.MaxBackoff = c.InitialBackoff
+	}
+	if c.Resync == 0 {
+		c.Resync = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// State is the state of one socket path as operators see it.
+type State string
+
+// The states of a socket path.
+const (
+	// StateRegistered: the plugin at the socket is registered.
+	StateRegistered State = "registered"
+	// StatePending: an operation is queued or in flight.
+	StatePending State = "pending"
+	// StateFailing: the last operation failed; the next attempt is at NextRetry.
+	StateFailing State = "failing"
+	// StateWaitingForHandler: the plugin's type has no handler; it is registered when one
+	// appears.
+	StateWaitingForHandler State = "waiting-for-handler"
+	// StateGone: the socket and its plugin are gone. Reported once, through
+	// Config.OnStatusChange; Status never lists it.
+	StateGone State = "gone"
+)
+
+// SocketStatus is what the reconciler knows about one socket path.
+type SocketStatus struct {
+	Path  string
+	State State
+	// PluginType and PluginName are known once the plugin registered, or from a failed
+	// registration whose error tells them; empty otherwise.
+	PluginType string
+	PluginName string
+	// PluginVersions are the versions the plugin said it supports, known as its type and
+	// name are. Operators read them to see why a plugin is refused.
+	PluginVersions []string
+	// LastError is the error of the last failed operation; empty after a success.
+	LastError string
+	// Attempts counts the failed attempts since the last success or since the socket was
+	// replaced.
+	Attempts int
+	// NextRetry is when the socket is tried again; set only in StateFailing.
+	NextRetry time.Time
+	// Since is when State last changed.
+	Since time.Time
+}
+
+// Counters are totals since the reconciler was made.
+type Counters struct {
+	RegistrationsOK       uint64 // Register calls that succeeded
+	RegistrationsFailed   uint64 // Register calls that failed, ErrNoHandler included
+	Deregistrations       uint64 // Deregister calls that succeeded
+	DeregistrationsFailed uint64 // Deregister calls that returned an error
+	Retries               uint64 // Register calls after a failed one for the same socket
+}
+
+// Reconciler drives the operations that make the actual state follow the desired state. Make it
+// with New and start it with Run; Status, Counters and Config are safe to call at any time.
+type Reconciler struct {
+	desired  Desired
+	actual   Actual
+	handlers Handlers
+	ops      Operations
+	cfg      Config
+	log      *slog.Logger
+	started  atomic.Bool
+
+	mu     sync.RWMutex
+	status map[string]SocketStatus // written by the loop only
+
+	regOK, regFailed, dereg, deregFailed, retries atomic.Uint64
+}
+
+// New returns a reconciler over the given states and operations. None of them may be nil.
+func New(desired Desired, actual Actual, handlers Handlers, ops Operations, cfg Config) *Reconciler {
+	if desired == nil || actual == nil || handlers == nil || ops == nil {
+		panic("reconciler: New needs a desired state, an actual state, handlers and operations")
+	}
+	cfg = cfg.withDefaults()
+	return &Reconciler{
+		desired:  desired,
+		actual:   actual,
+		handlers: handlers,
+		ops:      ops,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		status:   make(map[string]SocketStatus),
+	}
+}
+
+// Config returns the configuration in effect, defaults filled in.
+func (r *Reconciler) Config() Config { return r.cfg }
+
+// Status returns the status of every socket path the reconciler knows, sorted by path.
+func (r *Reconciler) Status() []SocketStatus {
+	r.mu.RLock()
+	out := make([]SocketStatus, 0, len(r.status))
+	for _, s := range r.status {
+		out = append(out, s)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b SocketStatus) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// SocketStatus returns the status of one socket path.
+func (r *Reconciler) SocketStatus(path string) (SocketStatus, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.status[path]
+	return s, ok
+}
+
+// Counters returns the totals so far.
+func (r *Reconciler) Counters() Counters {
+	return Counters{
+		RegistrationsOK:       r.regOK.Load(),
+		RegistrationsFailed:   r.regFailed.Load(),
+		Deregistrations:       r.dereg.Load(),
+		DeregistrationsFailed: r.deregFailed.Load(),
+		Retries:               r.retries.Load(),
+	}
+}
+
+// Run reconciles until ctx is done. It starts with a full pass, so sockets that exist before Run
+// are registered. When ctx is done it cancels the operations in flight, waits for them and for
+// every other goroutine it started, and returns nil. Run may be called once.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	opCtx, cancelOps := context.WithCancel(ctx)
+	defer cancelOps()
+
+	var notifyWG sync.WaitGroup
+	var n *notifier
+	stopNotify := make(chan struct{})
+	if r.cfg.OnStatusChange != nil {
+		n = newNotifier()
+		notifyWG.Go(func() { n.run(stopNotify, r.cfg.OnStatusChange) })
+	}
+
+	l := &loop{
+		r:       r,
+		ctx:     opCtx,
+		notify:  n,
+		socks:   make(map[string]*sock),
+		byType:  make(map[string]map[string]struct{}),
+		waiting: make(map[string]struct{}),
+		done:    make(chan result, r.cfg.MaxConcurrent),
+	}
+	l.run(ctx)
+
+	// Shutdown: the loop has stopped reading results; the buffer of done holds one per
+	// operation in flight, so none of them blocks.
+	cancelOps()
+	l.ops.Wait()
+	close(stopNotify)
+	notifyWG.Wait()
+	return nil
+}
+
+// opKind is what an operation does.
+type opKind int
+
+const (
+	opNone opKind = iota
+	opRegister
+	opDeregister
+)
+
+// result is the outcome of one operation, sent by its goroutine to the loop.
+type result struct {
+	path   string
+	kind   opKind
+	socket statecache.Socket // the socket registered (opRegister)
+	plugin statecache.Plugin // the plugin deregistered (opDeregister)
+	gen    uint64            // the handler generation when the operation started
+	err    error
+}
+
+// sock is the loop's record of one socket path. It exists while the path is desired, has an
+// actual plugin, or has an operation queued or in flight.
+type sock struct {
+	path  string
+	id    statecache.Identity // identity of the desired socket, when hasID
+	hasID bool
+
+	busy   bool // an operation is in flight
+	queued bool // an operation waits for a free slot
+
+	attempts  int
+	lastErr   string
+	nextRetry time.Time // zero: not backing off
+
+	waiting  bool   // waits for a handler
+	waitType string // the type it waits for; empty when unknown (any handler change retries)
+
+	pluginType, pluginName string
+	pluginVersions         []string
+	indexedType            string // the key of byType that lists this path, if any
+
+	status SocketStatus // last published; State is empty before the first
+}
+
+func (s *sock) clearFailure() {
+	s.attempts = 0
+	s.lastErr = ""
+	s.nextRetry = time.Time{}
+}
+
+// backingOff reports whether s must not be tried before s.nextRetry.
+func (s *sock) backingOff(now time.Time) bool {
+	return !s.nextRetry.IsZero() && now.Before(s.nextRetry)
+}
+
+// loop is the state of one Run. Only the loop goroutine touches it.
+type loop struct {
+	r      *Reconciler
+	ctx    context.Context // cancelled when Run ends; operations run under it
+	notify *notifier       // nil without OnStatusChange
+
+	socks   map[string]*sock
+	byType  map[string]map[string]struct{} // plugin type -> paths with an actual plugin of it
+	waiting map[string]struct{}            // paths waiting for a handler
+
+	queue    []string // paths waiting for a free slot, in order
+	inflight int
+	done     chan result
+	ops      sync.WaitGroup
+
+	handlerGen uint64 // counts Handlers.Changed wake-ups
+
+	retries retryHeap
+	timer   *time.Timer
+	armed   time.Time // due time the timer is set for; zero when stopped
+}
+
+func (l *loop) run(ctx context.Context) {
+	r := l.r
+	l.timer = time.NewTimer(time.Hour)
+	l.timer.Stop()
+	defer l.timer.Stop()
+	var resync <-chan time.Time
+	if r.cfg.Resync > 0 {
+		t := time.NewTicker(r.cfg.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
+
+	// Changes before now are all covered by the full pass.
+	r.desired.TakeDirty()
+	select {
+	case <-r.handlers.Changed():
+	default:
+	}
+	l.fullPass()
+	for {
+		l.armTimer()
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.desired.Changed():
+			for _, p := range r.desired.TakeDirty() {
+				l.eval(p)
+			}
+		case <-r.handlers.Changed():
+			l.handlersChanged()
+		case res := <-l.done:
+			l.complete(res)
+		case <-l.timer.C:
+			l.armed = time.Time{}
+			l.dueRetries()
+		case <-resync:
+			l.fullPass()
+		}
+	}
+}
+
+// fullPass evaluates every path that is desired, has an actual plugin, or is known to the loop.
+func (l *loop) fullPass() {
+	seen := make(map[string]struct{}, len(l.socks))
+	visit := func(p string) {
+		if _, ok := seen[p]; !ok {
+			seen[p] = struct{}{}
+			l.eval(p)
+		}
+	}
+	for _, s := range l.r.desired.List() {
+		visit(s.Path)
+	}
+	for _, p := range l.r.actual.List() {
+		visit(p.Socket)
+	}
+	for _, p := range slices.Collect(maps.Keys(l.socks)) {
+		visit(p)
+	}
+}
+
+// handlersChanged re-evaluates the plugins whose type lost its handler and retries the sockets
+// waiting for a handler that may now exist. Its work is proportional to the number of plugin
+// types and the affected paths.
+func (l *loop) handlersChanged() {
+	l.handlerGen++
+	var paths []string
+	for typ, set := range l.byType {
+		if _, ok := l.r.handlers.Get(typ); !ok {
+			for p := range set {
+				paths = append(paths, p)
+			}
+		}
+	}
+	for p := range l.waiting {
+		s := l.socks[p]
+		if s.waitType != "" {
+			if _, ok := l.r.handlers.Get(s.waitType); !ok {
+				continue
+			}
+		}
+		l.setWaiting(s, false, "")
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		l.eval(p)
+	}
+}
+
+// dueRetries evaluates the sockets whose backoff ended.
+func (l *loop) dueRetries() {
+	now := time.Now()
+	for len(l.retries) > 0 && !l.retries[0].due.After(now) {
+		e := l.retries.pop()
+		if s, ok := l.socks[e.path]; ok && s.nextRetry.Equal(e.due) {
+			l.eval(e.path)
+		}
+	}
+}
+
+// armTimer sets the one backoff timer for the earliest due retry.
+func (l *loop) armTimer() {
+	for len(l.retries) > 0 {
+		e := l.retries[0]
+		if s, ok := l.socks[e.path]; ok && s.nextRetry.Equal(e.due) {
+			break
+		}
+		l.retries.pop() // stale: the socket succeeded, was replaced, or is gone
+	}
+	if len(l.retries) == 0 {
+		if !l.armed.IsZero() {
+			l.timer.Stop()
+			l.armed = time.Time{}
+		}
+		return
+	}
+	due := l.retries[0].due
+	if due.Equal(l.armed) {
+		return
+	}
+	l.timer.Reset(time.Until(due))
+	l.armed = due
+}
+
+// eval looks at one path and starts what it needs, if anything. It is the one place where the
+// desired and actual states are compared.
+func (l *loop) eval(path string) { l.evalPath(path, true) }
+
+// evalPath is eval; logSkip says whether to log at debug that the path is skipped because it
+// backs off (not wanted right after the failure that started the backoff, already logged).
+func (l *loop) evalPath(path string, logSkip bool) {
+	r := l.r
+	d, dOK := r.desired.Get(path)
+	a, aOK := r.actual.Get(path)
+	s := l.socks[path]
+	if s == nil {
+		if !dOK && !aOK {
+			return
+		}
+		s = &sock{path: path}
+		l.socks[path] = s
+	}
+
+	// A socket replaced at the same path is a new socket: it is tried at once.
+	switch {
+	case dOK && (!s.hasID || s.id != d.ID):
+		if s.hasID {
+			l.forgetFailure(s)
+		}
+		s.id, s.hasID = d.ID, true
+	case !dOK && s.hasID:
+		l.forgetFailure(s)
+		s.hasID = false
+	}
+	if aOK {
+		l.index(s, a.Type)
+		s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
+	} else {
+		l.index(s, "")
+	}
+
+	if s.busy || s.queued {
+		l.publish(s, StatePending)
+		return
+	}
+	if !dOK && !aOK {
+		l.forget(s)
+		return
+	}
+
+	now := time.Now()
+	kind := opNone
+	state := StatePending
+	if aOK {
+		_, hasHandler := r.handlers.Get(a.Type)
+		if dOK && a.ID == d.ID && hasHandler {
+			state = StateRegistered
+			l.forgetFailure(s)
+		} else if s.backingOff(now) {
+			state = StateFailing
+			if logSkip {
+				r.log.Debug("skipping deregistration, backing off", "socket", path,
+					"plugin_type", a.Type, "plugin", a.Name, "next_retry", s.nextRetry)
+			}
+		} else {
+			kind = opDeregister
+		}
+	} else {
+		if s.waiting && s.waitType != "" {
+			if _, ok := r.handlers.Get(s.waitType); ok {
+				l.setWaiting(s, false, "")
+			}
+		}
+		switch {
+		case s.waiting:
+			state = StateWaitingForHandler
+		case s.backingOff(now):
+			state = StateFailing
+			if logSkip {
+				r.log.Debug("skipping registration, backing off", "socket", path,
+					"attempt", s.attempts, "next_retry", s.nextRetry)
+			}
+		default:
+			kind = opRegister
+		}
+	}
+
+	if kind != opNone {
+		if l.inflight < r.cfg.MaxConcurrent {
+			l.start(s, kind, d, a)
+		} else {
+			s.queued = true
+			l.queue = append(l.queue, path)
+		}
+	}
+	l.publish(s, state)
+}
+
+// start launches the operation kind for s in a goroutine of its own.
+func (l *loop) start(s *sock, kind opKind, d statecache.Socket, a statecache.Plugin) {
+	s.busy = true
+	l.inflight++
+	res := result{path: s.path, kind: kind, gen: l.handlerGen}
+	ops := l.r.ops
+	ctx := l.ctx
+	if kind == opRegister {
+		if s.attempts > 0 {
+			l.r.retries.Add(1)
+		}
+		res.socket = d
+		l.ops.Go(func() {
+			res.err = ops.Register(ctx, res.socket)
+			l.done <- res
+		})
+		return
+	}
+	res.plugin = a
+	l.ops.Go(func() {
+		res.err = ops.Deregister(ctx, res.plugin)
+		l.done <- res
+	})
+}
+
+// complete records the outcome of an operation, re-evaluates its path and fills the freed slot.
+func (l *loop) complete(res result) {
+	r := l.r
+	l.inflight--
+	s := l.socks[res.path] // a busy path is never forgotten
+	s.busy = false
+	switch res.kind {
+	case opRegister:
+		err := res.err
+		if err == nil {
+			if p, ok := r.actual.Get(res.path); !ok || p.ID != res.socket.ID {
+				err = fmt.Errorf("%w: socket %s", errNotRecorded, res.path)
+			}
+		}
+		l.registered(s, res, err)
+	case opDeregister:
+		l.deregistered(s, res)
+	}
+	l.evalPath(res.path, false)
+	for l.inflight < r.cfg.MaxConcurrent && len(l.queue) > 0 {
+		p := l.queue[0]
+		l.queue[0] = ""
+		l.queue = l.queue[1:]
+		if len(l.queue) == 0 {
+			l.queue = nil // let the backing array go
+		}
+		if qs, ok := l.socks[p]; ok && qs.queued {
+			qs.queued = false
+			l.eval(p)
+		}
+	}
+}
+
+func (l *loop) registered(s *sock, res result, err error) {
+	r := l.r
+	current := s.hasID && s.id == res.socket.ID // the socket was not replaced meanwhile
+	if err == nil {
+		r.regOK.Add(1)
+		if current {
+			l.forgetFailure(s)
+		}
+		if a, ok := r.actual.Get(s.path); ok {
+			s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
+		}
+		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
+		return
+	}
+	r.regFailed.Add(1)
+	if !current {
+		// The failure was of a socket that is no more; the new one is tried at once.
+		return
+	}
+	s.attempts++
+	s.lastErr = err.Error()
+	if typ, name := pluginOf(err); typ != "" || name != "" {
+		s.pluginType, s.pluginName = typ, name
+		s.pluginVersions = versionsOf(err)
+	}
+	if errors.Is(err, registration.ErrNoHandler) {
+		if l.handlerGen != res.gen {
+			// A handler was set while the operation ran: try again at once rather than wait
+			// for a change that already happened.
+			return
+		}
+		typ, _ := pluginOf(err)
+		l.setWaiting(s, true, typ)
+		r.log.Info("plugin waits for a handler", "socket", s.path, "plugin_type", typ,
+			"error", err, "attempt", s.attempts)
+		return
+	}
+	l.backOff(s, err, "plugin registration failed")
+}
+
+func (l *loop) deregistered(s *sock, res result) {
+	r := l.r
+	p := res.plugin
+	if res.err != nil {
+		r.deregFailed.Add(1)
+		if cur, ok := r.actual.Get(p.Socket); ok && cur.ID == p.ID {
+			s.attempts++
+			s.lastErr = res.err.Error()
+			l.backOff(s, res.err, "plugin deregistration failed")
+			return
+		}
+		// The plugin left the actual state; only its handler complained.
+		r.log.Warn("plugin deregistered with an error", "socket", p.Socket,
+			"plugin_type", p.Type, "plugin", p.Name, "error", res.err)
+	} else {
+		r.dereg.Add(1)
+		r.log.Debug("plugin deregistered", "socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
+	}
+	// A plugin deregistered because its type lost its handler waits for a new one.
+	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID {
+		if _, ok := r.handlers.Get(p.Type); !ok {
+			s.lastErr = "registration: no handler registered for plugin type " + p.Type + " (handler removed)"
+			s.nextRetry = time.Time{}
+			l.setWaiting(s, true, p.Type)
+			r.log.Info("plugin deregistered, its type has no handler any more; waiting for one",
+				"socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
+		}
+	}
+}
+
+// backOff schedules the next attempt for s after its s.attempts-th failure.
+func (l *loop) backOff(s *sock, err error, msg string) {
+	r := l.r
+	delay := r.cfg.InitialBackoff
+	for i := 1; i < s.attempts && delay < r.cfg.MaxBackoff; i++ {
+		delay *= 2
+	}
+	delay = min(delay, r.cfg.MaxBackoff)
+	s.nextRetry = time.Now().Add(delay)
+	l.retries.push(retry{due: s.nextRetry, path: s.path})
+	r.log.Warn(msg, "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName,
+		"error", err, "attempt", s.attempts, "retry_in", delay, "next_retry", s.nextRetry)
+}
+
+func (l *loop) forgetFailure(s *sock) {
+	s.clearFailure()
+	l.setWaiting(s, false, "")
+}
+
+func (l *loop) setWaiting(s *sock, waiting bool, typ string) {
+	s.waiting, s.waitType = waiting, typ
+	if waiting {
+		l.waiting[s.path] = struct{}{}
+	} else {
+		delete(l.waiting, s.path)
+	}
+}
+
+// index files s under plugin type typ in byType; an empty typ takes it out.
+func (l *loop) index(s *sock, typ string) {
+	if s.indexedType == typ {
+		return
+	}
+	if set := l.byType[s.indexedType]; set != nil {
+		delete(set, s.path)
+		if len(set) == 0 {
+			delete(l.byType, s.indexedType)
+		}
+	}
+	s.indexedType = typ
+	if typ == "" {
+		return
+	}
+	set := l.byType[typ]
+	if set == nil {
+		set = make(map[string]struct{})
+		l.byType[typ] = set
+	}
+	set[s.path] = struct{}{}
+}
+
+// forget drops s, whose socket and plugin are both gone, and reports it gone once.
+func (l *loop) forget(s *sock) {
+	l.index(s, "")
+	l.setWaiting(s, false, "")
+	delete(l.socks, s.path)
+	if s.status.State == "" {
+		return
+	}
+	st := s.status
+	st.State = StateGone
+	st.LastError = ""
+	st.Attempts = 0
+	st.NextRetry = time.Time{}
+	st.Since = time.Now()
+	l.r.mu.Lock()
+	delete(l.r.status, s.path)
+	l.r.mu.Unlock()
+	if l.notify != nil {
+		l.notify.put(st)
+	}
+}
+
+// publish records the status of s if it changed, and queues it for OnStatusChange.
+func (l *loop) publish(s *sock, state State) {
+	st := SocketStatus{
+		Path:           s.path,
+		State:          state,
+		PluginType:     s.pluginType,
+		PluginName:     s.pluginName,
+		PluginVersions: s.pluginVersions,
+		LastError:      s.lastErr,
+		Attempts:       s.attempts,
+		Since:          s.status.Since,
+	}
+	if state == StateFailing {
+		st.NextRetry = s.nextRetry
+	}
+	if state != s.status.State {
+		st.Since = time.Now()
+	}
+	if st.equal(s.status) {
+		return
+	}
+	s.status = st
+	l.r.mu.Lock()
+	l.r.status[s.path] = st
+	l.r.mu.Unlock()
+	if l.notify != nil {
+		l.notify.put(st)
+	}
+}
+
+// pluginOf returns the plugin type and name an error tells, if any error in its chain has
+// PluginType() string or PluginName() string methods.
+func pluginOf(err error) (typ, name string) {
+	var t interface{ PluginType() string }
+	if errors.As(err, &t) {
+		typ = t.PluginType()
+	}
+	var n interface{ PluginName() string }
+	if errors.As(err, &n) {
+		name = n.PluginName()
+	}
+	return typ, name
+}
+
+// versionsOf returns the plugin's versions from an error in err's chain with a
+// PluginVersions() []string method, or nil.
+func versionsOf(err error) []string {
+	var v interface{ PluginVersions() []string }
+	if errors.As(err, &v) {
+		return v.PluginVersions()
+	}
+	return nil
+}
+
+// equal reports whether two statuses say the same.
+func (a SocketStatus) equal(b SocketStatus) bool {
+	return a.Path == b.Path && a.State == b.State && a.PluginType == b.PluginType &&
+		a.PluginName == b.PluginName && slices.Equal(a.PluginVersions, b.PluginVersions) &&
+		a.LastError == b.LastError && a.Attempts == b.Attempts &&
+		a.NextRetry.Equal(b.NextRetry) && a.Since.Equal(b.Since)
+}

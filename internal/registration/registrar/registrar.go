@@ -1,0 +1,356 @@
+// Package registrar performs the two operations the reconciler runs on a plugin socket:
+// Register (dial it, ask GetInfo, run the handler for its type, tell the plugin the outcome)
+// and Deregister (forget a plugin that is gone). It speaks the kubelet's plugin-registration
+// protocol, k8s.io/kubelet/pkg/apis/pluginregistration/v1, over one short-lived connection
+// per registration, with a minimal gRPC client of its own (see client.go for why).
+//
+// It lives apart from package registration because it records plugins in the actual state
+// (package statecache), which itself depends on registration's Handler type.
+//
+// This package is part of the daemon, not a stable API.
+package registrar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/statecache"
+)
+
+// Config configures a Registrar. Handlers and Actual are required.
+type Config struct {
+	// Handlers gives the handler for each plugin type. Required.
+	Handlers *registration.Registry
+	// Actual is the actual state: Register adds the plugins it registers, Deregister removes
+	// them. Required.
+	Actual *statecache.Actual
+	// Logger receives one line per outcome, with the keys plugin_type, plugin and socket.
+	// Defaults to discarding everything (nil).
+	Logger *slog.Logger
+	// DialTimeout bounds connecting to a socket, retries included. A connect to a unix socket
+	// either succeeds or fails at once, so this only matters for a plugin whose listen
+	// backlog is full. Defaults to 10s, as in the kubelet.
+	DialTimeout time.Duration
+	// ListenGrace is how long after a socket was first seen (statecache.Socket.Seen) a
+	// refused connect is retried, every 1 ms doubling to 20 ms: the socket file exists from
+	// the plugin's bind(), before its listen(). After that, refused means nobody is listening
+	// and Register fails at once. Defaults to 1s.
+	ListenGrace time.Duration
+	// GetInfoTimeout bounds the GetInfo call (the first on the connection). Defaults to 5s:
+	// the kubelet's 1s fails healthy plugins on a loaded node (a plugin still starting up,
+	// a thousand sockets appearing at once; kubernetes#127457), and each failure costs a
+	// backoff that starts at 500 ms and doubles. A hung plugin only holds its own socket's
+	// operation, so a longer deadline costs nothing to the others.
+	GetInfoTimeout time.Duration
+	// NotifyTimeout bounds each NotifyRegistrationStatus call, true or false. Some plugins
+	// never answer it (the kubelet's example plugin). Defaults to 5s, as in the kubelet.
+	NotifyTimeout time.Duration
+	// HandlerTimeout bounds each handler call (ValidatePlugin, RegisterPlugin,
+	// DeRegisterPlugin). Defaults to 5s.
+	HandlerTimeout time.Duration
+	// Now tells the time, for RegisteredAt and for ListenGrace. Defaults to time.Now.
+	Now func() time.Time
+	// Observer is told how every handler call and every registration went, for metrics.
+	// Defaults to nil: nobody is told.
+	Observer Observer
+}
+
+// Observer receives the outcome of handler calls and registrations. Its methods are called on
+// the registering goroutine and must return promptly.
+type Observer interface {
+	// HandlerCall reports one call of a handler: call is "validate", "register" or
+	// "deregister"; err is nil on success.
+	HandlerCall(pluginType, call string, err error, d time.Duration)
+	// Registration reports a registration attempt of a plugin that answered GetInfo; d runs
+	// from when the socket was first seen, so it is the latency a plugin experiences.
+	Registration(pluginType string, err error, d time.Duration)
+}
+
+// Names of handler calls, as given to Observer.HandlerCall.
+const (
+	CallValidate   = "validate"
+	CallRegister   = "register"
+	CallDeregister = "deregister"
+)
+
+// Registrar registers and deregisters plugins. It holds no per-plugin state and is safe for
+// concurrent use; the caller runs at most one operation at a time per socket path.
+type Registrar struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Registrar for cfg, with defaults filled in.
+func New(cfg Config) (*Registrar, error) {
+	if cfg.Handlers == nil || cfg.Actual == nil {
+		return nil, errors.New("registrar: Config.Handlers and Config.Actual are required")
+	}
+	setDefault(&cfg.DialTimeout, 10*time.Second)
+	setDefault(&cfg.ListenGrace, time.Second)
+	setDefault(&cfg.GetInfoTimeout, 5*time.Second)
+	setDefault(&cfg.NotifyTimeout, 5*time.Second)
+	setDefault(&cfg.HandlerTimeout, 5*time.Second)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registrar{cfg: cfg, log: log}, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Register registers the plugin serving at s.Path. On success the plugin is in the actual
+// state and was told so (NotifyRegistrationStatus(true)).
+//
+// The steps are the kubelet's: dial; GetInfo, whose answer is checked with
+// registration.ValidateInfo; find the handler for the plugin's type; ValidatePlugin; add to
+// the actual state (before RegisterPlugin, so that a removal arriving meanwhile becomes a
+// deregistration); RegisterPlugin; NotifyRegistrationStatus(true). When a step after GetInfo
+// refuses the plugin, it is told why with NotifyRegistrationStatus(false); whether that call
+// succeeds does not change the outcome. When the final notification fails, the registration
+// is rolled back (removed from the actual state, DeRegisterPlugin called).
+//
+// Every step has its own deadline (see Config); no goroutine outlives the call. The error
+// wraps one of registration's sentinels: ErrUnreachable (dial or GetInfo failed),
+// ErrInvalidInfo, ErrNoHandler (the caller should wait for a handler, not back off),
+// ErrRejected (with the handler's error also wrapped) or ErrNotifyFailed. Once GetInfo has
+// answered, the error is a *PluginError naming the plugin. Register logs each outcome once;
+// the caller need not log the error again.
+func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
+	err := r.register(ctx, s)
+	if o := r.cfg.Observer; o != nil {
+		var pe *PluginError
+		switch {
+		case err == nil:
+			if p, ok := r.cfg.Actual.Get(s.Path); ok {
+				o.Registration(p.Type, nil, r.cfg.Now().Sub(s.Seen))
+			}
+		case errors.As(err, &pe):
+			o.Registration(pe.Type, err, r.cfg.Now().Sub(s.Seen))
+		}
+	}
+	return err
+}
+
+func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
+	start := time.Now()
+	log := r.log.With("socket", s.Path)
+
+	conn, err := r.dial(ctx, s)
+	if err != nil {
+		log.Info("plugin unreachable", "error", err)
+		return err
+	}
+	client := newWireConn(conn)
+	defer client.close()
+
+	info, err := r.getInfo(ctx, client, s.Path)
+	if err != nil {
+		if errors.Is(err, registration.ErrInvalidInfo) {
+			log.Warn("plugin refused: invalid GetInfo answer", "error", err)
+			r.notifyFalse(ctx, log, client, err)
+		} else {
+			log.Info("plugin unreachable", "error", err)
+		}
+		return err
+	}
+	log = log.With("plugin_type", info.Type, "plugin", info.Name)
+
+	h, ok := r.cfg.Handlers.Get(info.Type)
+	if !ok {
+		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
+		log.Warn("plugin waits for a handler for its type", "error", err)
+		r.notifyFalse(ctx, log, client, err)
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
+	}
+
+	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
+		err := refused(info, "ValidatePlugin", herr)
+		log.Warn("plugin refused by its handler", "error", err)
+		r.notifyFalse(ctx, log, client, err)
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
+	}
+
+	r.cfg.Actual.Add(statecache.Plugin{
+		Socket:       s.Path,
+		ID:           s.ID,
+		Type:         info.Type,
+		Name:         info.Name,
+		Endpoint:     info.Endpoint,
+		Versions:     info.Versions,
+		Handler:      h,
+		RegisteredAt: r.cfg.Now(),
+	})
+	var published map[string]string
+	herr := r.callHandler(ctx, info.Type, CallRegister, func(ctx context.Context) error {
+		var err error
+		published, err = h.RegisterPlugin(ctx, info)
+		return err
+	})
+	if herr != nil {
+		r.cfg.Actual.Remove(s.Path)
+		err := refused(info, "RegisterPlugin", herr)
+		log.Warn("plugin refused by its handler", "error", err)
+		r.notifyFalse(ctx, log, client, err)
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
+	}
+	if published != nil {
+		published = maps.Clone(published)
+		r.cfg.Actual.Update(s.Path, func(p *statecache.Plugin) { p.Published = published })
+	}
+
+	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
+		r.cfg.Actual.Remove(s.Path)
+		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: NotifyRegistrationStatus(true): %w", registration.ErrNotifyFailed, info.Name, info.Type, s.Path, nerr)
+		if derr := r.callHandler(ctx, info.Type, CallDeregister, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); derr != nil {
+			log.Warn("plugin did not take its registration; rolling back, DeRegisterPlugin failed", "error", err, "deregister_error", derr)
+		} else {
+			log.Warn("plugin did not take its registration; rolled back", "error", err)
+		}
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
+	}
+	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
+	return nil
+}
+
+// refused is the error of a handler call that refused the plugin. Where the handler gave a
+// reason (its error already matches registration.ErrRejected), the reason comes first, since it
+// is what the plugin and the operator need to read, and the sentinel is not said twice; any
+// other failure is wrapped with ErrRejected and the call that failed.
+func refused(info registration.PluginInfo, call string, herr error) error {
+	if errors.Is(herr, registration.ErrRejected) {
+		return fmt.Errorf("%w (%s of plugin %s, type %s, at socket %s)", herr, call, info.Name, info.Type, info.Socket)
+	}
+	return fmt.Errorf("%w: plugin %s (type %s) at socket %s: %s: %w", registration.ErrRejected, info.Name, info.Type, info.Socket, call, herr)
+}
+
+// PluginError is the error of a Register that got as far as a valid GetInfo answer: it says
+// which plugin failed, for callers that show it (found with errors.As). It wraps the error
+// with the sentinel.
+type PluginError struct {
+	Type     string   // the plugin's type, as it answered GetInfo
+	Name     string   // the plugin's name
+	Versions []string // the versions it said it supports
+	Err      error
+}
+
+func (e *PluginError) Error() string { return e.Err.Error() }
+func (e *PluginError) Unwrap() error { return e.Err }
+
+// PluginType returns the type of the plugin that failed.
+func (e *PluginError) PluginType() string { return e.Type }
+
+// PluginName returns the name of the plugin that failed.
+func (e *PluginError) PluginName() string { return e.Name }
+
+// PluginVersions returns the versions the plugin that failed said it supports.
+func (e *PluginError) PluginVersions() []string { return e.Versions }
+
+// Deregister forgets p: it removes p from the actual state, then calls p.Handler's
+// DeRegisterPlugin (within HandlerTimeout). There is no call to the plugin, which is usually
+// gone. A handler error is logged and returned; the plugin stays removed.
+func (r *Registrar) Deregister(ctx context.Context, p statecache.Plugin) error {
+	log := r.log.With("socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
+	r.cfg.Actual.Remove(p.Socket)
+	if p.Handler == nil {
+		log.Info("plugin deregistered (it had no handler)")
+		return nil
+	}
+	info := p.Info()
+	if herr := r.callHandler(ctx, p.Type, CallDeregister, func(ctx context.Context) error { return p.Handler.DeRegisterPlugin(ctx, info) }); herr != nil {
+		err := fmt.Errorf("registrar: plugin %s (type %s) at socket %s: DeRegisterPlugin: %w", p.Name, p.Type, p.Socket, herr)
+		log.Warn("plugin deregistered, but its handler failed", "error", err)
+		return err
+	}
+	log.Info("plugin deregistered")
+	return nil
+}
+
+// getInfo asks the plugin who it is, within GetInfoTimeout, and checks the answer.
+func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string) (registration.PluginInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.GetInfoTimeout)
+	defer cancel()
+	raw, err := client.call(ctx, regapi.Registration_GetInfo_FullMethodName, nil)
+	if status.Code(err) == codes.ResourceExhausted {
+		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo answer: %w", registration.ErrInvalidInfo, socket, err)
+	}
+	if err != nil {
+		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo: %w", registration.ErrUnreachable, socket, err)
+	}
+	in, err := decodeInfo(socket, raw)
+	if err != nil {
+		return registration.PluginInfo{}, err
+	}
+	return registration.ValidateInfo(socket, in)
+}
+
+// callHandler runs one handler call within HandlerTimeout. A panicking handler (a bug in a
+// native Go handler) fails the call instead of the daemon.
+func (r *Registrar) callHandler(ctx context.Context, pluginType, name string, call func(context.Context) error) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
+	defer cancel()
+	if o := r.cfg.Observer; o != nil {
+		start := time.Now()
+		defer func() { o.HandlerCall(pluginType, name, err, time.Since(start)) }()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panicked: %v", v)
+		}
+	}()
+	return call(ctx)
+}
+
+// notify sends NotifyRegistrationStatus within NotifyTimeout.
+func (r *Registrar) notify(ctx context.Context, client *wireConn, registered bool, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.NotifyTimeout)
+	defer cancel()
+	_, err := client.call(ctx, regapi.Registration_NotifyRegistrationStatus_FullMethodName, encodeStatus(registered, reason))
+	return err
+}
+
+// notifyFalse tells the plugin why it is not registered. Plugins react differently (the CSI
+// node-driver-registrar exits inside the call, the DRA helper returns an error, some never
+// answer), and none of that changes the outcome, so a failure is only logged at debug level.
+func (r *Registrar) notifyFalse(ctx context.Context, log *slog.Logger, client *wireConn, cause error) {
+	if err := r.notify(ctx, client, false, reasonFor(cause)); err != nil {
+		log.Debug("NotifyRegistrationStatus(false) failed", "error", err)
+	}
+}
+
+// maxReason caps the reason sent to a plugin, in bytes.
+const maxReason = 1024
+
+// reasonFor turns an error into the reason sent to the plugin: without the package prefix,
+// valid UTF-8 (protobuf refuses to send anything else; a handler's error may hold anything),
+// and at most maxReason bytes.
+func reasonFor(err error) string {
+	s := strings.TrimPrefix(err.Error(), "registration: ")
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > maxReason {
+		cut := maxReason
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
