@@ -43,6 +43,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
@@ -63,8 +65,8 @@ func benchDirs(b *testing.B) e2eDirs {
 }
 
 // benchConfig is the default configuration on dirs, without the metrics endpoint.
-func benchConfig(dirs e2eDirs) Config {
-	cfg := defaultConfig()
+func benchConfig(dirs e2eDirs) config.Config {
+	cfg := config.Default()
 	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = dirs.Socket, dirs.Handler, dirs.State
 	cfg.Metrics.Listen = "off"
 	return cfg
@@ -121,9 +123,9 @@ func startBenchDaemon(b *testing.B, dirs e2eDirs, h registration.Handler, wasm [
 			b.Fatal(err)
 		}
 	}
-	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon) {
+	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon.Daemon) {
 		if h != nil {
-			d.registry.Set(fakeType, h)
+			d.SetHandler(fakeType, h)
 		}
 	})
 	warm := func(typ string) {
@@ -377,7 +379,7 @@ func BenchmarkE2EBurst(b *testing.B) {
 				b.StopTimer()
 				closePlugins(plugins)
 				waitFor(b, "every plugin to be deregistered", func() bool {
-					return rd.d.actual.Len() == 0 && len(rd.d.rec.Status()) == 0
+					return rd.d.Actual().Len() == 0 && len(rd.d.Reconciler().Status()) == 0
 				})
 				b.StartTimer()
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -67,12 +69,12 @@ func TestConfigCheckAcceptsShippedAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultConfig()
+	cfg := config.Default()
 	cfg.SocketDir = "changed"
-	if err := loadConfigFile(writeConfig(t, defaults), &cfg); err != nil {
+	if err := config.Load(writeConfig(t, defaults), &cfg); err != nil {
 		t.Fatalf("config defaults does not read back: %v\n%s", err, defaults)
 	}
-	if cfg.SocketDir != defaultConfig().SocketDir || cfg.Reconciler.MaxBackoff != Duration(2*time.Minute+2*time.Second) || cfg.Handlers.MemoryLimit != 64<<20 {
+	if cfg.SocketDir != config.Default().SocketDir || cfg.Reconciler.MaxBackoff != config.Duration(2*time.Minute+2*time.Second) || cfg.Handlers.MemoryLimit != 64<<20 {
 		t.Errorf("defaults read back as %+v", cfg)
 	}
 }
@@ -84,34 +86,34 @@ func TestFlagsOverrideFile(t *testing.T) {
 	if err := cmd.ParseFlags([]string{"--config", file, "--socket-dir", "/from/flag", "--handler-timeout", "9s"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := defaultConfig()
-	if err := loadConfigFile(file, &cfg); err != nil {
+	cfg := config.Default()
+	if err := config.Load(file, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := overlayFlags(cmd, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.SocketDir != "/from/flag" || cfg.HandlerDir != "/handlers/from/file" || cfg.Handlers.CallTimeout != Duration(9*time.Second) {
+	if cfg.SocketDir != "/from/flag" || cfg.HandlerDir != "/handlers/from/file" || cfg.Handlers.CallTimeout != config.Duration(9*time.Second) {
 		t.Errorf("got socketDir %q handlerDir %q callTimeout %s", cfg.SocketDir, cfg.HandlerDir, cfg.Handlers.CallTimeout)
 	}
-	if cfg.StateDir != defaultConfig().StateDir {
+	if cfg.StateDir != config.Default().StateDir {
 		t.Errorf("stateDir %q, want the default", cfg.StateDir)
 	}
 }
 
 func TestByteSize(t *testing.T) {
-	for in, want := range map[string]ByteSize{"64MiB": 64 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "100": 100, "7B": 7} {
-		got, err := parseByteSize(in)
+	for in, want := range map[string]config.ByteSize{"64MiB": 64 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "100": 100, "7B": 7} {
+		got, err := config.ParseByteSize(in)
 		if err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+			t.Errorf("config.ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
-		if back, _ := parseByteSize(got.String()); back != got {
+		if back, _ := config.ParseByteSize(got.String()); back != got {
 			t.Errorf("%s does not read back", got)
 		}
 	}
 	for _, bad := range []string{"", "MiB", "-1KiB", "1.5MiB", "10TB"} {
-		if _, err := parseByteSize(bad); err == nil {
-			t.Errorf("parseByteSize(%q) accepted", bad)
+		if _, err := config.ParseByteSize(bad); err == nil {
+			t.Errorf("config.ParseByteSize(%q) accepted", bad)
 		}
 	}
 }

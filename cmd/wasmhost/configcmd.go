@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/wasmhost/wasmhost/internal/config"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -17,11 +19,11 @@ func newConfigCmd() *cobra.Command {
 		Short: "Validate a config file: unknown keys and bad values are named with their line",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := defaultConfig()
-			if err := loadConfigFile(args[0], &cfg); err != nil {
+			cfg := config.Default()
+			if err := config.Load(args[0], &cfg); err != nil {
 				return err
 			}
-			if err := cfg.validate(); err != nil {
+			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("%s is not valid:\n%w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
@@ -33,7 +35,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Print the default configuration as YAML, a starting point for a config file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := yaml.Marshal(defaultConfig())
+			out, err := yaml.Marshal(config.Default())
 			if err != nil {
 				return err
 			}
@@ -43,9 +45,3 @@ func newConfigCmd() *cobra.Command {
 	})
 	return cmd
 }
-
-// MarshalYAML writes a Duration as "500ms", the way it is read.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// MarshalYAML writes a ByteSize as "64MiB", the way it is read.
-func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -23,6 +23,8 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
@@ -67,17 +69,17 @@ func newE2EDirs(tb testing.TB, root string) e2eDirs {
 // e2eConfig is the daemon's default configuration on dirs, with no metrics endpoint, short
 // backoffs (so that retries happen within a test) and the safety-net passes made rare (so
 // that what a test sees is caused by the events it made).
-func e2eConfig(dirs e2eDirs) Config {
-	cfg := defaultConfig()
+func e2eConfig(dirs e2eDirs) config.Config {
+	cfg := config.Default()
 	cfg.SocketDir = dirs.Socket
 	cfg.HandlerDir = dirs.Handler
 	cfg.StateDir = dirs.State
 	cfg.Log.Level = "debug"
 	cfg.Metrics.Listen = "off"
-	cfg.Reconciler.InitialBackoff = Duration(200 * time.Millisecond)
-	cfg.Reconciler.MaxBackoff = Duration(2 * time.Second)
-	cfg.Reconciler.Resync = Duration(time.Hour)
-	cfg.Watcher.Resync = Duration(time.Hour)
+	cfg.Reconciler.InitialBackoff = config.Duration(200 * time.Millisecond)
+	cfg.Reconciler.MaxBackoff = config.Duration(2 * time.Second)
+	cfg.Reconciler.Resync = config.Duration(time.Hour)
+	cfg.Watcher.Resync = config.Duration(time.Hour)
 	return cfg
 }
 
@@ -115,7 +117,7 @@ func (b *lockedBuffer) String() string {
 // runningDaemon is a daemon built with newDaemon and running in a goroutine.
 type runningDaemon struct {
 	tb     testing.TB
-	d      *daemon
+	d      *daemon.Daemon
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -125,9 +127,9 @@ type runningDaemon struct {
 // startDaemon builds a daemon for cfg, lets prepare (if not nil) change it before it runs (to
 // put native handlers into d.registry), and runs it until the test ends or stop is called.
 // The test fails if run returns an error or does not return within e2eWait of being stopped.
-func startDaemon(tb testing.TB, cfg Config, log *slog.Logger, prepare func(d *daemon)) *runningDaemon {
+func startDaemon(tb testing.TB, cfg config.Config, log *slog.Logger, prepare func(d *daemon.Daemon)) *runningDaemon {
 	tb.Helper()
-	d, err := newDaemon(context.Background(), cfg, log)
+	d, err := daemon.New(context.Background(), cfg, log, "v0.0.0-test")
 	if err != nil {
 		tb.Fatalf("newDaemon: %v", err)
 	}
@@ -136,7 +138,7 @@ func startDaemon(tb testing.TB, cfg Config, log *slog.Logger, prepare func(d *da
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rd := &runningDaemon{tb: tb, d: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { rd.done <- d.run(ctx) }()
+	go func() { rd.done <- d.Run(ctx) }()
 	tb.Cleanup(func() {
 		if err := rd.stop(); err != nil {
 			tb.Errorf("daemon run: %v", err)
@@ -179,7 +181,7 @@ func (rd *runningDaemon) waitState(socket string, state reconciler.State) reconc
 	var st reconciler.SocketStatus
 	waitFor(rd.tb, "socket "+socket+" to be "+string(state), func() bool {
 		var ok bool
-		st, ok = rd.d.rec.SocketStatus(socket)
+		st, ok = rd.d.Reconciler().SocketStatus(socket)
 		return ok && st.State == state
 	})
 	return st
@@ -190,8 +192,8 @@ func (rd *runningDaemon) waitState(socket string, state reconciler.State) reconc
 func (rd *runningDaemon) waitGone(socket string) {
 	rd.tb.Helper()
 	waitFor(rd.tb, "socket "+socket+" to be forgotten", func() bool {
-		_, known := rd.d.rec.SocketStatus(socket)
-		_, actual := rd.d.actual.Get(socket)
+		_, known := rd.d.Reconciler().SocketStatus(socket)
+		_, actual := rd.d.Actual().Get(socket)
 		return !known && !actual
 	})
 }

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
@@ -35,11 +37,11 @@ const fakeType = "fake.wasmhost.dev"
 
 // startWithHandler starts a daemon on cfg whose registry has h as the native handler of each
 // of types.
-func startWithHandler(t *testing.T, cfg Config, h registration.Handler, types ...string) *runningDaemon {
+func startWithHandler(t *testing.T, cfg config.Config, h registration.Handler, types ...string) *runningDaemon {
 	t.Helper()
-	return startDaemon(t, cfg, testLog(t), func(d *daemon) {
+	return startDaemon(t, cfg, testLog(t), func(d *daemon.Daemon) {
 		for _, typ := range types {
-			d.registry.Set(typ, h)
+			d.SetHandler(typ, h)
 		}
 	})
 }
@@ -70,7 +72,7 @@ func TestE2ERegistersPlugin(t *testing.T) {
 	if st.PluginType != fakeType || st.PluginName != "p1" || st.LastError != "" {
 		t.Fatalf("status %+v", st)
 	}
-	a, ok := rd.d.actual.Get(sock)
+	a, ok := rd.d.Actual().Get(sock)
 	if !ok || a.Published["node"] != "n1" {
 		t.Fatalf("actual state %+v, %v: want the plugin with what its handler published", a, ok)
 	}
@@ -158,7 +160,7 @@ func TestE2ESeveralPlugins(t *testing.T) {
 	}
 	for _, p := range plugins {
 		if filepath.Dir(p.Path()) == dirs.Socket {
-			if st, _ := rd.d.rec.SocketStatus(p.Path()); st.State != reconciler.StateRegistered {
+			if st, _ := rd.d.Reconciler().SocketStatus(p.Path()); st.State != reconciler.StateRegistered {
 				t.Fatalf("%s: %+v after a sibling directory was removed", p.Path(), st)
 			}
 		} else {
@@ -192,10 +194,10 @@ func TestE2ESameNameAtTwoSockets(t *testing.T) {
 		t.Fatalf("DeRegister of %s, want %s", de[0].Info.Socket, a.Path())
 	}
 	rd.waitGone(a.Path())
-	if st, _ := rd.d.rec.SocketStatus(b.Path()); st.State != reconciler.StateRegistered {
+	if st, _ := rd.d.Reconciler().SocketStatus(b.Path()); st.State != reconciler.StateRegistered {
 		t.Fatalf("the other plugin of the same name: %+v", st)
 	}
-	if _, ok := rd.d.actual.Get(b.Path()); !ok {
+	if _, ok := rd.d.Actual().Get(b.Path()); !ok {
 		t.Fatal("the other plugin of the same name left the actual state")
 	}
 }
@@ -301,11 +303,11 @@ func TestE2EUnknownTypeWaitsForHandler(t *testing.T) {
 
 	// A handler for another type changes nothing for it.
 	other := registrationtest.NewRecordingHandler()
-	rd.d.registry.Set("other.wasmhost.dev", other)
+	rd.d.SetHandler("other.wasmhost.dev", other)
 
 	// Its handler arrives: the plugin is registered without its socket being re-created.
 	h := registrationtest.NewRecordingHandler()
-	rd.d.registry.Set(lateType, h)
+	rd.d.SetHandler(lateType, h)
 	wantNotification(t, p, true, "")
 	rd.waitState(sock, reconciler.StateRegistered)
 	if len(other.Calls()) != 0 {
@@ -376,7 +378,7 @@ func TestE2EHungNotifyDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
 	dirs := newE2EDirs(t, "/tmp")
 	cfg := e2eConfig(dirs)
-	cfg.Registration.NotifyTimeout = Duration(time.Hour) // the hung call outlives the test
+	cfg.Registration.NotifyTimeout = config.Duration(time.Hour) // the hung call outlives the test
 	h := registrationtest.NewRecordingHandler()
 	rd := startWithHandler(t, cfg, h, fakeType)
 
@@ -387,7 +389,7 @@ func TestE2EHungNotifyDoesNotBlockOthers(t *testing.T) {
 	ok := registrationtest.Serve(t, filepath.Join(dirs.Socket, "ok.sock"), pluginInfo(fakeType, "ok"), registrationtest.Options{})
 	wantNotification(t, ok, true, "")
 	rd.waitState(ok.Path(), reconciler.StateRegistered)
-	if st, _ := rd.d.rec.SocketStatus(hung.Path()); st.State != reconciler.StatePending {
+	if st, _ := rd.d.Reconciler().SocketStatus(hung.Path()); st.State != reconciler.StatePending {
 		t.Fatalf("hung plugin: %+v, want its registration still in flight", st)
 	}
 	// Stopping the daemon cancels the hung call (the cleanup checks that run returns).
@@ -411,7 +413,7 @@ func TestE2EStaleSocketDoesNotBlockOthers(t *testing.T) {
 	if !strings.Contains(st.LastError, "unreachable") || st.Attempts < 1 {
 		t.Fatalf("stale socket status %+v, want failing as unreachable", st)
 	}
-	if _, ok := rd.d.actual.Get(stale.Path()); ok {
+	if _, ok := rd.d.Actual().Get(stale.Path()); ok {
 		t.Fatal("a stale socket is in the actual state")
 	}
 	// Its file removed, it is forgotten; no handler ever heard of it.
@@ -467,7 +469,7 @@ func TestE2ERestartedDaemonFindsPlugins(t *testing.T) {
 	if err := rd1.stop(); err != nil {
 		t.Fatalf("first daemon: %v", err)
 	}
-	if _, err := os.Lstat(cfg.adminSocket()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(cfg.AdminSocket()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("admin socket after the daemon stopped: %v", err)
 	}
 
@@ -495,19 +497,19 @@ func TestE2ERunLeavesNoGoroutines(t *testing.T) {
 	dirs := newE2EDirs(t, "/tmp")
 	cfg := e2eConfig(dirs)
 	cfg.Metrics.Listen = "unix:" + filepath.Join(dirs.State, "metrics.sock")
-	cfg.Registration.NotifyTimeout = Duration(time.Hour)
+	cfg.Registration.NotifyTimeout = config.Duration(time.Hour)
 	log := testLog(t)
 	before := goroutineIDs()
 
 	h := registrationtest.NewRecordingHandler()
-	d, err := newDaemon(context.Background(), cfg, log)
+	d, err := daemon.New(context.Background(), cfg, log, "v0.0.0-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.registry.Set(fakeType, h)
+	d.SetHandler(fakeType, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.run(ctx) }()
+	go func() { done <- d.Run(ctx) }()
 
 	var plugins []*registrationtest.Plugin
 	start := func(name, typ string, opts registrationtest.Options) *registrationtest.Plugin {
@@ -524,7 +526,7 @@ func TestE2ERunLeavesNoGoroutines(t *testing.T) {
 	start("stale", fakeType, registrationtest.Options{}).Kill()
 
 	// Use the admin API and the metrics endpoint once, so that their servers have served.
-	if out, err := runRoot(t, "plugins", "-o", "json", "--admin-socket", cfg.adminSocket()); err != nil {
+	if out, err := runRoot(t, "plugins", "-o", "json", "--admin-socket", cfg.AdminSocket()); err != nil {
 		t.Fatalf("wasmhost plugins: %v\n%s", err, out)
 	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -578,8 +580,8 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 	t.Parallel()
 	dirs := newE2EDirs(t, "/tmp")
 	cfg := e2eConfig(dirs)
-	cfg.Reconciler.InitialBackoff = Duration(time.Hour) // stay failing while we look
-	cfg.Reconciler.MaxBackoff = Duration(time.Hour)
+	cfg.Reconciler.InitialBackoff = config.Duration(time.Hour) // stay failing while we look
+	cfg.Reconciler.MaxBackoff = config.Duration(time.Hour)
 	h := registrationtest.NewRecordingHandler()
 	h.SetHook(func(_ context.Context, c registrationtest.Call) error {
 		if c.Method == registrationtest.MethodValidate && c.Info.Name == "bad" {
@@ -598,7 +600,7 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 	var out string
 	waitFor(t, "wasmhost plugins -o json to show the failing plugin", func() bool {
 		var err error
-		out, err = runRoot(t, "plugins", "-o", "json", "--admin-socket", cfg.adminSocket())
+		out, err = runRoot(t, "plugins", "-o", "json", "--admin-socket", cfg.AdminSocket())
 		if err != nil {
 			return false
 		}
@@ -676,12 +678,12 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 	}
 	wantNotification(t, p, true, "")
 	rd.waitState(sock, reconciler.StateRegistered)
-	a, _ := rd.d.actual.Get(sock)
+	a, _ := rd.d.Actual().Get(sock)
 	if a.Published["endpoint"] != sock {
 		t.Fatalf("published %v, want the endpoint the example handler publishes", a.Published)
 	}
 	serving := func() string { // the SHA-256 of the module serving the example type
-		for _, hs := range rd.d.host.Handlers() {
+		for _, hs := range rd.d.Host().Handlers() {
 			if hs.Serving && slices.Contains(hs.PluginTypes, exampleType) {
 				return hs.SHA256
 			}
@@ -699,7 +701,7 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new version of the handler to serve", func() bool { s := serving(); return s != "" && s != first })
-	if st, _ := rd.d.rec.SocketStatus(sock); st.State != reconciler.StateRegistered {
+	if st, _ := rd.d.Reconciler().SocketStatus(sock); st.State != reconciler.StateRegistered {
 		t.Fatalf("after the handler was replaced: %+v", st)
 	}
 	p2 := registrationtest.Serve(t, filepath.Join(dirs.Socket, "e2.sock"), pluginInfo(exampleType, "e2"), registrationtest.Options{})
@@ -717,7 +719,7 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 	}
 	for _, s := range []string{sock, p2.Path()} {
 		st := rd.waitState(s, reconciler.StateWaitingForHandler)
-		if _, ok := rd.d.actual.Get(s); ok {
+		if _, ok := rd.d.Actual().Get(s); ok {
 			t.Fatalf("%s is still in the actual state: %+v", s, st)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/conformance/harness"
+	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
@@ -47,8 +48,8 @@ Both run it in the sandbox the daemon uses, with the same limits and grants.`,
 // sandboxOpts are the flags that set up the sandbox, over the daemon's config.
 type sandboxOpts struct {
 	configFile    string
-	timeout       Duration
-	memoryLimit   ByteSize
+	timeout       config.Duration
+	memoryLimit   config.ByteSize
 	allowInsecure bool
 	cacheDir      string
 	output        string
@@ -58,7 +59,7 @@ func (o *sandboxOpts) bind(cmd *cobra.Command, withLimits bool) {
 	f := cmd.Flags()
 	f.StringVar(&o.configFile, "config", "", "the daemon's config file: its grants (handlers.types) and limits apply")
 	if withLimits {
-		def := defaultConfig()
+		def := config.Default()
 		o.timeout, o.memoryLimit = def.Handlers.CallTimeout, def.Handlers.MemoryLimit
 		f.Var(&o.timeout, "timeout", "deadline of every handler call (handlers.callTimeout)")
 		f.Var(&o.memoryLimit, "memory-limit", "memory ceiling of the handler's instance, e.g. 64MiB (handlers.memoryLimit)")
@@ -70,16 +71,16 @@ func (o *sandboxOpts) bind(cmd *cobra.Command, withLimits bool) {
 
 // config returns the daemon's config as the command sees it: the defaults, the --config file,
 // then the flags that were set.
-func (o *sandboxOpts) config(cmd *cobra.Command) (Config, error) {
+func (o *sandboxOpts) config(cmd *cobra.Command) (config.Config, error) {
 	if o.output != "text" && o.output != "json" {
-		return Config{}, fmt.Errorf("--output %q: want text or json", o.output)
+		return config.Config{}, fmt.Errorf("--output %q: want text or json", o.output)
 	}
-	cfg := defaultConfig()
+	cfg := config.Default()
 	if o.configFile != "" {
-		if err := loadConfigFile(o.configFile, &cfg); err != nil {
+		if err := config.Load(o.configFile, &cfg); err != nil {
 			return cfg, err
 		}
-		if err := cfg.validate(); err != nil {
+		if err := cfg.Validate(); err != nil {
 			return cfg, fmt.Errorf("%s is not valid:\n%w", o.configFile, err)
 		}
 	}
@@ -221,7 +222,7 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 			}
 			for _, g := range o.grants {
 				if _, ok := abi.CapabilityImports[g]; !ok {
-					return fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(knownCapabilities(), ", "))
+					return fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(config.KnownCapabilities(), ", "))
 				}
 			}
 			var fixture *harness.Fixture
@@ -310,7 +311,7 @@ type loadView struct {
 	Logs     []harness.LogLine `json:"logs"`
 }
 
-func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg Config, fixture *harness.Fixture, cacheDir string) error {
+func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *harness.Fixture, cacheDir string) error {
 	bin, err := readHandlerModule(path)
 	if err != nil {
 		return err
@@ -357,7 +358,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		v.Plugin.Versions = []string{}
 	}
 
-	grants := cfg.grants()
+	grants := cfg.Grants()
 	for _, g := range o.grants {
 		if !slices.Contains(grants[typ], g) {
 			grants[typ] = append(grants[typ], g)
@@ -633,7 +634,7 @@ type inspectView struct {
 	Hints         []string     `json:"hints,omitempty"`
 }
 
-func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandboxOpts, cfg Config, cacheDir string) error {
+func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandboxOpts, cfg config.Config, cacheDir string) error {
 	bin, err := readHandlerModule(path)
 	if err != nil {
 		return err
@@ -644,7 +645,7 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
 		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
 		PoolSize:      1,
-		Grants:        cfg.grants(),
+		Grants:        cfg.Grants(),
 		AllowInsecure: cfg.Handlers.AllowInsecure,
 		PluginCaller:  registrar.PluginCaller{}, // never called: nothing is registered
 	})

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -392,17 +394,17 @@ func TestWalkthrough(t *testing.T) {
 		"capabilities  none\n", "daemon    ok: this daemon would load it\n")
 
 	// Step 6: a daemon, the handler dropped into its handler directory.
-	cfg := defaultConfig()
+	cfg := config.Default()
 	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = sockets, handlers, state
 	cfg.Metrics.Listen = "off"
 	var logBuf lockedBuffer
-	d, err := newDaemon(context.Background(), cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	d, err := daemon.New(context.Background(), cfg, slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})), "v0.0.0-test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.run(ctx) }()
+	go func() { done <- d.Run(ctx) }()
 	stopped := false
 	stop := func() {
 		if stopped {

@@ -1,31 +1,19 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime/debug"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/wasmhost/wasmhost/internal/admin"
-	"github.com/wasmhost/wasmhost/internal/host"
-	"github.com/wasmhost/wasmhost/internal/metrics"
-	"github.com/wasmhost/wasmhost/internal/reconciler"
-	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/registration/registrar"
-	"github.com/wasmhost/wasmhost/internal/statecache"
-	"github.com/wasmhost/wasmhost/internal/watcher"
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 )
 
 func newRunCmd() *cobra.Command {
-	cfg := defaultConfig()
+	cfg := config.Default()
 	var configFile string
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -40,8 +28,8 @@ Settings come from the defaults, then --config, then the flags.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configFile != "" {
 				// The file goes under the flags: re-apply the flags that were set.
-				fileCfg := defaultConfig()
-				if err := loadConfigFile(configFile, &fileCfg); err != nil {
+				fileCfg := config.Default()
+				if err := config.Load(configFile, &fileCfg); err != nil {
 					return err
 				}
 				if err := overlayFlags(cmd, &fileCfg); err != nil {
@@ -49,10 +37,10 @@ Settings come from the defaults, then --config, then the flags.`,
 				}
 				cfg = fileCfg
 			}
-			if err := cfg.validate(); err != nil {
+			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
-			if err := cfg.absolutePaths(); err != nil {
+			if err := cfg.AbsolutePaths(); err != nil {
 				return err
 			}
 			log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level)
@@ -60,7 +48,7 @@ Settings come from the defaults, then --config, then the flags.`,
 				return err
 			}
 			tuneGC()
-			return runWithShutdownDeadline(cmd.Context(), cfg, log)
+			return daemon.RunWithShutdownDeadline(cmd.Context(), cfg, log, buildVersion())
 		},
 	}
 	bindFlags(cmd, &cfg)
@@ -69,7 +57,7 @@ Settings come from the defaults, then --config, then the flags.`,
 }
 
 // bindFlags binds the flags that override the config file onto cfg.
-func bindFlags(cmd *cobra.Command, cfg *Config) {
+func bindFlags(cmd *cobra.Command, cfg *config.Config) {
 	f := cmd.Flags()
 	f.StringVar(&cfg.SocketDir, "socket-dir", cfg.SocketDir, "directory where plugins create their registration sockets")
 	f.StringVar(&cfg.HandlerDir, "handler-dir", cfg.HandlerDir, "directory of .wasm handlers, reloaded as it changes")
@@ -85,7 +73,7 @@ func bindFlags(cmd *cobra.Command, cfg *Config) {
 }
 
 // overlayFlags copies the flags the user set onto cfg, which was read from the config file.
-func overlayFlags(cmd *cobra.Command, cfg *Config) error {
+func overlayFlags(cmd *cobra.Command, cfg *config.Config) error {
 	tmp := &cobra.Command{}
 	bindFlags(tmp, cfg)
 	var err error
@@ -109,172 +97,4 @@ func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(daemonGCPercent)
 	}
-}
-
-// runWithShutdownDeadline runs the daemon until ctx is done, then gives it ShutdownTimeout to
-// stop gracefully before giving up on it.
-func runWithShutdownDeadline(ctx context.Context, cfg Config, log *slog.Logger) error {
-	done := make(chan error, 1)
-	go func() { done <- runDaemon(ctx, cfg, log) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "deadline", time.Duration(cfg.ShutdownTimeout))
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(time.Duration(cfg.ShutdownTimeout)):
-		return fmt.Errorf("shutdown did not finish within %s; exiting anyway", time.Duration(cfg.ShutdownTimeout))
-	}
-}
-
-// daemon is the pipeline, wired: watcher → desired state → reconciler → registrar → handlers.
-type daemon struct {
-	cfg      Config
-	log      *slog.Logger
-	desired  *statecache.Desired
-	actual   *statecache.Actual
-	registry *registration.Registry
-	watcher  *watcher.Watcher
-	rec      *reconciler.Reconciler
-	host     *host.Host
-	admin    *admin.Server
-	metrics  *metrics.Metrics
-}
-
-// newDaemon builds every part of the daemon. What it opened before a failure is closed
-// before the error returns.
-func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (_ *daemon, err error) {
-	d := &daemon{
-		cfg:      cfg,
-		log:      log,
-		desired:  statecache.NewDesired(),
-		actual:   statecache.NewActual(),
-		registry: registration.NewRegistry(),
-	}
-	resync := time.Duration(cfg.Watcher.Resync)
-	if resync == 0 {
-		resync = -1 // 0 in the config file means off; in the watcher, a negative value does
-	}
-	w, err := watcher.New(watcher.Config{
-		Dir:     cfg.SocketDir,
-		Desired: d.desired,
-		Resync:  resync,
-		Logger:  log.With("component", "watcher"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.watcher = w
-	d.metrics, err = metrics.New(metrics.Config{
-		Addr:                cfg.Metrics.Listen,
-		Logger:              log.With("component", "metrics"),
-		Version:             buildVersion(),
-		Ready:               d.Ready,
-		Plugins:             d.pluginSamples,
-		Handlers:            d.handlerSamples,
-		RegistrationRetries: func() uint64 { return d.rec.Counters().Retries },
-		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
-		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },
-	})
-	if err != nil {
-		return nil, err
-	}
-	reg, err := registrar.New(registrar.Config{
-		Handlers:       d.registry,
-		Actual:         d.actual,
-		Logger:         log.With("component", "registrar"),
-		DialTimeout:    time.Duration(cfg.Registration.DialTimeout),
-		GetInfoTimeout: time.Duration(cfg.Registration.GetInfoTimeout),
-		NotifyTimeout:  time.Duration(cfg.Registration.NotifyTimeout),
-		HandlerTimeout: time.Duration(cfg.Handlers.CallTimeout),
-		Observer:       observer{d.metrics},
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.admin, err = admin.New(admin.Config{
-		Source:     d,
-		SocketPath: cfg.adminSocket(),
-		Logger:     log.With("component", "admin"),
-		Version:    buildVersion(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
-		MaxConcurrent:  cfg.Reconciler.MaxConcurrent,
-		InitialBackoff: time.Duration(cfg.Reconciler.InitialBackoff),
-		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
-		Resync:         time.Duration(cfg.Reconciler.Resync),
-		Logger:         log.With("component", "reconciler"),
-		OnStatusChange: func(st reconciler.SocketStatus) { d.admin.Publish(d.adminPlugin(st)) },
-	})
-	// The host comes last: it is the only part that holds resources before Run.
-	d.host, err = host.New(ctx, host.Config{
-		HandlerDir:    cfg.HandlerDir,
-		CacheDir:      filepath.Join(cfg.StateDir, "cache"),
-		Registry:      d.registry,
-		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
-		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
-		PoolSize:      cfg.Handlers.PoolSize,
-		Grants:        cfg.grants(),
-		AllowInsecure: cfg.Handlers.AllowInsecure,
-		PluginCaller:  registrar.PluginCaller{},
-		Logger:        log.With("component", "host"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// run runs every part of the daemon until ctx is done or one of them fails, and returns when
-// all of them have stopped.
-func (d *daemon) run(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return d.watcher.Run(gctx) })
-	g.Go(func() error {
-		// Registrations wait for the handlers present at start: a plugin found before its
-		// handler is loaded would be told "no handler for your type", and some plugins (the
-		// CSI node-driver-registrar) exit when told no. The watcher lists sockets meanwhile.
-		select {
-		case <-d.host.Ready():
-		case <-gctx.Done():
-			return nil
-		}
-		return d.rec.Run(gctx)
-	})
-	g.Go(func() error { return d.host.Run(gctx) })
-	g.Go(func() error { return d.admin.Run(gctx) })
-	g.Go(func() error { return d.metrics.Run(gctx) })
-	g.Go(func() error {
-		select {
-		case <-d.watcher.Synced():
-			d.log.Info("socket directory listed", "socket_dir", d.watcher.Dir(), "sockets", d.desired.Len())
-		case <-gctx.Done():
-		}
-		return nil
-	})
-	err := g.Wait()
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil
-	}
-	// The reconciler has stopped calling handlers: the modules can go.
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return errors.Join(err, d.host.Close(closeCtx))
-}
-
-func runDaemon(ctx context.Context, cfg Config, log *slog.Logger) error {
-	d, err := newDaemon(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	log.Info("wasmhost starting", "version", buildVersion(), "socket_dir", cfg.SocketDir, "handler_dir", cfg.HandlerDir, "state_dir", cfg.StateDir)
-	err = d.run(ctx)
-	log.Info("wasmhost stopped")
-	return err
 }

@@ -1,4 +1,7 @@
-package main
+// Package config is the daemon's configuration: every key, its default, the YAML file and its
+// checks. cmd/wasmhost fills one Config from the file and the flags; internal/daemon takes it.
+// Not a stable API: the file format (docs/configuration.md) is the contract.
+package config
 
 import (
 	"bytes"
@@ -18,7 +21,7 @@ import (
 )
 
 // Config is everything the daemon can be told, from the config file and then the flags.
-// docs/configuration.md documents every key; the defaults are in defaultConfig.
+// docs/configuration.md documents every key; the defaults are in Default.
 type Config struct {
 	// SocketDir is where plugins create their registration sockets. Defaults to
 	// /var/lib/wasmhost/plugins_registry. Never the kubelet's own plugins_registry.
@@ -87,11 +90,11 @@ type HandlersConfig struct {
 	// AllowInsecure loads handler files and directories that others than their owner may
 	// write. Defaults to false.
 	AllowInsecure bool `yaml:"allowInsecure"`
-	// Types grants capabilities per plugin type. Defaults to none: deny by default.
+	// Types Grants capabilities per plugin type. Defaults to none: deny by default.
 	Types map[string]TypeConfig `yaml:"types"`
 }
 
-// TypeConfig is what the operator grants the handlers of one plugin type.
+// TypeConfig is what the operator Grants the handlers of one plugin type.
 type TypeConfig struct {
 	// Capabilities the handler of this type may import, e.g. [plugin_call]. Defaults to none.
 	Capabilities []string `yaml:"capabilities"`
@@ -109,7 +112,7 @@ type MetricsConfig struct {
 	Listen string `yaml:"listen"`
 }
 
-func defaultConfig() Config {
+func Default() Config {
 	return Config{
 		SocketDir:       "/var/lib/wasmhost/plugins_registry",
 		HandlerDir:      "/etc/wasmhost/handlers",
@@ -136,9 +139,9 @@ func defaultConfig() Config {
 	}
 }
 
-// loadConfigFile reads a YAML config over the defaults. Unknown keys and bad values are errors
+// Load reads a YAML config over the defaults. Unknown keys and bad values are errors
 // that name the key and the line.
-func loadConfigFile(path string, into *Config) error {
+func Load(path string, into *Config) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -193,8 +196,8 @@ func keysByLine(n *yaml.Node, prefix string, out map[int]string) map[int]string 
 	return out
 }
 
-// validate checks the config as a whole and names the key of every mistake.
-func (c *Config) validate() error {
+// Validate checks the config as a whole and names the key of every mistake.
+func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
@@ -243,7 +246,7 @@ func (c *Config) validate() error {
 		}
 		for _, capName := range tc.Capabilities {
 			if _, ok := abi.CapabilityImports[capName]; !ok {
-				bad("handlers.types."+typ+".capabilities", "unknown capability %q (known: %s)", capName, strings.Join(knownCapabilities(), ", "))
+				bad("handlers.types."+typ+".capabilities", "unknown capability %q (known: %s)", capName, strings.Join(KnownCapabilities(), ", "))
 			}
 		}
 	}
@@ -264,9 +267,9 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// absolutePaths makes the directories absolute, so that logs and the admin socket name them
+// AbsolutePaths makes the directories absolute, so that logs and the admin socket name them
 // the same way whatever the working directory.
-func (c *Config) absolutePaths() error {
+func (c *Config) AbsolutePaths() error {
 	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket} {
 		if *p == "" {
 			continue
@@ -280,8 +283,8 @@ func (c *Config) absolutePaths() error {
 	return nil
 }
 
-// grants returns the capabilities granted per plugin type.
-func (c *Config) grants() map[string][]string {
+// Grants returns the capabilities granted per plugin type.
+func (c *Config) Grants() map[string][]string {
 	out := make(map[string][]string, len(c.Handlers.Types))
 	for typ, tc := range c.Handlers.Types {
 		out[typ] = slices.Clone(tc.Capabilities)
@@ -289,15 +292,15 @@ func (c *Config) grants() map[string][]string {
 	return out
 }
 
-// adminSocket returns the admin socket path, defaulted under the state directory.
-func (c *Config) adminSocket() string {
+// AdminSocket returns the admin socket path, defaulted under the state directory.
+func (c *Config) AdminSocket() string {
 	if c.Admin.Socket != "" {
 		return c.Admin.Socket
 	}
 	return strings.TrimSuffix(c.StateDir, "/") + "/admin.sock"
 }
 
-func knownCapabilities() []string {
+func KnownCapabilities() []string {
 	var out []string
 	for k := range abi.CapabilityImports {
 		out = append(out, k)
@@ -341,7 +344,7 @@ var sizeUnits = []struct {
 	mult   int64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
 
-func parseByteSize(s string) (ByteSize, error) {
+func ParseByteSize(s string) (ByteSize, error) {
 	s = strings.TrimSpace(s)
 	for _, u := range sizeUnits {
 		if num, ok := strings.CutSuffix(s, u.suffix); ok {
@@ -360,7 +363,7 @@ func parseByteSize(s string) (ByteSize, error) {
 }
 
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	v, err := parseByteSize(n.Value)
+	v, err := ParseByteSize(n.Value)
 	if err != nil {
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
@@ -378,7 +381,7 @@ func (b ByteSize) String() string {
 }
 
 func (b *ByteSize) Set(s string) error {
-	v, err := parseByteSize(s)
+	v, err := ParseByteSize(s)
 	if err != nil {
 		return err
 	}
@@ -387,3 +390,9 @@ func (b *ByteSize) Set(s string) error {
 }
 
 func (b *ByteSize) Type() string { return "size" }
+
+// MarshalYAML writes a Duration as "500ms", the way it is read.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalYAML writes a ByteSize as "64MiB", the way it is read.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // reconciler's view of each socket joined with the actual state and the handlers.
 
 // Plugins implements admin.Source.
-func (d *daemon) Plugins() []admin.Plugin {
+func (d *Daemon) Plugins() []admin.Plugin {
 	st := d.rec.Status()
 	handlers := d.handlersByType()
 	out := make([]admin.Plugin, 0, len(st))
@@ -28,13 +28,13 @@ func (d *daemon) Plugins() []admin.Plugin {
 }
 
 // adminPlugin returns the admin view of one socket.
-func (d *daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
+func (d *Daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
 	return d.joinPlugin(s, d.handlersByType())
 }
 
 // joinPlugin joins a socket's reconciler status with its record in the actual state and the
 // handler serving its type.
-func (d *daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.HandlerStatus) admin.Plugin {
+func (d *Daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.HandlerStatus) admin.Plugin {
 	p := admin.Plugin{
 		Socket:         s.Path,
 		Type:           s.PluginType,
@@ -63,7 +63,7 @@ func (d *daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.
 }
 
 // handlersByType indexes the handler files serving calls by the plugin types they serve.
-func (d *daemon) handlersByType() map[string]host.HandlerStatus {
+func (d *Daemon) handlersByType() map[string]host.HandlerStatus {
 	out := make(map[string]host.HandlerStatus)
 	if d.host == nil {
 		return out
@@ -79,7 +79,7 @@ func (d *daemon) handlersByType() map[string]host.HandlerStatus {
 }
 
 // Handlers implements admin.Source.
-func (d *daemon) Handlers() []admin.Handler {
+func (d *Daemon) Handlers() []admin.Handler {
 	if d.host == nil {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (d *daemon) Handlers() []admin.Handler {
 
 // Ready implements admin.Source: ready once the socket directory was listed in full and the
 // handlers present at start were loaded (or refused).
-func (d *daemon) Ready() error {
+func (d *Daemon) Ready() error {
 	select {
 	case <-d.watcher.Synced():
 	default:
@@ -122,7 +122,7 @@ func (d *daemon) Ready() error {
 	return nil
 }
 
-func (d *daemon) pluginSamples() []metrics.PluginSample {
+func (d *Daemon) pluginSamples() []metrics.PluginSample {
 	st := d.rec.Status()
 	out := make([]metrics.PluginSample, 0, len(st))
 	for _, s := range st {
@@ -137,7 +137,7 @@ func (d *daemon) pluginSamples() []metrics.PluginSample {
 	return out
 }
 
-func (d *daemon) handlerSamples() []metrics.HandlerSample {
+func (d *Daemon) handlerSamples() []metrics.HandlerSample {
 	if d.host == nil {
 		return nil
 	}
@@ -191,7 +191,7 @@ func resultOf(err error) string {
 }
 
 // handlerOf returns the status of the handler file serving pluginType.
-func (d *daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
+func (d *Daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
 	hs, ok := d.handlersByType()[pluginType]
 	return hs, ok
 }

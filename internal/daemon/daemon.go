@@ -1,0 +1,218 @@
+// Package daemon is wasmhost's composition root: a configuration in, the pipeline wired and
+// running out (socket → watcher → state → reconciler → registration → host), with the admin
+// API and the metrics beside it. cmd/wasmhost, the end-to-end tests, the benchmarks and
+// test/interop all build their daemon here. Not a stable API.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/watcher"
+)
+
+// RunWithShutdownDeadline builds a daemon for cfg and runs it until ctx is done, then gives it
+// cfg.ShutdownTimeout to stop gracefully before giving up on it (the process is about to exit).
+func RunWithShutdownDeadline(ctx context.Context, cfg config.Config, log *slog.Logger, version string) error {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, log, version) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "deadline", time.Duration(cfg.ShutdownTimeout))
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Duration(cfg.ShutdownTimeout)):
+		return fmt.Errorf("shutdown did not finish within %s; exiting anyway", time.Duration(cfg.ShutdownTimeout))
+	}
+}
+
+// Daemon is the pipeline, wired: watcher → desired state → reconciler → registrar → handlers.
+type Daemon struct {
+	cfg      config.Config
+	version  string
+	log      *slog.Logger
+	desired  *statecache.Desired
+	actual   *statecache.Actual
+	registry *registration.Registry
+	watcher  *watcher.Watcher
+	rec      *reconciler.Reconciler
+	host     *host.Host
+	admin    *admin.Server
+	metrics  *metrics.Metrics
+}
+
+// New builds every part of the daemon for cfg (checked and made absolute by the caller);
+// version is what the admin API and the metrics report. A nil log discards. What New opened
+// before a failure is closed before the error returns.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, version string) (_ *Daemon, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		version:  version,
+		log:      log,
+		desired:  statecache.NewDesired(),
+		actual:   statecache.NewActual(),
+		registry: registration.NewRegistry(),
+	}
+	resync := time.Duration(cfg.Watcher.Resync)
+	if resync == 0 {
+		resync = -1 // 0 in the config file means off; in the watcher, a negative value does
+	}
+	w, err := watcher.New(watcher.Config{
+		Dir:     cfg.SocketDir,
+		Desired: d.desired,
+		Resync:  resync,
+		Logger:  log.With("component", "watcher"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.watcher = w
+	d.metrics, err = metrics.New(metrics.Config{
+		Addr:                cfg.Metrics.Listen,
+		Logger:              log.With("component", "metrics"),
+		Version:             d.version,
+		Ready:               d.Ready,
+		Plugins:             d.pluginSamples,
+		Handlers:            d.handlerSamples,
+		RegistrationRetries: func() uint64 { return d.rec.Counters().Retries },
+		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
+		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg, err := registrar.New(registrar.Config{
+		Handlers:       d.registry,
+		Actual:         d.actual,
+		Logger:         log.With("component", "registrar"),
+		DialTimeout:    time.Duration(cfg.Registration.DialTimeout),
+		GetInfoTimeout: time.Duration(cfg.Registration.GetInfoTimeout),
+		NotifyTimeout:  time.Duration(cfg.Registration.NotifyTimeout),
+		HandlerTimeout: time.Duration(cfg.Handlers.CallTimeout),
+		Observer:       observer{d.metrics},
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.admin, err = admin.New(admin.Config{
+		Source:     d,
+		SocketPath: cfg.AdminSocket(),
+		Logger:     log.With("component", "admin"),
+		Version:    d.version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
+		MaxConcurrent:  cfg.Reconciler.MaxConcurrent,
+		InitialBackoff: time.Duration(cfg.Reconciler.InitialBackoff),
+		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
+		Resync:         time.Duration(cfg.Reconciler.Resync),
+		Logger:         log.With("component", "reconciler"),
+		OnStatusChange: func(st reconciler.SocketStatus) { d.admin.Publish(d.adminPlugin(st)) },
+	})
+	// The host comes last: it is the only part that holds resources before Run.
+	d.host, err = host.New(ctx, host.Config{
+		HandlerDir:    cfg.HandlerDir,
+		CacheDir:      filepath.Join(cfg.StateDir, "cache"),
+		Registry:      d.registry,
+		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
+		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
+		PoolSize:      cfg.Handlers.PoolSize,
+		Grants:        cfg.Grants(),
+		AllowInsecure: cfg.Handlers.AllowInsecure,
+		PluginCaller:  registrar.PluginCaller{},
+		Logger:        log.With("component", "host"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Run runs every part of the daemon until ctx is done or one of them fails, and returns when
+// all of them have stopped and the handlers are closed. Call it once.
+func (d *Daemon) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.watcher.Run(gctx) })
+	g.Go(func() error {
+		// Registrations wait for the handlers present at start: a plugin found before its
+		// handler is loaded would be told "no handler for your type", and some plugins (the
+		// CSI node-driver-registrar) exit when told no. The watcher lists sockets meanwhile.
+		select {
+		case <-d.host.Ready():
+		case <-gctx.Done():
+			return nil
+		}
+		return d.rec.Run(gctx)
+	})
+	g.Go(func() error { return d.host.Run(gctx) })
+	g.Go(func() error { return d.admin.Run(gctx) })
+	g.Go(func() error { return d.metrics.Run(gctx) })
+	g.Go(func() error {
+		select {
+		case <-d.watcher.Synced():
+			d.log.Info("socket directory listed", "socket_dir", d.watcher.Dir(), "sockets", d.desired.Len())
+		case <-gctx.Done():
+		}
+		return nil
+	})
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = nil
+	}
+	// The reconciler has stopped calling handlers: the modules can go.
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, d.host.Close(closeCtx))
+}
+
+func run(ctx context.Context, cfg config.Config, log *slog.Logger, version string) error {
+	d, err := New(ctx, cfg, log, version)
+	if err != nil {
+		return err
+	}
+	log.Info("wasmhost starting", "version", version, "socket_dir", cfg.SocketDir, "handler_dir", cfg.HandlerDir, "state_dir", cfg.StateDir)
+	err = d.Run(ctx)
+	log.Info("wasmhost stopped")
+	return err
+}
+
+// SetHandler serves pluginType with a native handler besides the .wasm ones (tests and
+// benchmarks measure the pipeline without WebAssembly this way). Call it before Run.
+func (d *Daemon) SetHandler(pluginType string, h registration.Handler) {
+	d.registry.Set(pluginType, h)
+}
+
+// AdminSocket is where the admin API listens.
+func (d *Daemon) AdminSocket() string { return d.admin.SocketPath() }
+
+// Actual is the actual state: the plugins registered.
+func (d *Daemon) Actual() *statecache.Actual { return d.actual }
+
+// Reconciler is the daemon's reconciler.
+func (d *Daemon) Reconciler() *reconciler.Reconciler { return d.rec }
+
+// Host is the daemon's WebAssembly host.
+func (d *Daemon) Host() *host.Host { return d.host }
