@@ -379,7 +379,7 @@ func BenchmarkE2EBurst(b *testing.B) {
 				b.StopTimer()
 				closePlugins(plugins)
 				waitFor(b, "every plugin to be deregistered", func() bool {
-					return rd.d.Actual().Len() == 0 && len(rd.d.Reconciler().Status()) == 0
+					return rd.d.State().Actual().Len() == 0 && len(rd.d.State().Statuses()) == 0
 				})
 				b.StartTimer()
 			}

@@ -23,6 +23,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // clientTestServer runs an admin server over a fake source in a fresh temp dir and returns
@@ -35,7 +36,7 @@ func clientTestServer(t *testing.T, src *admintest.Source) (*admin.Server, strin
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "admin.sock")
-	srv, err := admin.New(admin.Config{Source: src, SocketPath: sock, Version: "v0.0.0-test", ShutdownTimeout: time.Second})
+	srv, err := admin.New(admin.Config{Store: src.Store(), Ready: src.Ready, SocketPath: sock, Version: "v0.0.0-test", ShutdownTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,31 +85,32 @@ func clientFixture() *admintest.Source {
 	now := time.Now()
 	src := &admintest.Source{}
 	src.SetPlugins(
-		admin.Plugin{
+		admintest.Plugin{
 			Socket: "/var/lib/kubelet/plugins_registry/csi.example.com-reg.sock", Type: "CSIPlugin",
 			Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock",
-			Versions: []string{"1.0.0"}, State: admin.StateRegistered,
+			Versions: []string{"1.0.0"}, State: state.StateRegistered,
 			LastTransition: now.Add(-3 * time.Hour), RegisteredAt: now.Add(-3 * time.Hour),
 			HandlerFile: "/etc/wasmhost/handlers/csi.wasm", HandlerSHA256: strings.Repeat("ab", 32),
 			Published: map[string]string{"node_id": "n1"},
 		},
-		admin.Plugin{
+		admintest.Plugin{
 			Socket: "/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock", Type: "DRAPlugin",
 			Name: "gpu.example.com", Versions: []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"},
-			State: admin.StateFailing, LastError: "registration: plugin unreachable: connection refused",
+			State: state.StateFailing, LastError: "registration: plugin unreachable: connection refused",
 			Attempts: 4, NextRetry: now.Add(8 * time.Second), LastTransition: now.Add(-90 * time.Second),
 		},
-		admin.Plugin{
+		admintest.Plugin{
 			Socket: "/var/lib/kubelet/plugins_registry/sub/odd-reg.sock", Type: "OddPlugin", Name: "odd",
-			State: admin.StateWaitingForHandler, LastTransition: now.Add(-5 * time.Minute),
+			State: state.StateWaitingForHandler, LastTransition: now.Add(-5 * time.Minute),
 		},
 	)
 	src.SetHandlers(
-		admin.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/etc/wasmhost/handlers/csi.wasm",
+		state.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/etc/wasmhost/handlers/csi.wasm",
 			SHA256: strings.Repeat("ab", 32), Size: 4096, ABIVersion: 1, PoolSize: 4,
-			Capabilities: []string{"log"}, LoadedAt: now.Add(-3 * time.Hour), Calls: 12, Failures: 2, Traps: 1, Timeouts: 1,
+			Capabilities: []string{"log"}, LoadedAt: now.Add(-3 * time.Hour), Serving: true,
+			Counters:  state.HandlerCounters{Calls: 12, Failures: 2, Traps: 1, Timeouts: 1},
 			LastError: "wasm trap: unreachable"},
-		admin.Handler{PluginTypes: []string{"DRAPlugin"}, LoadedAt: now.Add(-3 * time.Hour)},
+		state.Handler{PluginTypes: []string{"DRAPlugin"}, LoadedAt: now.Add(-3 * time.Hour)},
 	)
 	return src
 }
@@ -339,7 +341,7 @@ func nextLine(t *testing.T, lines <-chan string) string {
 
 func TestClientWatchJSON(t *testing.T) {
 	src := clientFixture()
-	srv, sock := clientTestServer(t, src)
+	_, sock := clientTestServer(t, src)
 	lines, stop := watchClient(t, "--admin-socket", sock, "-o", "json")
 
 	var types []string
@@ -361,9 +363,8 @@ func TestClientWatchJSON(t *testing.T) {
 	}
 
 	p := src.Plugins()[1]
-	p.State, p.LastError, p.Attempts = admin.StateRegistered, "", 0
+	p.State, p.LastError, p.Attempts = state.StateRegistered, "", 0
 	src.Upsert(p)
-	srv.Publish(p)
 	var ev eventView
 	if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
 		t.Fatal(err)
@@ -378,7 +379,7 @@ func TestClientWatchJSON(t *testing.T) {
 
 func TestClientWatchTable(t *testing.T) {
 	src := clientFixture()
-	srv, sock := clientTestServer(t, src)
+	_, sock := clientTestServer(t, src)
 	lines, stop := watchClient(t, "--admin-socket", sock)
 	if h := nextLine(t, lines); !strings.HasPrefix(h, "TIME") || !strings.Contains(h, "EVENT") {
 		t.Errorf("header = %q", h)
@@ -391,7 +392,7 @@ func TestClientWatchTable(t *testing.T) {
 	if l := nextLine(t, lines); !strings.Contains(l, "SYNCED") || !strings.Contains(l, "3 plugin socket(s) listed") {
 		t.Errorf("line after the list = %q, want SYNCED with the count", l)
 	}
-	srv.Publish(admin.Plugin{Socket: "/var/lib/kubelet/plugins_registry/sub/odd-reg.sock", State: admin.StateGone})
+	src.Remove("/var/lib/kubelet/plugins_registry/sub/odd-reg.sock")
 	l := nextLine(t, lines)
 	if !strings.Contains(l, "DELETED") || !strings.Contains(l, "gone") || !strings.Contains(l, "sub/odd-reg.sock") ||
 		!strings.Contains(l, "OddPlugin/odd") {
@@ -482,12 +483,12 @@ func TestClientColorKeepsColumnsAligned(t *testing.T) {
 	}
 }
 
-func stateFor(s admin.PluginState) adminv1.PluginState {
-	return map[admin.PluginState]adminv1.PluginState{
-		admin.StatePending:           adminv1.PluginState_PLUGIN_STATE_PENDING,
-		admin.StateRegistered:        adminv1.PluginState_PLUGIN_STATE_REGISTERED,
-		admin.StateFailing:           adminv1.PluginState_PLUGIN_STATE_FAILING,
-		admin.StateWaitingForHandler: adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER,
+func stateFor(s state.PluginState) adminv1.PluginState {
+	return map[state.PluginState]adminv1.PluginState{
+		state.StatePending:           adminv1.PluginState_PLUGIN_STATE_PENDING,
+		state.StateRegistered:        adminv1.PluginState_PLUGIN_STATE_REGISTERED,
+		state.StateFailing:           adminv1.PluginState_PLUGIN_STATE_FAILING,
+		state.StateWaitingForHandler: adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER,
 	}[s]
 }
 

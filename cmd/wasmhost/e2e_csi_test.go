@@ -108,7 +108,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	csi := startExamplePlugin(t, bin, dirs.Socket, "csi.example.com", "--type", "CSIPlugin", "--versions", "1.5.0",
 		"--csi-node-id", "node-1", "--csi-max-volumes", "16", "--csi-topology", "topology.example.com/zone=z1")
 	rd.waitState(csi.socket, reconciler.StateRegistered)
-	a, _ := rd.d.Actual().Get(csi.socket)
+	a, _ := rd.d.State().Actual().Get(csi.socket)
 	for k, v := range map[string]string{"node_id": "node-1", "version": "1.5.0", "max_volumes_per_node": "16",
 		"topology": "topology.example.com/zone=z1", "endpoint": csi.socket} {
 		if a.Published[k] != v {
@@ -159,7 +159,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		t.Errorf("wasmhost plugins -o json does not show %s:\n%s", old.socket, out)
 	}
 	// ... and the registered driver is left as it was.
-	if a, _ := rd.d.Actual().Get(csi.socket); a.Published["version"] != "1.5.0" {
+	if a, _ := rd.d.State().Actual().Get(csi.socket); a.Published["version"] != "1.5.0" {
 		t.Errorf("after the refusal the CSI driver is published as %v", a.Published)
 	}
 
@@ -168,14 +168,14 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	csi.stop()
 	rd.waitGone(csi.socket)
 	rd.waitState(old.socket, reconciler.StateRegistered)
-	if a, _ := rd.d.Actual().Get(old.socket); a.Published["version"] != "1.0.0" || a.Published["node_id"] != "node-1" {
+	if a, _ := rd.d.State().Actual().Get(old.socket); a.Published["version"] != "1.0.0" || a.Published["node_id"] != "node-1" {
 		t.Errorf("older CSI driver published %v", a.Published)
 	}
 
 	// A DRA driver: registered, used through v1.DRAPlugin.
 	dra := startExamplePlugin(t, bin, dirs.Socket, "gpu.example.com", "--type", "DRAPlugin", "--versions", "v1.DRAPlugin,v1.DRAResourceHealth")
 	rd.waitState(dra.socket, reconciler.StateRegistered)
-	a, _ = rd.d.Actual().Get(dra.socket)
+	a, _ = rd.d.State().Actual().Get(dra.socket)
 	for k, v := range map[string]string{"service": "v1.DRAPlugin", "health": "v1.DRAResourceHealth", "endpoint": dra.socket} {
 		if a.Published[k] != v {
 			t.Errorf("DRA driver published %s=%q, want %q (all: %v)", k, a.Published[k], v, a.Published)

@@ -181,7 +181,7 @@ func (rd *runningDaemon) waitState(socket string, state reconciler.State) reconc
 	var st reconciler.SocketStatus
 	waitFor(rd.tb, "socket "+socket+" to be "+string(state), func() bool {
 		var ok bool
-		st, ok = rd.d.Reconciler().SocketStatus(socket)
+		st, ok = rd.d.State().StatusOf(socket)
 		return ok && st.State == state
 	})
 	return st
@@ -192,8 +192,8 @@ func (rd *runningDaemon) waitState(socket string, state reconciler.State) reconc
 func (rd *runningDaemon) waitGone(socket string) {
 	rd.tb.Helper()
 	waitFor(rd.tb, "socket "+socket+" to be forgotten", func() bool {
-		_, known := rd.d.Reconciler().SocketStatus(socket)
-		_, actual := rd.d.Actual().Get(socket)
+		_, known := rd.d.State().StatusOf(socket)
+		_, actual := rd.d.State().Actual().Get(socket)
 		return !known && !actual
 	})
 }

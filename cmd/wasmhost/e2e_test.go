@@ -72,14 +72,14 @@ func TestE2ERegistersPlugin(t *testing.T) {
 	if st.PluginType != fakeType || st.PluginName != "p1" || st.LastError != "" {
 		t.Fatalf("status %+v", st)
 	}
-	a, ok := rd.d.Actual().Get(sock)
+	a, ok := rd.d.State().Actual().Get(sock)
 	if !ok || a.Published["node"] != "n1" {
 		t.Fatalf("actual state %+v, %v: want the plugin with what its handler published", a, ok)
 	}
-	// The admin view joins the two.
+	// The store's view joins the two.
 	var found bool
-	for _, ap := range rd.d.Plugins() {
-		if ap.Socket == sock {
+	for _, ap := range rd.d.State().Plugins() {
+		if ap.Path == sock {
 			found = true
 			if ap.State != "registered" || ap.Endpoint != sock || ap.Published["node"] != "n1" {
 				t.Fatalf("admin view %+v", ap)
@@ -160,7 +160,7 @@ func TestE2ESeveralPlugins(t *testing.T) {
 	}
 	for _, p := range plugins {
 		if filepath.Dir(p.Path()) == dirs.Socket {
-			if st, _ := rd.d.Reconciler().SocketStatus(p.Path()); st.State != reconciler.StateRegistered {
+			if st, _ := rd.d.State().StatusOf(p.Path()); st.State != reconciler.StateRegistered {
 				t.Fatalf("%s: %+v after a sibling directory was removed", p.Path(), st)
 			}
 		} else {
@@ -194,10 +194,10 @@ func TestE2ESameNameAtTwoSockets(t *testing.T) {
 		t.Fatalf("DeRegister of %s, want %s", de[0].Info.Socket, a.Path())
 	}
 	rd.waitGone(a.Path())
-	if st, _ := rd.d.Reconciler().SocketStatus(b.Path()); st.State != reconciler.StateRegistered {
+	if st, _ := rd.d.State().StatusOf(b.Path()); st.State != reconciler.StateRegistered {
 		t.Fatalf("the other plugin of the same name: %+v", st)
 	}
-	if _, ok := rd.d.Actual().Get(b.Path()); !ok {
+	if _, ok := rd.d.State().Actual().Get(b.Path()); !ok {
 		t.Fatal("the other plugin of the same name left the actual state")
 	}
 }
@@ -389,7 +389,7 @@ func TestE2EHungNotifyDoesNotBlockOthers(t *testing.T) {
 	ok := registrationtest.Serve(t, filepath.Join(dirs.Socket, "ok.sock"), pluginInfo(fakeType, "ok"), registrationtest.Options{})
 	wantNotification(t, ok, true, "")
 	rd.waitState(ok.Path(), reconciler.StateRegistered)
-	if st, _ := rd.d.Reconciler().SocketStatus(hung.Path()); st.State != reconciler.StatePending {
+	if st, _ := rd.d.State().StatusOf(hung.Path()); st.State != reconciler.StatePending {
 		t.Fatalf("hung plugin: %+v, want its registration still in flight", st)
 	}
 	// Stopping the daemon cancels the hung call (the cleanup checks that run returns).
@@ -413,7 +413,7 @@ func TestE2EStaleSocketDoesNotBlockOthers(t *testing.T) {
 	if !strings.Contains(st.LastError, "unreachable") || st.Attempts < 1 {
 		t.Fatalf("stale socket status %+v, want failing as unreachable", st)
 	}
-	if _, ok := rd.d.Actual().Get(stale.Path()); ok {
+	if _, ok := rd.d.State().Actual().Get(stale.Path()); ok {
 		t.Fatal("a stale socket is in the actual state")
 	}
 	// Its file removed, it is forgotten; no handler ever heard of it.
@@ -678,12 +678,12 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 	}
 	wantNotification(t, p, true, "")
 	rd.waitState(sock, reconciler.StateRegistered)
-	a, _ := rd.d.Actual().Get(sock)
+	a, _ := rd.d.State().Actual().Get(sock)
 	if a.Published["endpoint"] != sock {
 		t.Fatalf("published %v, want the endpoint the example handler publishes", a.Published)
 	}
 	serving := func() string { // the SHA-256 of the module serving the example type
-		for _, hs := range rd.d.Host().Handlers() {
+		for _, hs := range rd.d.State().Handlers() {
 			if hs.Serving && slices.Contains(hs.PluginTypes, exampleType) {
 				return hs.SHA256
 			}
@@ -701,7 +701,7 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new version of the handler to serve", func() bool { s := serving(); return s != "" && s != first })
-	if st, _ := rd.d.Reconciler().SocketStatus(sock); st.State != reconciler.StateRegistered {
+	if st, _ := rd.d.State().StatusOf(sock); st.State != reconciler.StateRegistered {
 		t.Fatalf("after the handler was replaced: %+v", st)
 	}
 	p2 := registrationtest.Serve(t, filepath.Join(dirs.Socket, "e2.sock"), pluginInfo(exampleType, "e2"), registrationtest.Options{})
@@ -719,7 +719,7 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 	}
 	for _, s := range []string{sock, p2.Path()} {
 		st := rd.waitState(s, reconciler.StateWaitingForHandler)
-		if _, ok := rd.d.Actual().Get(s); ok {
+		if _, ok := rd.d.State().Actual().Get(s); ok {
 			t.Fatalf("%s is still in the actual state: %+v", s, st)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // decodeNodeGetInfo decodes a NodeGetInfoResponse field by field, independently of the
@@ -126,7 +126,7 @@ func TestCSINodeGetInfo(t *testing.T) {
 
 			// The registration API is served beside it on the same socket.
 			reg, actual := newRegistrar(t, "CSIPlugin", registrationtest.NewRecordingHandler())
-			if err := reg.Register(ctx, statecache.Socket{Path: socket, Seen: time.Now()}); err != nil {
+			if err := reg.Register(ctx, state.Socket{Path: socket, Seen: time.Now()}); err != nil {
 				t.Fatalf("Register: %v", err)
 			}
 			if p, _ := actual.Get(socket); p.Name != "csi.example.com" || !slices.Equal(p.Versions, []string{"1.5.0"}) {

@@ -21,7 +21,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 const wait = 10 * time.Second
@@ -72,11 +72,11 @@ func startPlugin(t *testing.T, cfg config) (string, *syncBuffer) {
 	return "", nil
 }
 
-func newRegistrar(t *testing.T, pluginType string, h registration.Handler) (*registrar.Registrar, *statecache.Actual) {
+func newRegistrar(t *testing.T, pluginType string, h registration.Handler) (*registrar.Registrar, *state.Actual) {
 	t.Helper()
 	handlers := registration.NewRegistry()
 	handlers.Set(pluginType, h)
-	actual := statecache.NewActual()
+	actual := state.NewActual()
 	r, err := registrar.New(registrar.Config{Handlers: handlers, Actual: actual})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestExamplePluginRegisters(t *testing.T) {
 	}
 	h := registrationtest.NewRecordingHandler()
 	reg, actual := newRegistrar(t, "example.com/demo", h)
-	if err := reg.Register(context.Background(), statecache.Socket{Path: socket, Seen: time.Now()}); err != nil {
+	if err := reg.Register(context.Background(), state.Socket{Path: socket, Seen: time.Now()}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	p, ok := actual.Get(socket)
@@ -113,7 +113,7 @@ func TestExamplePluginRefusedKeepsServing(t *testing.T) {
 	h := registrationtest.NewRecordingHandler()
 	h.SetError(registrationtest.MethodValidate, errors.New("not today"))
 	reg, _ := newRegistrar(t, "example.com/demo", h)
-	s := statecache.Socket{Path: socket, Seen: time.Now()}
+	s := state.Socket{Path: socket, Seen: time.Now()}
 	if err := reg.Register(context.Background(), s); !errors.Is(err, registration.ErrRejected) {
 		t.Fatalf("Register error = %v, want ErrRejected", err)
 	}
@@ -140,7 +140,7 @@ func TestExamplePluginReplacesStaleSocket(t *testing.T) {
 	ln.Close()
 	socket, _ := startPlugin(t, config{socketDir: dir, pluginTyp: "t", name: "demo", versions: []string{"v1"}})
 	reg, _ := newRegistrar(t, "t", registrationtest.NewRecordingHandler())
-	if err := reg.Register(context.Background(), statecache.Socket{Path: socket, Seen: time.Now()}); err != nil {
+	if err := reg.Register(context.Background(), state.Socket{Path: socket, Seen: time.Now()}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestExamplePluginExitsOnSIGTERM(t *testing.T) {
 	expect("plugin serving")
 	socket := filepath.Join(dir, "demo-1.sock")
 	reg, actual := newRegistrar(t, "example.com/demo", registrationtest.NewRecordingHandler())
-	if err := reg.Register(context.Background(), statecache.Socket{Path: socket, Seen: time.Now()}); err != nil {
+	if err := reg.Register(context.Background(), state.Socket{Path: socket, Seen: time.Now()}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	if p, _ := actual.Get(socket); !slices.Equal(p.Versions, []string{"v1", "v2"}) {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -14,15 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
-
-// watcher is one WatchPlugins stream's place in the fan-out. Its fields other than the
-// channels are guarded by Server.mu.
-type watcher struct {
-	events   chan *adminv1.PluginEvent
-	overflow chan struct{} // closed when the watcher was dropped for falling behind
-	dropped  bool
-}
 
 // rpcServer implements adminv1.AdminServer over a Server; it keeps the gRPC methods out of
 // Server's API.
@@ -34,7 +26,7 @@ type rpcServer struct {
 var _ adminv1.AdminServer = rpcServer{}
 
 func (r rpcServer) ListPlugins(context.Context, *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
-	ps := sortedPlugins(r.s.cfg.Source.Plugins())
+	ps := r.s.cfg.Store.Plugins()
 	out := &adminv1.ListPluginsResponse{Plugins: make([]*adminv1.Plugin, 0, len(ps))}
 	for _, p := range ps {
 		out.Plugins = append(out.Plugins, pluginToProto(p))
@@ -43,8 +35,8 @@ func (r rpcServer) ListPlugins(context.Context, *adminv1.ListPluginsRequest) (*a
 }
 
 func (r rpcServer) ListHandlers(context.Context, *adminv1.ListHandlersRequest) (*adminv1.ListHandlersResponse, error) {
-	hs := slices.Clone(r.s.cfg.Source.Handlers())
-	slices.SortFunc(hs, func(a, b Handler) int {
+	hs := r.s.cfg.Store.Handlers()
+	slices.SortFunc(hs, func(a, b state.Handler) int {
 		if c := strings.Compare(a.File, b.File); c != 0 {
 			return c
 		}
@@ -59,116 +51,106 @@ func (r rpcServer) ListHandlers(context.Context, *adminv1.ListHandlersRequest) (
 
 func (r rpcServer) GetStatus(context.Context, *adminv1.GetStatusRequest) (*adminv1.Status, error) {
 	s := r.s
-	ps := s.cfg.Source.Plugins()
+	ps := s.cfg.Store.Plugins()
+	byState := make(map[string]uint32)
+	for _, p := range ps {
+		byState[string(p.State)]++
+	}
 	st := &adminv1.Status{
 		Version:        s.cfg.Version,
 		StartedAt:      timestamppb.New(s.started),
 		Uptime:         durationpb.New(time.Since(s.started)),
 		Ready:          true,
 		Plugins:        uint32(len(ps)),
-		PluginsByState: countByState(ps),
-		Handlers:       uint32(len(s.cfg.Source.Handlers())),
+		PluginsByState: byState,
+		Handlers:       uint32(len(s.cfg.Store.Handlers())),
+		Watchers:       uint32(max(s.watchers.Load(), 0)),
 	}
-	if err := s.cfg.Source.Ready(); err != nil {
+	if err := s.cfg.Ready(); err != nil {
 		st.Ready = false
 		st.NotReadyReason = err.Error()
 	}
-	s.mu.Lock()
-	st.Watchers = uint32(len(s.watchers))
-	s.mu.Unlock()
 	return st, nil
 }
 
-// errFellBehind ends one round of a watch: the watcher was dropped and starts over.
-var errFellBehind = errors.New("admin: watcher fell behind")
-
+// WatchPlugins sends the list as ADDED events, SYNCED, then every change as the store makes
+// it, until the client goes or the server stops (UNAVAILABLE). A stream that fell so far
+// behind that the store forgot removals it had not sent gets RESET and the list again.
 func (r rpcServer) WatchPlugins(_ *adminv1.WatchPluginsRequest, stream grpc.ServerStreamingServer[adminv1.PluginEvent]) error {
 	s := r.s
-	for {
-		w, list := s.subscribe()
-		err := s.serveWatch(stream, w, list)
-		s.unsubscribe(w)
-		if !errors.Is(err, errFellBehind) {
-			return err
-		}
-		s.log.Debug("admin API: a watcher fell behind; sending RESET and the list again",
-			"buffer", s.cfg.WatchBuffer)
-		reset := &adminv1.PluginEvent{
-			Type:   adminv1.EventType_EVENT_TYPE_RESET,
-			Time:   timestamppb.Now(),
-			Reason: "the watch fell behind the daemon's changes and events were dropped; forget what you hold, a fresh list follows",
-		}
-		if err := stream.Send(reset); err != nil {
-			return err
-		}
-	}
-}
-
-// serveWatch sends list as ADDED events, SYNCED, then w's events until the client goes, the
-// server stops (UNAVAILABLE) or w falls behind (errFellBehind).
-func (s *Server) serveWatch(stream grpc.ServerStreamingServer[adminv1.PluginEvent], w *watcher, list []Plugin) error {
+	s.watchers.Add(1)
+	defer s.watchers.Add(-1)
+	sub, list := s.cfg.Store.Subscribe()
+	defer sub.Close()
 	ctx := stream.Context()
-	now := timestamppb.Now()
-	for _, p := range list {
-		if err := stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_ADDED, Plugin: pluginToProto(p), Time: now}); err != nil {
-			return err
+	sendList := func(list []state.PluginView) error {
+		now := timestamppb.Now()
+		for _, p := range list {
+			if err := stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_ADDED, Plugin: pluginToProto(p), Time: now}); err != nil {
+				return err
+			}
 		}
+		return stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_SYNCED, Time: now})
 	}
-	if err := stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_SYNCED, Time: now}); err != nil {
+	if err := sendList(list); err != nil {
 		return err
 	}
 	for {
-		// A watcher that fell behind starts over at once: what is still queued for it would
-		// be thrown away by the RESET anyway.
 		select {
-		case <-w.overflow:
-			return errFellBehind
-		default:
-		}
-		select {
-		case ev := <-w.events:
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		case <-w.overflow:
-			return errFellBehind
+		case <-sub.C():
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.stopping:
 			return status.Error(codes.Unavailable, "the wasmhost daemon is shutting down")
 		}
+		changes, reset, list := sub.Next()
+		if reset {
+			s.resets.Add(1)
+			s.log.Debug("admin API: a watcher fell behind; sending RESET and the list again")
+			if err := stream.Send(&adminv1.PluginEvent{
+				Type:   adminv1.EventType_EVENT_TYPE_RESET,
+				Time:   timestamppb.Now(),
+				Reason: "the watch fell so far behind the daemon's changes that removals were forgotten; forget what you hold, a fresh list follows",
+			}); err != nil {
+				return err
+			}
+			if err := sendList(list); err != nil {
+				return err
+			}
+			continue
+		}
+		now := timestamppb.Now()
+		for _, c := range changes {
+			if err := stream.Send(&adminv1.PluginEvent{Type: eventType(c.Type), Plugin: pluginToProto(c.View), Time: now}); err != nil {
+				return err
+			}
+		}
 	}
 }
 
-func (s *Server) subscribe() (*watcher, []Plugin) {
-	w := &watcher{
-		events:   make(chan *adminv1.PluginEvent, s.cfg.WatchBuffer),
-		overflow: make(chan struct{}),
+func eventType(t state.ChangeType) adminv1.EventType {
+	switch t {
+	case state.Added:
+		return adminv1.EventType_EVENT_TYPE_ADDED
+	case state.Deleted:
+		return adminv1.EventType_EVENT_TYPE_DELETED
+	default:
+		return adminv1.EventType_EVENT_TYPE_MODIFIED
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchers[w] = struct{}{}
-	return w, s.snapshotLocked()
 }
 
-func (s *Server) unsubscribe(w *watcher) {
-	s.mu.Lock()
-	delete(s.watchers, w)
-	s.mu.Unlock()
-}
-
-func pluginToProto(p Plugin) *adminv1.Plugin {
+func pluginToProto(p state.PluginView) *adminv1.Plugin {
 	return &adminv1.Plugin{
-		Socket:         p.Socket,
-		Type:           p.Type,
-		Name:           p.Name,
+		Socket:         p.Path,
+		Type:           p.PluginType,
+		Name:           p.PluginName,
 		Endpoint:       p.Endpoint,
-		Versions:       p.Versions,
+		Versions:       p.PluginVersions,
 		State:          stateToProto(p.State),
 		LastError:      p.LastError,
 		Attempts:       uint32(max(p.Attempts, 0)),
 		NextRetry:      timeToProto(p.NextRetry),
-		LastTransition: timeToProto(p.LastTransition),
+		LastTransition: timeToProto(p.Since),
 		HandlerFile:    p.HandlerFile,
 		HandlerSha256:  p.HandlerSHA256,
 		Published:      p.Published,
@@ -176,7 +158,7 @@ func pluginToProto(p Plugin) *adminv1.Plugin {
 	}
 }
 
-func handlerToProto(h Handler) *adminv1.Handler {
+func handlerToProto(h state.Handler) *adminv1.Handler {
 	return &adminv1.Handler{
 		PluginTypes:  h.PluginTypes,
 		File:         h.File,
@@ -186,25 +168,25 @@ func handlerToProto(h Handler) *adminv1.Handler {
 		Capabilities: h.Capabilities,
 		LoadedAt:     timeToProto(h.LoadedAt),
 		PoolSize:     uint32(max(h.PoolSize, 0)),
-		Calls:        h.Calls,
-		Failures:     h.Failures,
-		Traps:        h.Traps,
-		Timeouts:     h.Timeouts,
+		Calls:        h.Counters.Calls,
+		Failures:     h.Counters.Failures,
+		Traps:        h.Counters.Traps,
+		Timeouts:     h.Counters.Timeouts,
 		LastError:    h.LastError,
 	}
 }
 
-func stateToProto(s PluginState) adminv1.PluginState {
+func stateToProto(s state.PluginState) adminv1.PluginState {
 	switch s {
-	case StatePending:
+	case state.StatePending:
 		return adminv1.PluginState_PLUGIN_STATE_PENDING
-	case StateRegistered:
+	case state.StateRegistered:
 		return adminv1.PluginState_PLUGIN_STATE_REGISTERED
-	case StateFailing:
+	case state.StateFailing:
 		return adminv1.PluginState_PLUGIN_STATE_FAILING
-	case StateWaitingForHandler:
+	case state.StateWaitingForHandler:
 		return adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER
-	case StateGone:
+	case state.StateGone:
 		return adminv1.PluginState_PLUGIN_STATE_GONE
 	default:
 		return adminv1.PluginState_PLUGIN_STATE_UNSPECIFIED

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // testServer is a running admin server and what a test needs to talk to it.
@@ -36,7 +36,7 @@ type testServer struct {
 // start runs a server over src in a fresh temp dir (the socket one directory down, so that
 // Run creates it). Cleanup stops it, waits for Run and checks that no goroutine of the package
 // is left.
-func start(t *testing.T, src admin.Source, mod func(*admin.Config)) *testServer {
+func start(t *testing.T, src *admintest.Source, mod func(*admin.Config)) *testServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
@@ -44,7 +44,8 @@ func start(t *testing.T, src admin.Source, mod func(*admin.Config)) *testServer 
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg := admin.Config{
-		Source:          src,
+		Store:           src.Store(),
+		Ready:           src.Ready,
 		SocketPath:      filepath.Join(dir, "run", "admin.sock"),
 		ShutdownTimeout: time.Second,
 		Version:         "v9.9.9-test",
@@ -147,30 +148,30 @@ func (ts *testServer) dial(t *testing.T, opts ...grpc.DialOption) adminv1.AdminC
 	return c
 }
 
-func plugin(sock string, state admin.PluginState) admin.Plugin {
-	return admin.Plugin{
+func plugin(sock string, st state.PluginState) admintest.Plugin {
+	return admintest.Plugin{
 		Socket:         "/plugins/" + sock,
 		Type:           "CSIPlugin",
 		Name:           strings.TrimSuffix(sock, "-reg.sock"),
 		Endpoint:       "/plugins/" + sock,
 		Versions:       []string{"1.0.0"},
-		State:          state,
+		State:          st,
 		LastTransition: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
 }
 
 func TestServerLists(t *testing.T) {
 	src := &admintest.Source{}
-	reg := plugin("b-reg.sock", admin.StateRegistered)
+	reg := plugin("b-reg.sock", state.StateRegistered)
 	reg.Published = map[string]string{"node": "n1"}
 	reg.HandlerFile, reg.HandlerSHA256 = "/h/csi.wasm", "abc123"
 	reg.RegisteredAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	fail := plugin("a-reg.sock", admin.StateFailing)
+	fail := plugin("a-reg.sock", state.StateFailing)
 	fail.LastError, fail.Attempts = "registration: plugin unreachable", 3
 	src.SetPlugins(reg, fail)
 	src.SetHandlers(
-		admin.Handler{PluginTypes: []string{"DRAPlugin"}, File: "/h/dra.wasm", SHA256: "ff", ABIVersion: 1, Calls: 7, Traps: 1},
-		admin.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/h/csi.wasm", SHA256: "abc123", ABIVersion: 1, PoolSize: 4},
+		state.Handler{PluginTypes: []string{"DRAPlugin"}, File: "/h/dra.wasm", SHA256: "ff", ABIVersion: 1, Serving: true, Counters: state.HandlerCounters{Calls: 7, Traps: 1}},
+		state.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/h/csi.wasm", SHA256: "abc123", ABIVersion: 1, PoolSize: 4, Serving: true},
 	)
 	src.SetNotReady(errors.New("the socket directory has not been listed yet"))
 	ts := start(t, src, nil)
@@ -266,7 +267,7 @@ func recvEvent(t *testing.T, w grpc.ServerStreamingClient[adminv1.PluginEvent]) 
 
 func TestWatchListThenChanges(t *testing.T) {
 	src := &admintest.Source{}
-	src.SetPlugins(plugin("b-reg.sock", admin.StateRegistered), plugin("a-reg.sock", admin.StatePending))
+	src.SetPlugins(plugin("b-reg.sock", state.StateRegistered), plugin("a-reg.sock", state.StatePending))
 	ts := start(t, src, nil)
 	c := ts.dial(t)
 
@@ -280,46 +281,57 @@ func TestWatchListThenChanges(t *testing.T) {
 	}
 
 	// A change as it happens.
-	a := plugin("a-reg.sock", admin.StateRegistered)
+	a := plugin("a-reg.sock", state.StateRegistered)
 	src.Upsert(a)
-	ts.srv.Publish(a)
-	ev := recvEvent(t, w)
-	if ev.Type != adminv1.EventType_EVENT_TYPE_MODIFIED || ev.Plugin.Socket != a.Socket ||
-		ev.Plugin.State != adminv1.PluginState_PLUGIN_STATE_REGISTERED || ev.Time == nil {
+	ev := drainUntil(t, w, func(ev *adminv1.PluginEvent) bool {
+		return ev.Plugin.GetState() == adminv1.PluginState_PLUGIN_STATE_REGISTERED
+	})
+	if ev.Type != adminv1.EventType_EVENT_TYPE_MODIFIED || ev.Plugin.Socket != a.Socket || ev.Time == nil {
 		t.Fatalf("after a change: %v", ev)
 	}
 
-	// The same again says nothing new: no event. The next event is the new plugin.
-	ts.srv.Publish(a)
-	c3 := plugin("c-reg.sock", admin.StateWaitingForHandler)
+	// A new plugin is ADDED; nothing but a's own changes comes before it.
+	c3 := plugin("c-reg.sock", state.StateWaitingForHandler)
 	src.Upsert(c3)
-	ts.srv.Publish(c3)
-	if ev := recvEvent(t, w); ev.Type != adminv1.EventType_EVENT_TYPE_ADDED || ev.Plugin.Socket != c3.Socket {
+	ev = drainUntil(t, w, func(ev *adminv1.PluginEvent) bool {
+		if ev.Plugin.Socket == a.Socket && ev.Type == adminv1.EventType_EVENT_TYPE_MODIFIED {
+			return false
+		}
+		return true
+	})
+	if ev.Type != adminv1.EventType_EVENT_TYPE_ADDED || ev.Plugin.Socket != c3.Socket {
 		t.Fatalf("after a new plugin: %v", ev)
 	}
 
 	// Gone: DELETED with the last known state, marked gone.
 	src.Remove(c3.Socket)
-	ts.srv.Publish(admin.Plugin{Socket: c3.Socket, State: admin.StateGone})
-	ev = recvEvent(t, w)
+	ev = drainUntil(t, w, func(ev *adminv1.PluginEvent) bool { return ev.Type != adminv1.EventType_EVENT_TYPE_MODIFIED })
 	if ev.Type != adminv1.EventType_EVENT_TYPE_DELETED || ev.Plugin.Socket != c3.Socket ||
 		ev.Plugin.Name != "c" || ev.Plugin.State != adminv1.PluginState_PLUGIN_STATE_GONE {
 		t.Fatalf("after a removal: %v", ev)
 	}
 
-	// A change that was never published is repaired by Resync.
-	b := plugin("b-reg.sock", admin.StateFailing)
+	// A handler swap changes the view of the plugins of its type at once.
+	src.SetHandlers(state.Handler{File: "/h/csi.wasm", SHA256: "0ld", PluginTypes: []string{"CSIPlugin"}, Serving: true})
+	drainUntil(t, w, func(ev *adminv1.PluginEvent) bool { return ev.GetPlugin().GetHandlerSha256() == "0ld" })
+	src.SetHandlers(state.Handler{File: "/h/csi.wasm", SHA256: "n3w", PluginTypes: []string{"CSIPlugin"}, Serving: true})
+	ev = drainUntil(t, w, func(ev *adminv1.PluginEvent) bool { return ev.GetPlugin().GetHandlerSha256() == "n3w" })
+	if ev.Type != adminv1.EventType_EVENT_TYPE_MODIFIED {
+		t.Fatalf("after a handler swap: %v", ev)
+	}
+
+	// Two changes the watcher has not read yet arrive as one event per socket.
+	b := plugin("b-reg.sock", state.StateFailing)
 	b.LastError = "boom"
 	src.Upsert(b)
 	src.Remove(a.Socket)
-	ts.srv.Resync()
 	got := map[adminv1.EventType]string{}
-	for range 2 {
+	for len(got) < 2 {
 		ev := recvEvent(t, w)
 		got[ev.Type] = ev.Plugin.Socket
 	}
 	if got[adminv1.EventType_EVENT_TYPE_MODIFIED] != b.Socket || got[adminv1.EventType_EVENT_TYPE_DELETED] != a.Socket {
-		t.Fatalf("after Resync: %v", got)
+		t.Fatalf("after a change and a removal: %v", got)
 	}
 
 	// A second watcher sees the list as it is now.
@@ -348,24 +360,33 @@ func TestWatchListThenChanges(t *testing.T) {
 	}
 }
 
-// A watcher that never reads must not hold up Publish or the other watchers; it is reset
+// drainUntil reads events until one satisfies ok, and returns it.
+func drainUntil(t *testing.T, w grpc.ServerStreamingClient[adminv1.PluginEvent], ok func(*adminv1.PluginEvent) bool) *adminv1.PluginEvent {
+	t.Helper()
+	for {
+		if ev := recvEvent(t, w); ok(ev) {
+			return ev
+		}
+	}
+}
+
+// A watcher that never reads holds up neither the store nor the other watchers: the store
+// keeps only the newest view of each socket for it, so when it reads again it catches up on
+// the current state; and when it missed more removals than the store remembers, it is reset
 // and starts over with the list.
 func TestWatchStuckWatcher(t *testing.T) {
-	const (
-		batch = 100 // below the buffer: the live watcher keeps up
-		sock  = "/plugins/p-reg.sock"
-	)
+	const sock = "/plugins/p-reg.sock"
 	total := 100_000
 	if testing.Short() {
 		total = 10_000
 	}
 	src := &admintest.Source{}
-	ts := start(t, src, func(c *admin.Config) { c.WatchBuffer = 256 })
+	src.Store().SetMaxTombstones(8)
+	ts := start(t, src, nil)
 	// Fixed flow-control windows (no BDP growth): a client that does not read fills them.
 	small := []grpc.DialOption{grpc.WithInitialWindowSize(64 << 10), grpc.WithInitialConnWindowSize(64 << 10)}
 	stuckC := ts.dial(t, small...)
 	liveC := ts.dial(t, small...)
-
 	stuck, err := stuckC.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -377,57 +398,60 @@ func TestWatchStuckWatcher(t *testing.T) {
 	}
 	recvUntilSynced(t, live)
 
-	var last atomic.Int64
-	tick := make(chan struct{}, 1)
+	// The live watcher sees the attempts in order (coalesced when it reads slower than they
+	// come) and reaches the last.
 	liveErr := make(chan error, 1)
 	go func() {
-		for want := int64(1); want <= int64(total); want++ {
+		cur := int64(0)
+		for cur < int64(total) {
 			ev, err := live.Recv()
 			if err != nil {
 				liveErr <- err
 				return
 			}
-			if got := int64(ev.GetPlugin().GetAttempts()); ev.Type == adminv1.EventType_EVENT_TYPE_RESET || got != want {
-				liveErr <- fmt.Errorf("live watcher: got %v attempt %d, want MODIFIED attempt %d", ev.Type, got, want)
+			got := int64(ev.GetPlugin().GetAttempts())
+			if ev.Type == adminv1.EventType_EVENT_TYPE_RESET || got < cur {
+				liveErr <- fmt.Errorf("live watcher: got %v attempt %d after attempt %d", ev.Type, got, cur)
 				return
 			}
-			last.Store(want)
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
+			cur = got
 		}
 		liveErr <- nil
 	}()
-
-	deadline := time.After(2 * time.Minute)
 	for i := 1; i <= total; i++ {
-		p := admin.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: admin.StateFailing, Attempts: i}
-		src.SetPlugins(p)
-		ts.srv.Publish(p)
-		if i%batch != 0 {
-			continue
-		}
-		for last.Load() < int64(i) {
-			select {
-			case <-tick:
-			case err := <-liveErr:
-				t.Fatalf("live watcher stopped at %d of %d: %v", last.Load(), i, err)
-			case <-deadline:
-				t.Fatalf("live watcher at %d of %d after 2 minutes", last.Load(), i)
-			}
-		}
+		src.Upsert(admintest.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: state.StateFailing,
+			LastError: strings.Repeat("x", 100), Attempts: i})
 	}
-	if err := <-liveErr; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-liveErr:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the live watcher did not see the last attempt within 2 minutes")
 	}
 
-	// Now the stuck watcher reads: whatever was in flight, then RESET, then the list as it is.
-	sawReset := false
-	for !sawReset {
+	// More removals than the store remembers, while the stuck watcher still does not read.
+	for i := range 50 {
+		other := fmt.Sprintf("/plugins/gone-%d-reg.sock", i)
+		src.Upsert(admintest.Plugin{Socket: other, Type: "CSIPlugin", State: state.StatePending})
+		src.Remove(other)
+	}
+	// The stuck watcher reads: what was in flight, never an older attempt after a newer one,
+	// then RESET, and a list that is the state as it is now.
+	cur := 0
+	for sawReset := false; !sawReset; {
 		ev := recvEvent(t, stuck)
 		switch ev.Type {
 		case adminv1.EventType_EVENT_TYPE_MODIFIED, adminv1.EventType_EVENT_TYPE_ADDED:
+			if ev.Plugin.Socket == sock {
+				if got := int(ev.Plugin.Attempts); got < cur {
+					t.Fatalf("stuck watcher went back from attempt %d to %d", cur, got)
+				} else {
+					cur = got
+				}
+			}
+		case adminv1.EventType_EVENT_TYPE_DELETED:
 		case adminv1.EventType_EVENT_TYPE_RESET:
 			sawReset = true
 			if ev.Reason == "" {
@@ -437,39 +461,28 @@ func TestWatchStuckWatcher(t *testing.T) {
 			t.Fatalf("stuck watcher got %v before RESET", ev.Type)
 		}
 	}
-	list := recvUntilSynced(t, stuck)
-	if len(list) != 1 || list[0].GetSocket() != sock {
-		t.Fatalf("stuck watcher's fresh list = %v, want the one plugin", list)
+	// The list is the state when the server noticed, which may be before the removals ended
+	// (the transport buffers it): the watcher then converges on the current state.
+	held := map[string]*adminv1.Plugin{}
+	for _, p := range recvUntilSynced(t, stuck) {
+		held[p.Socket] = p
 	}
-	// The list is the state when the server noticed the overflow, which may be before this
-	// client resumed reading (the transport buffers the RESET and the list): what is promised is
-	// that the watcher then converges on the current state, through further events or further
-	// RESET cycles, and never sees an older attempt after a newer one within a cycle.
-	for cur := int(list[0].Attempts); cur != total; {
+	for len(held) != 1 || held[sock] == nil || int(held[sock].Attempts) != total {
 		ev := recvEvent(t, stuck)
 		switch ev.Type {
-		case adminv1.EventType_EVENT_TYPE_RESET:
-			cur = 0
-		case adminv1.EventType_EVENT_TYPE_SYNCED:
+		case adminv1.EventType_EVENT_TYPE_DELETED:
+			delete(held, ev.Plugin.Socket)
 		case adminv1.EventType_EVENT_TYPE_ADDED, adminv1.EventType_EVENT_TYPE_MODIFIED:
-			got := int(ev.GetPlugin().GetAttempts())
-			if got < cur {
-				t.Fatalf("stuck watcher went back from attempt %d to %d", cur, got)
-			}
-			cur = got
-		default:
-			t.Fatalf("stuck watcher got %v while catching up", ev.Type)
+			held[ev.Plugin.Socket] = ev.Plugin
+		case adminv1.EventType_EVENT_TYPE_RESET:
+			clear(held)
 		}
 	}
 	// And it follows changes again.
-	p := admin.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: admin.StateRegistered}
-	ts.srv.Publish(p)
-	for {
-		ev := recvEvent(t, stuck)
-		if ev.Type == adminv1.EventType_EVENT_TYPE_MODIFIED && ev.Plugin.State == adminv1.PluginState_PLUGIN_STATE_REGISTERED {
-			break
-		}
-	}
+	src.Upsert(admintest.Plugin{Socket: sock, Type: "CSIPlugin", Name: "p", State: state.StateRegistered})
+	drainUntil(t, stuck, func(ev *adminv1.PluginEvent) bool {
+		return ev.Type == adminv1.EventType_EVENT_TYPE_MODIFIED && ev.Plugin.State == adminv1.PluginState_PLUGIN_STATE_REGISTERED
+	})
 }
 
 func TestRunSocketInTheWay(t *testing.T) {
@@ -479,7 +492,7 @@ func TestRunSocketInTheWay(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	run := func(path string) error {
-		srv, err := admin.New(admin.Config{Source: &admintest.Source{}, SocketPath: path, ShutdownTimeout: time.Second})
+		srv, err := admin.New(admin.Config{Store: state.New(), SocketPath: path, ShutdownTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,10 +542,10 @@ func TestNewConfig(t *testing.T) {
 		t.Errorf("no Source: %v, want ErrConfig", err)
 	}
 	long := "/tmp/" + strings.Repeat("x", 120) + ".sock"
-	if _, err := admin.New(admin.Config{Source: &admintest.Source{}, SocketPath: long}); !errors.Is(err, admin.ErrConfig) {
+	if _, err := admin.New(admin.Config{Store: state.New(), SocketPath: long}); !errors.Is(err, admin.ErrConfig) {
 		t.Errorf("long socket path: %v, want ErrConfig", err)
 	}
-	srv, err := admin.New(admin.Config{Source: &admintest.Source{}})
+	srv, err := admin.New(admin.Config{Store: state.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,16 +562,15 @@ func TestRunTwice(t *testing.T) {
 	}
 }
 
-// Publish costs no more with a stuck watcher than without.
-func BenchmarkPublish(b *testing.B) {
-	srv, err := admin.New(admin.Config{Source: &admintest.Source{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := admin.Plugin{Socket: "/plugins/p-reg.sock", Type: "CSIPlugin", State: admin.StateFailing}
+// A status change costs no more with a watcher that does not read than without.
+func BenchmarkStatusChangeStuckSubscriber(b *testing.B) {
+	st := state.New()
+	sub, _ := st.Subscribe()
+	defer sub.Close()
+	s := state.Status{Path: "/plugins/p-reg.sock", PluginType: "CSIPlugin", State: state.StateFailing}
 	for i := 0; b.Loop(); i++ {
-		p.Attempts = i
-		srv.Publish(p)
+		s.Attempts = i
+		st.SetStatus(s)
 	}
 }
 
@@ -566,7 +578,7 @@ func BenchmarkPublish(b *testing.B) {
 // ShutdownTimeout its connection is closed, and no goroutine is left.
 func TestRunStopsWithStuckWatcher(t *testing.T) {
 	src := &admintest.Source{}
-	ts := start(t, src, func(c *admin.Config) { c.ShutdownTimeout = 200 * time.Millisecond; c.WatchBuffer = 16 })
+	ts := start(t, src, func(c *admin.Config) { c.ShutdownTimeout = 200 * time.Millisecond })
 	c := ts.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	w, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
 	if err != nil {
@@ -575,7 +587,7 @@ func TestRunStopsWithStuckWatcher(t *testing.T) {
 	recvUntilSynced(t, w)
 	// Enough events to fill the flow-control windows and the buffer; the client reads none.
 	for i := range 20_000 {
-		ts.srv.Publish(admin.Plugin{Socket: "/plugins/p-reg.sock", State: admin.StateFailing,
+		src.Upsert(admintest.Plugin{Socket: "/plugins/p-reg.sock", State: state.StateFailing,
 			LastError: strings.Repeat("x", 100), Attempts: i})
 	}
 	ts.stop(t) // checks that Run returns and leaves no goroutine behind

@@ -21,7 +21,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
@@ -49,8 +49,9 @@ type Daemon struct {
 	cfg      config.Config
 	version  string
 	log      *slog.Logger
-	desired  *statecache.Desired
-	actual   *statecache.Actual
+	state    *state.Store
+	desired  *state.Desired
+	actual   *state.Actual
 	registry *registration.Registry
 	watcher  *watcher.Watcher
 	rec      *reconciler.Reconciler
@@ -70,10 +71,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		cfg:      cfg,
 		version:  version,
 		log:      log,
-		desired:  statecache.NewDesired(),
-		actual:   statecache.NewActual(),
+		state:    state.New(),
 		registry: registration.NewRegistry(),
 	}
+	d.desired, d.actual = d.state.Desired(), d.state.Actual()
 	resync := time.Duration(cfg.Watcher.Resync)
 	if resync == 0 {
 		resync = -1 // 0 in the config file means off; in the watcher, a negative value does
@@ -116,7 +117,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	d.admin, err = admin.New(admin.Config{
-		Source:     d,
+		Store:      d.state,
+		Ready:      d.Ready,
 		SocketPath: cfg.AdminSocket(),
 		Logger:     log.With("component", "admin"),
 		Version:    d.version,
@@ -130,7 +132,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
 		Resync:         time.Duration(cfg.Reconciler.Resync),
 		Logger:         log.With("component", "reconciler"),
-		OnStatusChange: func(st reconciler.SocketStatus) { d.admin.Publish(d.adminPlugin(st)) },
+		Status:         d.state,
 	})
 	// The host comes last: it is the only part that holds resources before Run.
 	d.host, err = host.New(ctx, host.Config{
@@ -143,11 +145,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Grants:        cfg.Grants(),
 		AllowInsecure: cfg.Handlers.AllowInsecure,
 		PluginCaller:  registrar.PluginCaller{},
+		OnChange:      d.publishHandlers,
 		Logger:        log.With("component", "host"),
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.state.SetHandlerCounters(d.handlerCounters)
 	return d, nil
 }
 
@@ -208,11 +212,5 @@ func (d *Daemon) SetHandler(pluginType string, h registration.Handler) {
 // AdminSocket is where the admin API listens.
 func (d *Daemon) AdminSocket() string { return d.admin.SocketPath() }
 
-// Actual is the actual state: the plugins registered.
-func (d *Daemon) Actual() *statecache.Actual { return d.actual }
-
-// Reconciler is the daemon's reconciler.
-func (d *Daemon) Reconciler() *reconciler.Reconciler { return d.rec }
-
-// Host is the daemon's WebAssembly host.
-func (d *Daemon) Host() *host.Host { return d.host }
+// State is the daemon's state store: what the admin API, the metrics and tests read.
+func (d *Daemon) State() *state.Store { return d.state }

@@ -6,105 +6,42 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
-	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
-// This file adapts the daemon's parts to what the admin API and the metrics read: the
-// reconciler's view of each socket joined with the actual state and the handlers.
+// This file feeds the state store from the host, and the metrics from the store.
 
-// Plugins implements admin.Source.
-func (d *Daemon) Plugins() []admin.Plugin {
-	st := d.rec.Status()
-	handlers := d.handlersByType()
-	out := make([]admin.Plugin, 0, len(st))
-	for _, s := range st {
-		out = append(out, d.joinPlugin(s, handlers))
-	}
-	return out
-}
-
-// adminPlugin returns the admin view of one socket.
-func (d *Daemon) adminPlugin(s reconciler.SocketStatus) admin.Plugin {
-	return d.joinPlugin(s, d.handlersByType())
-}
-
-// joinPlugin joins a socket's reconciler status with its record in the actual state and the
-// handler serving its type.
-func (d *Daemon) joinPlugin(s reconciler.SocketStatus, handlers map[string]host.HandlerStatus) admin.Plugin {
-	p := admin.Plugin{
-		Socket:         s.Path,
-		Type:           s.PluginType,
-		Name:           s.PluginName,
-		Versions:       s.PluginVersions,
-		State:          admin.PluginState(s.State),
-		LastError:      s.LastError,
-		Attempts:       s.Attempts,
-		NextRetry:      s.NextRetry,
-		LastTransition: s.Since,
-	}
-	if s.State == reconciler.StateGone {
-		return p
-	}
-	if a, ok := d.actual.Get(s.Path); ok {
-		p.Type, p.Name = a.Type, a.Name
-		p.Endpoint = a.Endpoint
-		p.Versions = a.Versions
-		p.Published = a.Published
-		p.RegisteredAt = a.RegisteredAt
-		if hs, ok := handlers[a.Type]; ok {
-			p.HandlerFile, p.HandlerSHA256 = hs.File, hs.SHA256
-		}
-	}
-	return p
-}
-
-// handlersByType indexes the handler files serving calls by the plugin types they serve.
-func (d *Daemon) handlersByType() map[string]host.HandlerStatus {
-	out := make(map[string]host.HandlerStatus)
-	if d.host == nil {
-		return out
-	}
-	for _, hs := range d.host.Handlers() {
-		if hs.Serving {
-			for _, t := range hs.PluginTypes {
-				out[t] = hs
-			}
-		}
-	}
-	return out
-}
-
-// Handlers implements admin.Source.
-func (d *Daemon) Handlers() []admin.Handler {
-	if d.host == nil {
-		return nil
-	}
-	var out []admin.Handler
-	for _, hs := range d.host.Handlers() {
-		out = append(out, admin.Handler{
-			PluginTypes:  hs.PluginTypes,
-			File:         hs.File,
-			SHA256:       hs.SHA256,
-			Size:         hs.Size,
-			ABIVersion:   hs.ABIVersion,
-			Capabilities: hs.Capabilities,
-			LoadedAt:     hs.LoadedAt,
-			PoolSize:     hs.PoolSize,
-			Calls:        hs.Calls,
-			Failures:     hs.Failures,
-			Traps:        hs.Traps,
-			Timeouts:     hs.Timeouts,
-			LastError:    hs.LastError,
+// publishHandlers puts the host's handler set into the state store; the host calls it after
+// every step of following the handler directory.
+func (d *Daemon) publishHandlers() {
+	hs := d.host.Handlers()
+	out := make([]state.Handler, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, state.Handler{
+			File: h.File, PluginTypes: h.PluginTypes, Name: h.Name, Version: h.Version,
+			SHA256: h.SHA256, Size: h.Size, ABIVersion: h.ABIVersion, Capabilities: h.Capabilities,
+			LoadedAt: h.LoadedAt, PoolSize: h.PoolSize, Serving: h.Serving,
+			LastError: h.LastError, LastErrorAt: h.LastErrorAt,
 		})
 	}
-	return out
+	d.state.SetHandlers(out)
 }
 
-// Ready implements admin.Source: ready once the socket directory was listed in full and the
+// handlerCounters reads the running totals of one handler file from the host, for the store.
+func (d *Daemon) handlerCounters(file string) state.HandlerCounters {
+	for _, h := range d.host.Handlers() {
+		if h.File == file {
+			return state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
+				Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances}
+		}
+	}
+	return state.HandlerCounters{}
+}
+
+// Ready returns nil once the socket directory was listed in full and the
 // handlers present at start were loaded (or refused).
 func (d *Daemon) Ready() error {
 	select {
@@ -123,35 +60,26 @@ func (d *Daemon) Ready() error {
 }
 
 func (d *Daemon) pluginSamples() []metrics.PluginSample {
-	st := d.rec.Status()
-	out := make([]metrics.PluginSample, 0, len(st))
-	for _, s := range st {
-		_, desired := d.desired.Get(s.Path)
-		a, actual := d.actual.Get(s.Path)
-		typ := s.PluginType
-		if actual {
-			typ = a.Type
-		}
-		out = append(out, metrics.PluginSample{Socket: s.Path, Type: typ, State: string(s.State), Desired: desired, Actual: actual})
+	ps := d.state.Plugins()
+	out := make([]metrics.PluginSample, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, metrics.PluginSample{Socket: p.Path, Type: p.PluginType, State: string(p.State), Desired: p.Desired, Actual: p.Registered})
 	}
 	return out
 }
 
 func (d *Daemon) handlerSamples() []metrics.HandlerSample {
-	if d.host == nil {
-		return nil
-	}
 	var out []metrics.HandlerSample
-	for _, hs := range d.host.Handlers() {
+	for _, h := range d.state.Handlers() {
 		out = append(out, metrics.HandlerSample{
-			Name:        filepath.Base(hs.File),
-			PluginTypes: hs.PluginTypes,
-			SHA256:      hs.SHA256,
-			ABIVersion:  hs.ABIVersion,
-			Calls:       hs.Calls,
-			Failures:    hs.Failures,
-			Traps:       hs.Traps,
-			Timeouts:    hs.Timeouts,
+			Name:        filepath.Base(h.File),
+			PluginTypes: h.PluginTypes,
+			SHA256:      h.SHA256,
+			ABIVersion:  h.ABIVersion,
+			Calls:       h.Counters.Calls,
+			Failures:    h.Counters.Failures,
+			Traps:       h.Counters.Traps,
+			Timeouts:    h.Counters.Timeouts,
 		})
 	}
 	return out
@@ -188,10 +116,4 @@ func resultOf(err error) string {
 	default:
 		return metrics.ResultError
 	}
-}
-
-// handlerOf returns the status of the handler file serving pluginType.
-func (d *Daemon) handlerOf(pluginType string) (host.HandlerStatus, bool) {
-	hs, ok := d.handlersByType()[pluginType]
-	return hs, ok
 }

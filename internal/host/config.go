@@ -68,6 +68,12 @@ type Config struct {
 	// abi.CapabilityPluginCall capability cannot be granted (New fails if it is).
 	PluginCaller PluginCaller
 
+	// OnChange, if set, is called from Run's goroutine after each step of following the
+	// handler directory (a load, a replacement, a removal, a refusal), so that the caller can
+	// publish Handlers() at once; it must be quick and must not call back into Run. The
+	// daemon publishes the handler set into its state store with it. Defaults to nil.
+	OnChange func()
+
 	// RetireGrace is how long the handler of a plugin type keeps working after its module
 	// file was removed (it is no longer in the registry), so that the plugins of that type
 	// can still be deregistered through it. Defaults to 1 minute.

@@ -171,6 +171,9 @@ func (h *Host) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if h.cfg.OnChange != nil {
+			h.cfg.OnChange()
+		}
 		timer.Reset(r.nextWake(time.Now()))
 		select {
 		case <-ctx.Done():

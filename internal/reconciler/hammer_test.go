@@ -14,7 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/reconciler/reconcilertest"
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // waitFor waits until cond holds, or fails the test after d.
@@ -43,8 +43,8 @@ func TestHammer(t *testing.T) {
 		iterations = 2000
 		maxOps     = 8
 	)
-	desired := statecache.NewDesired()
-	actual := statecache.NewActual()
+	desired := state.NewDesired()
+	actual := state.NewActual()
 	registry := registration.NewRegistry()
 	h := reconcilertest.NewHandler()
 	registry.Set(csi, h)
@@ -59,7 +59,7 @@ func TestHammer(t *testing.T) {
 		MaxConcurrent:  maxOps,
 		InitialBackoff: time.Millisecond,
 		MaxBackoff:     5 * time.Millisecond,
-		OnStatusChange: func(reconciler.SocketStatus) { statusCalls.Add(1) },
+		Status:         counting{Store: state.New(), n: &statusCalls},
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -94,7 +94,7 @@ func TestHammer(t *testing.T) {
 				p := name(rng.IntN(paths))
 				switch rng.IntN(10) {
 				case 0, 1, 2, 3, 4, 5:
-					desired.Upsert(statecache.Socket{Path: p, ID: statecache.Identity{Ino: ino.Add(1)}})
+					desired.Upsert(state.Socket{Path: p, ID: state.Identity{Ino: ino.Add(1)}})
 				case 6, 7:
 					desired.Remove(p)
 				case 8:
@@ -163,14 +163,14 @@ func TestHammer(t *testing.T) {
 }
 
 // noopOps registers at once, with no handler call.
-type noopOps struct{ actual *statecache.Actual }
+type noopOps struct{ actual *state.Actual }
 
-func (o noopOps) Register(_ context.Context, s statecache.Socket) error {
-	o.actual.Add(statecache.Plugin{Socket: s.Path, ID: s.ID, Type: csi, Name: s.Path, Endpoint: s.Path})
+func (o noopOps) Register(_ context.Context, s state.Socket) error {
+	o.actual.Add(state.Plugin{Socket: s.Path, ID: s.ID, Type: csi, Name: s.Path, Endpoint: s.Path})
 	return nil
 }
 
-func (o noopOps) Deregister(_ context.Context, p statecache.Plugin) error {
+func (o noopOps) Deregister(_ context.Context, p state.Plugin) error {
 	o.actual.Remove(p.Socket)
 	return nil
 }
@@ -180,15 +180,15 @@ func (o noopOps) Deregister(_ context.Context, p statecache.Plugin) error {
 // reconciler's own overhead. (The kubelet takes 1.43 s for this with fake plugins.)
 func BenchmarkRegister1000Sockets(b *testing.B) {
 	const n = 1000
-	sockets := make([]statecache.Socket, n)
+	sockets := make([]state.Socket, n)
 	for i := range sockets {
-		sockets[i] = statecache.Socket{Path: fmt.Sprintf("/var/lib/kubelet/plugins_registry/p%04d-reg.sock", i), ID: statecache.Identity{Ino: uint64(i + 1)}}
+		sockets[i] = state.Socket{Path: fmt.Sprintf("/var/lib/kubelet/plugins_registry/p%04d-reg.sock", i), ID: state.Identity{Ino: uint64(i + 1)}}
 	}
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		desired := statecache.NewDesired()
-		actual := statecache.NewActual()
+		desired := state.NewDesired()
+		actual := state.NewActual()
 		registry := registration.NewRegistry()
 		registry.Set(csi, reconcilertest.NewHandler())
 		r := reconciler.New(desired, actual, registry, noopOps{actual}, reconciler.Config{})
@@ -211,4 +211,15 @@ func BenchmarkRegister1000Sockets(b *testing.B) {
 		<-done
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/1000sockets")
+}
+
+// counting is a state store that counts the statuses written into it.
+type counting struct {
+	*state.Store
+	n *atomic.Int64
+}
+
+func (c counting) SetStatus(s state.Status) {
+	c.n.Add(1)
+	c.Store.SetStatus(s)
 }

@@ -20,35 +20,34 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
-// Desired is what the reconciler needs of the desired state; *statecache.Desired implements it.
+// Desired is what the reconciler needs of the desired state; *state.Desired implements it.
 type Desired interface {
-	Get(path string) (statecache.Socket, bool)
-	List() []statecache.Socket
+	Get(path string) (state.Socket, bool)
+	List() []state.Socket
 	// Changed wakes the reconciler, which then calls TakeDirty.
 	Changed() <-chan struct{}
 	TakeDirty() []string
 }
 
-// Actual is what the reconciler needs of the actual state; *statecache.Actual implements it.
+// Actual is what the reconciler needs of the actual state; *state.Actual implements it.
 // The reconciler only reads it: Operations write it.
 type Actual interface {
-	Get(socket string) (statecache.Plugin, bool)
-	List() []statecache.Plugin
+	Get(socket string) (state.Plugin, bool)
+	List() []state.Plugin
 }
 
 // Handlers is what the reconciler needs of the handler set; *registration.Registry implements
 // it.
 type Handlers interface {
-	Get(pluginType string) (registration.Handler, bool)
+	// Has reports whether a handler serves pluginType.
+	Has(pluginType string) bool
 	// Changed wakes the reconciler after a handler was set or removed.
 	Changed() <-chan struct{}
 }
@@ -65,9 +64,9 @@ type Operations interface {
 	// PluginName() string (found with errors.As). The reconciler then shows them in the
 	// socket's status, and a socket that failed with ErrNoHandler is retried only when a
 	// handler for that type appears, rather than on any change of the handler set.
-	Register(ctx context.Context, s statecache.Socket) error
+	Register(ctx context.Context, s state.Socket) error
 	// Deregister removes p from the actual state and calls its handler's DeRegisterPlugin.
-	Deregister(ctx context.Context, p statecache.Plugin) error
+	Deregister(ctx context.Context, p state.Plugin) error
 }
 
 // ErrAlreadyStarted is returned by a second call of Run.
@@ -93,14 +92,19 @@ type Config struct {
 	// Logger receives failures (warn), waits for a handler (info) and skips (debug).
 	// Defaults to nil, which discards.
 	Logger *slog.Logger
-	// OnStatusChange, if set, is called after a socket's status changed; a socket that is
-	// gone is reported once with State StateGone. It is called from one goroutine of its
-	// own, in order per socket, never while the reconciler holds a lock and never from the
-	// reconciler's loop, so a slow callback does not hold up registrations. It must still be
-	// fast: while it runs, further changes of a socket are coalesced and it later sees only
-	// the newest status of that socket. Run delivers what is left and waits for the last call
-	// before it returns. Defaults to nil: no calls.
-	OnStatusChange func(SocketStatus)
+	// Status is where the reconciler records each socket's status (the daemon's state store,
+	// which readers follow). Defaults to a store of the reconciler's own.
+	Status StatusStore
+}
+
+// StatusStore is what the reconciler needs of where it records statuses; *state.Store
+// implements it.
+type StatusStore interface {
+	SetStatus(state.Status)
+	// DeleteStatus forgets a socket path that is gone (readers see it deleted).
+	DeleteStatus(path string, since time.Time)
+	StatusOf(path string) (state.Status, bool)
+	Statuses() []state.Status
 }
 
 func (c Config) withDefaults() Config {
@@ -122,49 +126,27 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Status == nil {
+		c.Status = state.New()
+	}
 	return c
 }
 
-// State is the state of one socket path as operators see it.
-type State string
+// State is the state of one socket path as operators see it; SocketStatus is what the
+// reconciler decides about one socket path. Both are the state store's.
+type (
+	State        = state.PluginState
+	SocketStatus = state.Status
+)
 
 // The states of a socket path.
 const (
-	// StateRegistered: the plugin at the socket is registered.
-	StateRegistered State = "registered"
-	// StatePending: an operation is queued or in flight.
-	StatePending State = "pending"
-	// StateFailing: the last operation failed; the next attempt is at NextRetry.
-	StateFailing State = "failing"
-	// StateWaitingForHandler: the plugin's type has no handler; it is registered when one
-	// appears.
-	StateWaitingForHandler State = "waiting-for-handler"
-	// StateGone: the socket and its plugin are gone. Reported once, through
-	// Config.OnStatusChange; Status never lists it.
-	StateGone State = "gone"
+	StateRegistered        = state.StateRegistered
+	StatePending           = state.StatePending
+	StateFailing           = state.StateFailing
+	StateWaitingForHandler = state.StateWaitingForHandler
+	StateGone              = state.StateGone
 )
-
-// SocketStatus is what the reconciler knows about one socket path.
-type SocketStatus struct {
-	Path  string
-	State State
-	// PluginType and PluginName are known once the plugin registered, or from a failed
-	// registration whose error tells them; empty otherwise.
-	PluginType string
-	PluginName string
-	// PluginVersions are the versions the plugin said it supports, known as its type and
-	// name are. Operators read them to see why a plugin is refused.
-	PluginVersions []string
-	// LastError is the error of the last failed operation; empty after a success.
-	LastError string
-	// Attempts counts the failed attempts since the last success or since the socket was
-	// replaced.
-	Attempts int
-	// NextRetry is when the socket is tried again; set only in StateFailing.
-	NextRetry time.Time
-	// Since is when State last changed.
-	Since time.Time
-}
 
 // Counters are totals since the reconciler was made.
 type Counters struct {
@@ -186,8 +168,7 @@ type Reconciler struct {
 	log      *slog.Logger
 	started  atomic.Bool
 
-	mu     sync.RWMutex
-	status map[string]SocketStatus // written by the loop only
+	status StatusStore
 
 	regOK, regFailed, dereg, deregFailed, retries atomic.Uint64
 }
@@ -205,32 +186,19 @@ func New(desired Desired, actual Actual, handlers Handlers, ops Operations, cfg 
 		ops:      ops,
 		cfg:      cfg,
 		log:      cfg.Logger,
-		status:   make(map[string]SocketStatus),
+		status:   cfg.Status,
 	}
 }
 
 // Config returns the configuration in effect, defaults filled in.
 func (r *Reconciler) Config() Config { return r.cfg }
 
-// Status returns the status of every socket path the reconciler knows, sorted by path.
-func (r *Reconciler) Status() []SocketStatus {
-	r.mu.RLock()
-	out := make([]SocketStatus, 0, len(r.status))
-	for _, s := range r.status {
-		out = append(out, s)
-	}
-	r.mu.RUnlock()
-	slices.SortFunc(out, func(a, b SocketStatus) int { return strings.Compare(a.Path, b.Path) })
-	return out
-}
+// Status returns the status of every socket path the reconciler knows, sorted by path, as
+// recorded in Config.Status.
+func (r *Reconciler) Status() []SocketStatus { return r.status.Statuses() }
 
 // SocketStatus returns the status of one socket path.
-func (r *Reconciler) SocketStatus(path string) (SocketStatus, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	s, ok := r.status[path]
-	return s, ok
-}
+func (r *Reconciler) SocketStatus(path string) (SocketStatus, bool) { return r.status.StatusOf(path) }
 
 // Counters returns the totals so far.
 func (r *Reconciler) Counters() Counters {
@@ -253,18 +221,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	opCtx, cancelOps := context.WithCancel(ctx)
 	defer cancelOps()
 
-	var notifyWG sync.WaitGroup
-	var n *notifier
-	stopNotify := make(chan struct{})
-	if r.cfg.OnStatusChange != nil {
-		n = newNotifier()
-		notifyWG.Go(func() { n.run(stopNotify, r.cfg.OnStatusChange) })
-	}
-
 	l := &loop{
 		r:       r,
 		ctx:     opCtx,
-		notify:  n,
 		socks:   make(map[string]*sock),
 		byType:  make(map[string]map[string]struct{}),
 		waiting: make(map[string]struct{}),
@@ -276,8 +235,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	// operation in flight, so none of them blocks.
 	cancelOps()
 	l.ops.Wait()
-	close(stopNotify)
-	notifyWG.Wait()
 	return nil
 }
 
@@ -294,9 +251,9 @@ const (
 type result struct {
 	path   string
 	kind   opKind
-	socket statecache.Socket // the socket registered (opRegister)
-	plugin statecache.Plugin // the plugin deregistered (opDeregister)
-	gen    uint64            // the handler generation when the operation started
+	socket state.Socket // the socket registered (opRegister)
+	plugin state.Plugin // the plugin deregistered (opDeregister)
+	gen    uint64       // the handler generation when the operation started
 	err    error
 }
 
@@ -304,7 +261,7 @@ type result struct {
 // actual plugin, or has an operation queued or in flight.
 type sock struct {
 	path  string
-	id    statecache.Identity // identity of the desired socket, when hasID
+	id    state.Identity // identity of the desired socket, when hasID
 	hasID bool
 
 	busy   bool // an operation is in flight
@@ -337,9 +294,8 @@ func (s *sock) backingOff(now time.Time) bool {
 
 // loop is the state of one Run. Only the loop goroutine touches it.
 type loop struct {
-	r      *Reconciler
-	ctx    context.Context // cancelled when Run ends; operations run under it
-	notify *notifier       // nil without OnStatusChange
+	r   *Reconciler
+	ctx context.Context // cancelled when Run ends; operations run under it
 
 	socks   map[string]*sock
 	byType  map[string]map[string]struct{} // plugin type -> paths with an actual plugin of it
@@ -425,7 +381,7 @@ func (l *loop) handlersChanged() {
 	l.handlerGen++
 	var paths []string
 	for typ, set := range l.byType {
-		if _, ok := l.r.handlers.Get(typ); !ok {
+		if ok := l.r.handlers.Has(typ); !ok {
 			for p := range set {
 				paths = append(paths, p)
 			}
@@ -434,7 +390,7 @@ func (l *loop) handlersChanged() {
 	for p := range l.waiting {
 		s := l.socks[p]
 		if s.waitType != "" {
-			if _, ok := l.r.handlers.Get(s.waitType); !ok {
+			if ok := l.r.handlers.Has(s.waitType); !ok {
 				continue
 			}
 		}
@@ -529,14 +485,14 @@ func (l *loop) evalPath(path string, logSkip bool) {
 
 	now := time.Now()
 	kind := opNone
-	state := StatePending
+	st8 := StatePending
 	if aOK {
-		_, hasHandler := r.handlers.Get(a.Type)
+		hasHandler := r.handlers.Has(a.Type)
 		if dOK && a.ID == d.ID && hasHandler {
-			state = StateRegistered
+			st8 = StateRegistered
 			l.forgetFailure(s)
 		} else if s.backingOff(now) {
-			state = StateFailing
+			st8 = StateFailing
 			if logSkip {
 				r.log.Debug("skipping deregistration, backing off", "socket", path,
 					"plugin_type", a.Type, "plugin", a.Name, "next_retry", s.nextRetry)
@@ -546,15 +502,15 @@ func (l *loop) evalPath(path string, logSkip bool) {
 		}
 	} else {
 		if s.waiting && s.waitType != "" {
-			if _, ok := r.handlers.Get(s.waitType); ok {
+			if ok := r.handlers.Has(s.waitType); ok {
 				l.setWaiting(s, false, "")
 			}
 		}
 		switch {
 		case s.waiting:
-			state = StateWaitingForHandler
+			st8 = StateWaitingForHandler
 		case s.backingOff(now):
-			state = StateFailing
+			st8 = StateFailing
 			if logSkip {
 				r.log.Debug("skipping registration, backing off", "socket", path,
 					"attempt", s.attempts, "next_retry", s.nextRetry)
@@ -572,11 +528,11 @@ func (l *loop) evalPath(path string, logSkip bool) {
 			l.queue = append(l.queue, path)
 		}
 	}
-	l.publish(s, state)
+	l.publish(s, st8)
 }
 
 // start launches the operation kind for s in a goroutine of its own.
-func (l *loop) start(s *sock, kind opKind, d statecache.Socket, a statecache.Plugin) {
+func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 	s.busy = true
 	l.inflight++
 	res := result{path: s.path, kind: kind, gen: l.handlerGen}
@@ -658,7 +614,7 @@ func (l *loop) registered(s *sock, res result, err error) {
 		s.pluginType, s.pluginName = typ, name
 		s.pluginVersions = versionsOf(err)
 	}
-	if errors.Is(err, registration.ErrNoHandler) {
+	if waitsForHandler(err) {
 		if l.handlerGen != res.gen {
 			// A handler was set while the operation ran: try again at once rather than wait
 			// for a change that already happened.
@@ -693,7 +649,7 @@ func (l *loop) deregistered(s *sock, res result) {
 	}
 	// A plugin deregistered because its type lost its handler waits for a new one.
 	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID {
-		if _, ok := r.handlers.Get(p.Type); !ok {
+		if ok := r.handlers.Has(p.Type); !ok {
 			s.lastErr = "registration: no handler registered for plugin type " + p.Type + " (handler removed)"
 			s.nextRetry = time.Time{}
 			l.setWaiting(s, true, p.Type)
@@ -762,25 +718,14 @@ func (l *loop) forget(s *sock) {
 	if s.status.State == "" {
 		return
 	}
-	st := s.status
-	st.State = StateGone
-	st.LastError = ""
-	st.Attempts = 0
-	st.NextRetry = time.Time{}
-	st.Since = time.Now()
-	l.r.mu.Lock()
-	delete(l.r.status, s.path)
-	l.r.mu.Unlock()
-	if l.notify != nil {
-		l.notify.put(st)
-	}
+	l.r.status.DeleteStatus(s.path, time.Now())
 }
 
-// publish records the status of s if it changed, and queues it for OnStatusChange.
-func (l *loop) publish(s *sock, state State) {
+// publish records the status of s in the store if it changed.
+func (l *loop) publish(s *sock, st8 State) {
 	st := SocketStatus{
 		Path:           s.path,
-		State:          state,
+		State:          st8,
 		PluginType:     s.pluginType,
 		PluginName:     s.pluginName,
 		PluginVersions: s.pluginVersions,
@@ -788,22 +733,25 @@ func (l *loop) publish(s *sock, state State) {
 		Attempts:       s.attempts,
 		Since:          s.status.Since,
 	}
-	if state == StateFailing {
+	if st8 == StateFailing {
 		st.NextRetry = s.nextRetry
 	}
-	if state != s.status.State {
+	if st8 != s.status.State {
 		st.Since = time.Now()
 	}
-	if st.equal(s.status) {
+	if st.Equal(s.status) {
 		return
 	}
 	s.status = st
-	l.r.mu.Lock()
-	l.r.status[s.path] = st
-	l.r.mu.Unlock()
-	if l.notify != nil {
-		l.notify.put(st)
-	}
+	l.r.status.SetStatus(st)
+}
+
+// waitsForHandler reports whether err says that no handler serves the plugin's type (an
+// error in its chain has a method WaitsForHandler() bool that returns true, as
+// registration.ErrNoHandler does): the socket then waits for a handler, it does not back off.
+func waitsForHandler(err error) bool {
+	var w interface{ WaitsForHandler() bool }
+	return errors.As(err, &w) && w.WaitsForHandler()
 }
 
 // pluginOf returns the plugin type and name an error tells, if any error in its chain has
@@ -828,12 +776,4 @@ func versionsOf(err error) []string {
 		return v.PluginVersions()
 	}
 	return nil
-}
-
-// equal reports whether two statuses say the same.
-func (a SocketStatus) equal(b SocketStatus) bool {
-	return a.Path == b.Path && a.State == b.State && a.PluginType == b.PluginType &&
-		a.PluginName == b.PluginName && slices.Equal(a.PluginVersions, b.PluginVersions) &&
-		a.LastError == b.LastError && a.Attempts == b.Attempts &&
-		a.NextRetry.Equal(b.NextRetry) && a.Since.Equal(b.Since)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/reconciler/reconcilertest"
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 const (
@@ -29,8 +29,8 @@ const (
 // env is one reconciler over real states and a fake Operations, running until the test ends.
 type env struct {
 	t        *testing.T
-	desired  *statecache.Desired
-	actual   *statecache.Actual
+	desired  *state.Desired
+	actual   *state.Actual
 	registry *registration.Registry
 	ops      *reconcilertest.Operations
 	handler  *reconcilertest.Handler // the handler of csi
@@ -46,26 +46,43 @@ type env struct {
 
 func newEnv(t *testing.T, cfg reconciler.Config) *env {
 	t.Helper()
+	st := state.New()
 	e := &env{
 		t:        t,
-		desired:  statecache.NewDesired(),
-		actual:   statecache.NewActual(),
+		desired:  st.Desired(),
+		actual:   st.Actual(),
 		registry: registration.NewRegistry(),
 		handler:  reconcilertest.NewHandler(),
 	}
 	e.ops = reconcilertest.NewOperations(e.actual, e.registry)
 	e.registry.Set(csi, e.handler)
-	user := cfg.OnStatusChange
-	cfg.OnStatusChange = func(s reconciler.SocketStatus) {
-		e.mu.Lock()
-		e.changes = append(e.changes, s)
-		e.mu.Unlock()
-		if user != nil {
-			user(s)
-		}
-	}
+	cfg.Status = recording{Store: st, e: e}
 	e.r = reconciler.New(e.desired, e.actual, e.registry, e.ops, cfg)
 	return e
+}
+
+// recording is the state store, recording every status the reconciler writes into it.
+type recording struct {
+	*state.Store
+	e *env
+}
+
+func (r recording) SetStatus(s state.Status) {
+	if old, ok := r.StatusOf(s.Path); !ok || !old.Equal(s) {
+		r.e.mu.Lock()
+		r.e.changes = append(r.e.changes, s)
+		r.e.mu.Unlock()
+	}
+	r.Store.SetStatus(s)
+}
+
+func (r recording) DeleteStatus(path string, since time.Time) {
+	if _, ok := r.StatusOf(path); ok {
+		r.e.mu.Lock()
+		r.e.changes = append(r.e.changes, state.Status{Path: path, State: state.StateGone, Since: since})
+		r.e.mu.Unlock()
+	}
+	r.Store.DeleteStatus(path, since)
 }
 
 // start runs the reconciler until stop or the end of the test.
@@ -87,8 +104,8 @@ func (e *env) stop() {
 	})
 }
 
-func sock(path string, n uint64) statecache.Socket {
-	return statecache.Socket{Path: path, ID: statecache.Identity{Dev: 1, Ino: n, Ctime: int64(n)}}
+func sock(path string, n uint64) state.Socket {
+	return state.Socket{Path: path, ID: state.Identity{Dev: 1, Ino: n, Ctime: int64(n)}}
 }
 
 func (e *env) add(path string, n uint64) { e.desired.Upsert(sock(path, n)) }
@@ -123,7 +140,7 @@ func (e *env) wantRegistered(path string, n uint64) {
 	e.wantState(path, reconciler.StateRegistered)
 }
 
-// changesOf returns the states reported for path through OnStatusChange.
+// changesOf returns the states the reconciler recorded for path, in order.
 func (e *env) changesOf(path string) []reconciler.State {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -696,7 +713,7 @@ type slowOps struct {
 	exited  atomic.Bool
 }
 
-func (o *slowOps) Register(ctx context.Context, _ statecache.Socket) error {
+func (o *slowOps) Register(ctx context.Context, _ state.Socket) error {
 	o.started <- struct{}{}
 	<-ctx.Done()
 	time.Sleep(time.Second)
@@ -704,23 +721,18 @@ func (o *slowOps) Register(ctx context.Context, _ statecache.Socket) error {
 	return ctx.Err()
 }
 
-func (o *slowOps) Deregister(context.Context, statecache.Plugin) error { return nil }
+func (o *slowOps) Deregister(context.Context, state.Plugin) error { return nil }
 
 func TestRunWaitsForOperationsInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		desired := statecache.NewDesired()
+		desired := state.NewDesired()
 		ops := &slowOps{started: make(chan struct{}, 1)}
-		slow := make(chan struct{})
-		r := reconciler.New(desired, statecache.NewActual(), registration.NewRegistry(), ops, reconciler.Config{
-			// A callback that is slow must not keep Run from ending either, beyond its own call.
-			OnStatusChange: func(reconciler.SocketStatus) { <-slow },
-		})
+		r := reconciler.New(desired, state.NewActual(), registration.NewRegistry(), ops, reconciler.Config{})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
 		desired.Upsert(sock("/p/a.sock", 1))
 		<-ops.started
-		close(slow)
 		t0 := time.Now()
 		cancel()
 		if err := <-done; err != nil {
@@ -736,39 +748,6 @@ func TestRunWaitsForOperationsInFlight(t *testing.T) {
 			t.Errorf("second Run: %v, want ErrAlreadyStarted", err)
 		}
 		// synctest.Test fails if any goroutine of the bubble is left.
-	})
-}
-
-func TestSlowStatusCallbackDoesNotBlockReconciling(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		unblock := make(chan struct{})
-		var calls atomic.Int32
-		e := newEnv(t, reconciler.Config{OnStatusChange: func(reconciler.SocketStatus) {
-			calls.Add(1)
-			<-unblock
-		}}).start()
-		for i := range 50 {
-			e.add(fmt.Sprintf("/p/%02d.sock", i), uint64(i+1))
-		}
-		synctest.Wait()
-		if e.actual.Len() != 50 {
-			t.Fatalf("%d registered while the callback is stuck, want 50", e.actual.Len())
-		}
-		if n := calls.Load(); n != 1 {
-			t.Fatalf("callback entered %d times, want 1 (stuck in the first)", n)
-		}
-		close(unblock)
-		synctest.Wait()
-		// Coalesced: at most pending+registered per socket, and the newest last.
-		if n := calls.Load(); n > 100 {
-			t.Errorf("%d calls for 50 sockets", n)
-		}
-		for i := range 50 {
-			got := e.changesOf(fmt.Sprintf("/p/%02d.sock", i))
-			if got[len(got)-1] != reconciler.StateRegistered {
-				t.Errorf("socket %d: changes %v, want registered last", i, got)
-			}
-		}
 	})
 }
 
@@ -826,17 +805,17 @@ func TestWaitingSocketRecreatedIsTriedAtOnce(t *testing.T) {
 // forgetfulOps claims success without recording the plugin.
 type forgetfulOps struct{ calls atomic.Int32 }
 
-func (o *forgetfulOps) Register(context.Context, statecache.Socket) error {
+func (o *forgetfulOps) Register(context.Context, state.Socket) error {
 	o.calls.Add(1)
 	return nil
 }
-func (o *forgetfulOps) Deregister(context.Context, statecache.Plugin) error { return nil }
+func (o *forgetfulOps) Deregister(context.Context, state.Plugin) error { return nil }
 
 func TestSuccessWithoutPluginIsAFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		desired := statecache.NewDesired()
+		desired := state.NewDesired()
 		ops := &forgetfulOps{}
-		r := reconciler.New(desired, statecache.NewActual(), registration.NewRegistry(), ops, reconciler.Config{})
+		r := reconciler.New(desired, state.NewActual(), registration.NewRegistry(), ops, reconciler.Config{})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
@@ -855,7 +834,7 @@ func TestSuccessWithoutPluginIsAFailure(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	r := reconciler.New(statecache.NewDesired(), statecache.NewActual(), registration.NewRegistry(),
+	r := reconciler.New(state.NewDesired(), state.NewActual(), registration.NewRegistry(),
 		reconcilertest.NewOperations(nil, nil), reconciler.Config{})
 	c := r.Config()
 	if c.MaxConcurrent != 64 || c.InitialBackoff != 500*time.Millisecond ||
@@ -937,14 +916,14 @@ func (e versionsError) PluginVersions() []string { return e.versions }
 // type, name and versions, which are often why it fails.
 func TestStatusShowsVersionsOfFailingPlugin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		desired, actual, reg := statecache.NewDesired(), statecache.NewActual(), registration.NewRegistry()
+		desired, actual, reg := state.NewDesired(), state.NewActual(), registration.NewRegistry()
 		ops := reconcilertest.NewOperations(actual, reg)
 		ops.Fail("/s/a.sock", versionsError{versions: []string{"0.9"}})
 		r := reconciler.New(desired, actual, reg, ops, reconciler.Config{})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- r.Run(ctx) }()
-		desired.Upsert(statecache.Socket{Path: "/s/a.sock", ID: statecache.Identity{Ino: 1}})
+		desired.Upsert(state.Socket{Path: "/s/a.sock", ID: state.Identity{Ino: 1}})
 		synctest.Wait()
 		st, ok := r.SocketStatus("/s/a.sock")
 		if !ok || st.State != reconciler.StateFailing || st.PluginType != "example.com/demo" || st.PluginName != "demo" || !slices.Equal(st.PluginVersions, []string{"0.9"}) {

@@ -19,8 +19,9 @@ import (
 // Sentinel errors. Callers decide with errors.Is.
 var (
 	// ErrNoHandler: no handler is registered for the plugin's type. This is not retried with
-	// backoff; the plugin waits until a handler for its type appears.
-	ErrNoHandler = errors.New("registration: no handler registered for plugin type")
+	// backoff; the plugin waits until a handler for its type appears (the reconciler sees it
+	// by its WaitsForHandler method, without importing this package).
+	ErrNoHandler error = noHandlerError{}
 	// ErrInvalidInfo: the plugin's GetInfo answer was refused (empty, oversized or malformed).
 	ErrInvalidInfo = errors.New("registration: invalid plugin info")
 	// ErrRejected: the handler refused the plugin (ValidatePlugin or RegisterPlugin failed).
@@ -30,7 +31,16 @@ var (
 	// ErrNotifyFailed: the plugin did not accept NotifyRegistrationStatus(true); the
 	// registration was rolled back.
 	ErrNotifyFailed = errors.New("registration: notify failed")
+	// ErrProtocol: the plugin answered, but broke HTTP/2 or gRPC (a malformed or reset
+	// response, a connection error it sent, a compression that was not offered). It is the
+	// plugin's fault, not a socket nobody listens on: ErrUnreachable does not match it.
+	ErrProtocol = errors.New("registration: plugin protocol error")
 )
+
+type noHandlerError struct{}
+
+func (noHandlerError) Error() string         { return "registration: no handler registered for plugin type" }
+func (noHandlerError) WaitsForHandler() bool { return true }
 
 // PluginInfo is what a handler is told about a plugin: what its GetInfo answered, with the
 // endpoint defaulted to the socket path when the plugin gave none.
@@ -88,6 +98,12 @@ func (r *Registry) Remove(pluginType string) (Handler, bool) {
 		r.signal()
 	}
 	return h, ok
+}
+
+// Has reports whether a handler serves pluginType.
+func (r *Registry) Has(pluginType string) bool {
+	_, ok := r.Get(pluginType)
+	return ok
 }
 
 // Get returns the handler for pluginType.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 // waitFor is how long a script waits for the desired state to reach what it expects. It is a
@@ -30,11 +29,11 @@ type harness struct {
 	t       testing.TB
 	base    string // the temp dir; the socket directory is base/p
 	dir     string
-	desired *statecache.Desired
+	desired *memDesired
 	w       *Watcher
 	fsw     chan *fsnotify.Watcher // the fsnotify watcher Run created, for injecting errors
 	cur     *fsnotify.Watcher
-	ids     map[string]statecache.Identity
+	ids     map[string]Identity
 	ls      []*net.UnixListener
 	syncN   int
 	cancel  context.CancelFunc
@@ -73,9 +72,9 @@ func newHarness(t testing.TB, setup []string, opts ...option) *harness {
 	}
 	h := &harness{
 		t: t, base: base, dir: filepath.Join(base, "p"),
-		desired: statecache.NewDesired(),
+		desired: newMemDesired(),
 		fsw:     make(chan *fsnotify.Watcher, 1),
-		ids:     make(map[string]statecache.Identity),
+		ids:     make(map[string]Identity),
 		logs:    &logBuffer{},
 	}
 	t.Cleanup(func() {
@@ -350,7 +349,7 @@ func (h *harness) step(line string) {
 			h.t.Fatalf("%q: identity is %v, remembered %v", line, s.ID, old)
 		}
 	case "corrupt-add":
-		h.desired.Upsert(statecache.Socket{Path: h.abs(arg(1)), ID: statecache.Identity{Ino: 1}, Seen: time.Now()})
+		h.desired.Upsert(Socket{Path: h.abs(arg(1)), ID: Identity{Ino: 1}, Seen: time.Now()})
 	case "corrupt-rm":
 		if !h.desired.Remove(h.abs(arg(1))) {
 			h.t.Fatalf("%q: %s was not desired", line, arg(1))

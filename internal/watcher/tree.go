@@ -12,7 +12,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 // handleEvent applies one fsnotify event. What it does depends on what is at the path now,
@@ -113,7 +112,7 @@ func (w *Watcher) upsertNew(p string, fi fs.FileInfo) {
 	if old, ok := w.desired.Get(p); ok && old.ID == id {
 		return
 	}
-	w.desired.Upsert(statecache.Socket{Path: p, ID: id, Seen: time.Now()})
+	w.desired.Upsert(Socket{Path: p, ID: id, Seen: time.Now()})
 	w.log.Debug("socket found", "socket", p, "id", id)
 }
 
@@ -125,7 +124,7 @@ func (w *Watcher) upsertListed(p string, fi fs.FileInfo) bool {
 	if old, ok := w.desired.Get(p); ok && old.ID.Dev == id.Dev && old.ID.Ino == id.Ino {
 		return false
 	}
-	return w.desired.Upsert(statecache.Socket{Path: p, ID: id, Seen: time.Now()})
+	return w.desired.Upsert(Socket{Path: p, ID: id, Seen: time.Now()})
 }
 
 // scan watches the directory p and every directory below it, each before reading it, so that a
@@ -391,9 +390,9 @@ func (w *Watcher) relist(reason string, urgent bool) (err error) {
 }
 
 // identityOf returns what tells this file apart from another one at the same path.
-func identityOf(fi fs.FileInfo) statecache.Identity {
+func identityOf(fi fs.FileInfo) Identity {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return statIdentity(st)
 	}
-	return statecache.Identity{Ctime: fi.ModTime().UnixNano()}
+	return Identity{Ctime: fi.ModTime().UnixNano()}
 }

@@ -1,5 +1,5 @@
 // Package watcher finds plugin sockets: it watches a socket directory and all its
-// subdirectories with inotify (through fsnotify) and keeps a statecache.Desired equal to the set
+// subdirectories with inotify (through fsnotify) and keeps a Desired equal to the set
 // of unix sockets that exist there.
 //
 // It watches before it lists, treats list results and events alike as idempotent upserts, reads
@@ -30,7 +30,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 // Sentinel errors. Callers decide with errors.Is.
@@ -67,7 +66,7 @@ type Config struct {
 	Dir string
 	// Desired receives the sockets found. Required. The watcher removes from it every socket it
 	// does not find under Dir, so it must not be shared with another writer.
-	Desired *statecache.Desired
+	Desired Desired
 	// Resync is the period of the full re-list that repairs anything the events missed.
 	// Defaults to DefaultResync (5 minutes) when zero; a negative value disables it (re-lists
 	// then happen only at start and after errors).
@@ -85,11 +84,11 @@ type Stats struct {
 	Watches       int64  // directories watched now, the socket directory's parent included
 }
 
-// Watcher keeps a statecache.Desired equal to the unix sockets under a directory. Create it
+// Watcher keeps a Desired equal to the unix sockets under a directory. Create it
 // with New and start it with Run.
 type Watcher struct {
 	dir     string
-	desired *statecache.Desired
+	desired Desired
 	resync  time.Duration
 	log     *slog.Logger
 

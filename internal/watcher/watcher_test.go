@@ -14,7 +14,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/wasmhost/wasmhost/internal/statecache"
 )
 
 // TestScripts runs the watcher scenarios. Each one sets up a tree before the watcher starts,
@@ -299,7 +298,7 @@ func TestNewConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	d := statecache.NewDesired()
+	d := newMemDesired()
 
 	if _, err := New(Config{Desired: d}); !errors.Is(err, ErrConfig) {
 		t.Errorf("no Dir: %v, want ErrConfig", err)
@@ -351,7 +350,7 @@ func TestRelistIdentityRules(t *testing.T) {
 
 	older := real
 	older.Ctime--
-	h.desired.Upsert(statecache.Socket{Path: p, ID: older, Seen: orig.Seen})
+	h.desired.Upsert(Socket{Path: p, ID: older, Seen: orig.Seen})
 	if h.w.upsertListed(p, fi) {
 		t.Error("a re-list replaced an identity whose device and inode match")
 	}
@@ -367,7 +366,7 @@ func TestRelistIdentityRules(t *testing.T) {
 
 	other := real
 	other.Ino++
-	h.desired.Upsert(statecache.Socket{Path: p, ID: other})
+	h.desired.Upsert(Socket{Path: p, ID: other})
 	if !h.w.upsertListed(p, fi) {
 		t.Error("a re-list kept an identity with another inode")
 	}

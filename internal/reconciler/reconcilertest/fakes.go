@@ -1,5 +1,5 @@
 // Package reconcilertest provides in-memory fakes for testing the reconciler and what is built on
-// it: Operations, which registers plugins in a real statecache.Actual through the handlers of a
+// it: Operations, which registers plugins in a real state.Actual through the handlers of a
 // real registration.Registry without any socket, and Handler, which records what it is asked.
 //
 // This package is part of the daemon's tests, not a stable API.
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // DefaultType is the plugin type a socket's plugin has unless SetInfo says otherwise.
@@ -34,7 +34,7 @@ const (
 type Call struct {
 	Op   Op
 	Path string
-	ID   statecache.Identity
+	ID   state.Identity
 	At   time.Time
 }
 
@@ -64,7 +64,7 @@ type info struct{ typ, name string }
 // Registrar does, but without dialling anything. It can be told to fail or to block per socket
 // path, and it records every call. It is safe for concurrent use.
 type Operations struct {
-	Actual   *statecache.Actual
+	Actual   *state.Actual
 	Handlers *registration.Registry
 
 	mu         sync.Mutex
@@ -81,7 +81,7 @@ type Operations struct {
 }
 
 // NewOperations returns operations over actual and handlers.
-func NewOperations(actual *statecache.Actual, handlers *registration.Registry) *Operations {
+func NewOperations(actual *state.Actual, handlers *registration.Registry) *Operations {
 	return &Operations{
 		Actual:    actual,
 		Handlers:  handlers,
@@ -206,7 +206,7 @@ func (o *Operations) MaxInFlight() (perPath, total int) {
 }
 
 // begin records a call and returns what blocks it (nil: nothing) and the started channel.
-func (o *Operations) begin(op Op, path string, id statecache.Identity) (<-chan struct{}, chan Call, Call) {
+func (o *Operations) begin(op Op, path string, id state.Identity) (<-chan struct{}, chan Call, Call) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := Call{Op: op, Path: path, ID: id, At: time.Now()}
@@ -247,7 +247,7 @@ func (o *Operations) wait(ctx context.Context, block <-chan struct{}, started ch
 }
 
 // Register implements reconciler.Operations.
-func (o *Operations) Register(ctx context.Context, s statecache.Socket) error {
+func (o *Operations) Register(ctx context.Context, s state.Socket) error {
 	block, started, c := o.begin(OpRegister, s.Path, s.ID)
 	defer o.end(s.Path)
 	if err := o.wait(ctx, block, started, c); err != nil {
@@ -268,7 +268,7 @@ func (o *Operations) Register(ctx context.Context, s statecache.Socket) error {
 	if err := h.ValidatePlugin(ctx, pi); err != nil {
 		return fmt.Errorf("%w: plugin %s at socket %s: %w", registration.ErrRejected, name, s.Path, err)
 	}
-	o.Actual.Add(statecache.Plugin{
+	o.Actual.Add(state.Plugin{
 		Socket: s.Path, ID: s.ID, Type: typ, Name: name, Endpoint: pi.Endpoint,
 		Versions: pi.Versions, Handler: h, RegisteredAt: time.Now(),
 	})
@@ -277,12 +277,12 @@ func (o *Operations) Register(ctx context.Context, s statecache.Socket) error {
 		o.Actual.Remove(s.Path)
 		return fmt.Errorf("%w: plugin %s at socket %s: %w", registration.ErrRejected, name, s.Path, err)
 	}
-	o.Actual.Update(s.Path, func(p *statecache.Plugin) { p.Published = pub })
+	o.Actual.Update(s.Path, func(p *state.Plugin) { p.Published = pub })
 	return nil
 }
 
 // Deregister implements reconciler.Operations.
-func (o *Operations) Deregister(ctx context.Context, p statecache.Plugin) error {
+func (o *Operations) Deregister(ctx context.Context, p state.Plugin) error {
 	block, started, c := o.begin(OpDeregister, p.Socket, p.ID)
 	defer o.end(p.Socket)
 	if err := o.wait(ctx, block, started, c); err != nil {
@@ -295,10 +295,11 @@ func (o *Operations) Deregister(ctx context.Context, p statecache.Plugin) error 
 		return failErr
 	}
 	o.Actual.Remove(p.Socket)
-	if p.Handler == nil {
+	h := registration.HandlerOf(p)
+	if h == nil {
 		return nil
 	}
-	if err := p.Handler.DeRegisterPlugin(ctx, p.Info()); err != nil {
+	if err := h.DeRegisterPlugin(ctx, registration.InfoOf(p)); err != nil {
 		return fmt.Errorf("fake: deregister plugin %s at socket %s: %w", p.Name, p.Socket, err)
 	}
 	return nil

@@ -16,13 +16,13 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
-func benchRegistrar(b *testing.B) (*registrar.Registrar, *statecache.Actual) {
+func benchRegistrar(b *testing.B) (*registrar.Registrar, *state.Actual) {
 	handlers := registration.NewRegistry()
 	handlers.Set(testType, registrationtest.NewRecordingHandler())
-	actual := statecache.NewActual()
+	actual := state.NewActual()
 	reg, err := registrar.New(registrar.Config{Handlers: handlers, Actual: actual})
 	if err != nil {
 		b.Fatal(err)
@@ -36,7 +36,7 @@ func BenchmarkRegisterOne(b *testing.B) {
 	reg, actual := benchRegistrar(b)
 	dir := registrationtest.SocketDir(b)
 	p := registrationtest.Serve(b, filepath.Join(dir, "one.sock"), demoInfo("one"), registrationtest.Options{})
-	s := statecache.Socket{Path: p.Path(), Seen: time.Now()}
+	s := state.Socket{Path: p.Path(), Seen: time.Now()}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := reg.Register(context.Background(), s); err != nil {
@@ -53,10 +53,10 @@ func BenchmarkRegisterConcurrent(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			reg, actual := benchRegistrar(b)
 			dir := registrationtest.SocketDir(b)
-			sockets := make([]statecache.Socket, n)
+			sockets := make([]state.Socket, n)
 			for i := range sockets {
 				p := registrationtest.Serve(b, filepath.Join(dir, fmt.Sprint(i, ".sock")), demoInfo(fmt.Sprint("p", i)), registrationtest.Options{})
-				sockets[i] = statecache.Socket{Path: p.Path(), Seen: time.Now()}
+				sockets[i] = state.Socket{Path: p.Path(), Seen: time.Now()}
 			}
 			cpu0 := cpuTime()
 			for b.Loop() {
@@ -113,9 +113,9 @@ func BenchmarkRegisterConcurrentRemote(b *testing.B) {
 			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
 				b.Fatalf("helper: %q, %v", line, err)
 			}
-			sockets := make([]statecache.Socket, n)
+			sockets := make([]state.Socket, n)
 			for i := range sockets {
-				sockets[i] = statecache.Socket{Path: filepath.Join(dir, fmt.Sprint(i, ".sock")), Seen: time.Now()}
+				sockets[i] = state.Socket{Path: filepath.Join(dir, fmt.Sprint(i, ".sock")), Seen: time.Now()}
 			}
 			cpu0 := cpuTime()
 			for b.Loop() {

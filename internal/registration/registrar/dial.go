@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // Retry schedule for a refused or busy connect: short, because the usual cause is a plugin
@@ -28,7 +28,7 @@ const (
 // ListenGrace since it was first seen); after that, refused means nobody is listening (a stale
 // socket left by a dead plugin) and dial gives up at once. A connect that finds the listen
 // backlog full (EAGAIN) is retried until DialTimeout: the plugin is alive but busy.
-func (r *Registrar) dial(ctx context.Context, s statecache.Socket) (net.Conn, error) {
+func (r *Registrar) dial(ctx context.Context, s state.Socket) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.DialTimeout)
 	defer cancel()
 	seen := s.Seen

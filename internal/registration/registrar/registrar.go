@@ -5,7 +5,7 @@
 // per registration, with a minimal gRPC client of its own (see client.go for why).
 //
 // It lives apart from package registration because it records plugins in the actual state
-// (package statecache), which itself depends on registration's Handler type.
+// (package state), which itself depends on registration's Handler type.
 //
 // This package is part of the daemon, not a stable API.
 package registrar
@@ -25,7 +25,7 @@ import (
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // Config configures a Registrar. Handlers and Actual are required.
@@ -34,7 +34,7 @@ type Config struct {
 	Handlers *registration.Registry
 	// Actual is the actual state: Register adds the plugins it registers, Deregister removes
 	// them. Required.
-	Actual *statecache.Actual
+	Actual *state.Actual
 	// Logger receives one line per outcome, with the keys plugin_type, plugin and socket.
 	// Defaults to discarding everything (nil).
 	Logger *slog.Logger
@@ -42,7 +42,7 @@ type Config struct {
 	// either succeeds or fails at once, so this only matters for a plugin whose listen
 	// backlog is full. Defaults to 10s, as in the kubelet.
 	DialTimeout time.Duration
-	// ListenGrace is how long after a socket was first seen (statecache.Socket.Seen) a
+	// ListenGrace is how long after a socket was first seen (state.Socket.Seen) a
 	// refused connect is retried, every 1 ms doubling to 20 ms: the socket file exists from
 	// the plugin's bind(), before its listen(). After that, refused means nobody is listening
 	// and Register fails at once. Defaults to 1s.
@@ -130,11 +130,11 @@ func setDefault(d *time.Duration, v time.Duration) {
 //
 // Every step has its own deadline (see Config); no goroutine outlives the call. The error
 // wraps one of registration's sentinels: ErrUnreachable (dial or GetInfo failed),
-// ErrInvalidInfo, ErrNoHandler (the caller should wait for a handler, not back off),
+// ErrProtocol (the plugin's answer to GetInfo broke HTTP/2 or gRPC), ErrInvalidInfo, ErrNoHandler (the caller should wait for a handler, not back off),
 // ErrRejected (with the handler's error also wrapped) or ErrNotifyFailed. Once GetInfo has
 // answered, the error is a *PluginError naming the plugin. Register logs each outcome once;
 // the caller need not log the error again.
-func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
+func (r *Registrar) Register(ctx context.Context, s state.Socket) error {
 	err := r.register(ctx, s)
 	if o := r.cfg.Observer; o != nil {
 		var pe *PluginError
@@ -150,7 +150,7 @@ func (r *Registrar) Register(ctx context.Context, s statecache.Socket) error {
 	return err
 }
 
-func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
+func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	start := time.Now()
 	log := r.log.With("socket", s.Path)
 
@@ -167,6 +167,8 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 		if errors.Is(err, registration.ErrInvalidInfo) {
 			log.Warn("plugin refused: invalid GetInfo answer", "error", err)
 			r.notifyFalse(ctx, log, client, err)
+		} else if errors.Is(err, registration.ErrProtocol) {
+			log.Warn("plugin broke the gRPC protocol", "error", err)
 		} else {
 			log.Info("plugin unreachable", "error", err)
 		}
@@ -189,7 +191,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 
-	r.cfg.Actual.Add(statecache.Plugin{
+	r.cfg.Actual.Add(state.Plugin{
 		Socket:       s.Path,
 		ID:           s.ID,
 		Type:         info.Type,
@@ -214,7 +216,7 @@ func (r *Registrar) register(ctx context.Context, s statecache.Socket) error {
 	}
 	if published != nil {
 		published = maps.Clone(published)
-		r.cfg.Actual.Update(s.Path, func(p *statecache.Plugin) { p.Published = published })
+		r.cfg.Actual.Update(s.Path, func(p *state.Plugin) { p.Published = published })
 	}
 
 	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
@@ -267,15 +269,16 @@ func (e *PluginError) PluginVersions() []string { return e.Versions }
 // Deregister forgets p: it removes p from the actual state, then calls p.Handler's
 // DeRegisterPlugin (within HandlerTimeout). There is no call to the plugin, which is usually
 // gone. A handler error is logged and returned; the plugin stays removed.
-func (r *Registrar) Deregister(ctx context.Context, p statecache.Plugin) error {
+func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	log := r.log.With("socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
 	r.cfg.Actual.Remove(p.Socket)
-	if p.Handler == nil {
+	h := registration.HandlerOf(p)
+	if h == nil {
 		log.Info("plugin deregistered (it had no handler)")
 		return nil
 	}
-	info := p.Info()
-	if herr := r.callHandler(ctx, p.Type, CallDeregister, func(ctx context.Context) error { return p.Handler.DeRegisterPlugin(ctx, info) }); herr != nil {
+	info := registration.InfoOf(p)
+	if herr := r.callHandler(ctx, p.Type, CallDeregister, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); herr != nil {
 		err := fmt.Errorf("registrar: plugin %s (type %s) at socket %s: DeRegisterPlugin: %w", p.Name, p.Type, p.Socket, herr)
 		log.Warn("plugin deregistered, but its handler failed", "error", err)
 		return err
@@ -291,6 +294,9 @@ func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string
 	raw, err := client.call(ctx, regapi.Registration_GetInfo_FullMethodName, nil)
 	if status.Code(err) == codes.ResourceExhausted {
 		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo answer: %w", registration.ErrInvalidInfo, socket, err)
+	}
+	if errors.Is(err, registration.ErrProtocol) {
+		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo: %w", registration.ErrProtocol, socket, err)
 	}
 	if err != nil {
 		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo: %w", registration.ErrUnreachable, socket, err)
@@ -329,10 +335,12 @@ func (r *Registrar) notify(ctx context.Context, client *wireConn, registered boo
 
 // notifyFalse tells the plugin why it is not registered. Plugins react differently (the CSI
 // node-driver-registrar exits inside the call, the DRA helper returns an error, some never
-// answer), and none of that changes the outcome, so a failure is only logged at debug level.
+// answer), and none of that changes the outcome; a failure is logged at warn level with the
+// reason the plugin may have missed, since the log is then the only place it is said.
 func (r *Registrar) notifyFalse(ctx context.Context, log *slog.Logger, client *wireConn, cause error) {
-	if err := r.notify(ctx, client, false, reasonFor(cause)); err != nil {
-		log.Debug("NotifyRegistrationStatus(false) failed", "error", err)
+	reason := reasonFor(cause)
+	if err := r.notify(ctx, client, false, reason); err != nil {
+		log.Warn("NotifyRegistrationStatus(false) failed", "error", err, "reason", reason)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/internal/statecache"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 const (
@@ -31,7 +31,7 @@ type env struct {
 	dir     string
 	reg     *registrar.Registrar
 	handler *registrationtest.RecordingHandler
-	actual  *statecache.Actual
+	actual  *state.Actual
 	logs    *logRecorder
 }
 
@@ -41,7 +41,7 @@ func newEnv(t *testing.T, mod func(*registrar.Config)) *env {
 		t:       t,
 		dir:     registrationtest.SocketDir(t),
 		handler: registrationtest.NewRecordingHandler(),
-		actual:  statecache.NewActual(),
+		actual:  state.NewActual(),
 		logs:    &logRecorder{},
 	}
 	handlers := registration.NewRegistry()
@@ -67,7 +67,7 @@ func (e *env) serve(name string, info registrationtest.Info, opts registrationte
 
 func (e *env) register(p string) error {
 	e.t.Helper()
-	return e.reg.Register(context.Background(), statecache.Socket{Path: p, Seen: time.Now(), ID: statecache.Identity{Ino: 42}})
+	return e.reg.Register(context.Background(), state.Socket{Path: p, Seen: time.Now(), ID: state.Identity{Ino: 42}})
 }
 
 func demoInfo(name string) registrationtest.Info {
@@ -316,9 +316,9 @@ func TestRegisterPluginDiesInNotifyFalse(t *testing.T) {
 	if !p.Exited() {
 		t.Fatal("fake plugin did not exit")
 	}
-	e.logs.wantOnce(t, slog.LevelDebug, "NotifyRegistrationStatus(false) failed", "socket", p.Path())
+	e.logs.wantOnce(t, slog.LevelWarn, "NotifyRegistrationStatus(false) failed", "socket", p.Path())
 	// Its socket file stays, dead: the next attempt finds nobody listening.
-	err := e.reg.Register(context.Background(), statecache.Socket{Path: p.Path(), Seen: time.Now().Add(-time.Minute)})
+	err := e.reg.Register(context.Background(), state.Socket{Path: p.Path(), Seen: time.Now().Add(-time.Minute)})
 	if !errors.Is(err, registration.ErrUnreachable) {
 		t.Fatalf("second Register error = %v, want ErrUnreachable", err)
 	}
@@ -356,7 +356,7 @@ func TestRegisterStaleSocket(t *testing.T) {
 
 	for _, seen := range []time.Time{time.Now().Add(-time.Minute), time.Now()} {
 		start := time.Now()
-		err := e.reg.Register(context.Background(), statecache.Socket{Path: path, Seen: seen})
+		err := e.reg.Register(context.Background(), state.Socket{Path: path, Seen: seen})
 		if !errors.Is(err, registration.ErrUnreachable) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "nobody is listening") {
 			t.Fatalf("Register error = %v, want ErrUnreachable naming the socket", err)
 		}
@@ -456,7 +456,7 @@ func TestRegisterContextCancelled(t *testing.T) {
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{GetInfoHang: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	err := e.reg.Register(ctx, statecache.Socket{Path: p.Path(), Seen: time.Now()})
+	err := e.reg.Register(ctx, state.Socket{Path: p.Path(), Seen: time.Now()})
 	if !errors.Is(err, registration.ErrUnreachable) || !strings.Contains(err.Error(), "Canceled") {
 		t.Fatalf("Register error = %v, want ErrUnreachable (canceled)", err)
 	}

@@ -1,4 +1,4 @@
-package statecache
+package state
 
 import (
 	"fmt"

@@ -4,9 +4,8 @@
 // after the call, and the time the call took. It is what `wasmhost handler test` and the
 // conformance kit (package conformance) are built on.
 //
-// It is internal, and not a stable API: its types are the daemon's (host.Module,
-// registration.PluginInfo). What handler authors use is package conformance, whose API has
-// types of its own.
+// Unlike package abi, this package imports the daemon (host, registration): it is tooling for
+// handler authors, and not a stable API.
 package harness
 
 import (
@@ -30,7 +29,7 @@ type Config struct {
 	// handlers, as the daemon's handlers.types.<T>.capabilities does. Defaults to nil:
 	// nothing is granted.
 	Grants map[string][]string
-	// Caller answers the plugin_call host function: a *conformance.Fixture, the daemon's
+	// Caller answers the plugin_call host function: a *Fixture, the daemon's
 	// registrar.PluginCaller (real calls), or a fake. Defaults to nil: every plugin_call fails
 	// with "no plugin to call".
 	Caller host.PluginCaller
