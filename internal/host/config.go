@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,10 +89,102 @@ type Config struct {
 	// the file watcher missed. Defaults to 1 minute.
 	Resync time.Duration
 
+	// Limits bound what loading a handler file, and each of its calls, may cost. Zero fields
+	// take their defaults (DefaultLimits).
+	Limits Limits
+
+	// Quarantine stops calling a handler that keeps trapping or timing out. Zero fields take
+	// their defaults.
+	Quarantine Quarantine
+
 	// Logger receives the host's logs and the handlers' (guest log lines and captured
 	// stdout/stderr). Defaults to nil: logs are discarded.
 	Logger *slog.Logger
 }
+
+// Limits bound what a handler file may cost the daemon: to load (read, checked, compiled) and
+// in each call (what its host functions may log, store, publish and fetch). A load over a
+// limit refuses the file; a call over one ends with an error that names the limit. Each is a
+// key under handlers.limits in the config file (docs/configuration.md).
+type Limits struct {
+	// MaxModuleBytes is the largest handler file read. Defaults to 64 MiB.
+	MaxModuleBytes int64
+	// CompileTimeout bounds compiling a module. wazero cannot stop a compile: one that runs
+	// over is abandoned (the file is refused at once, the compile finishes in the background
+	// and is thrown away). Defaults to 1 minute: a Go handler of 2 MB compiles in 1.4 s, over
+	// 20 s under the race detector on a busy machine.
+	CompileTimeout time.Duration
+	// MaxAbandonedCompiles is how many abandoned compiles may still be running; while that
+	// many are, new compiles are refused (and retried at the next re-scan). Defaults to 1.
+	MaxAbandonedCompiles int
+	// MaxFunctions, MaxFunctionBytes, MaxNesting, MaxNestingWork and MaxLocals bound the code
+	// of a module, checked in one pass before it is compiled: the functions it defines, the
+	// bytes of one function body, how deeply blocks nest in one function, the sum over the
+	// module of the depth of every block (what wazero's compile time grows with), and the
+	// locals of one function. Default to 100,000, 1 MiB, 4,096, 50,000,000 and 50,000.
+	MaxFunctions     int
+	MaxFunctionBytes int
+	MaxNesting       int
+	MaxNestingWork   int64
+	MaxLocals        int
+	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) may log,
+	// through the log host function and stdout/stderr together; going over ends the call.
+	// Default to 1,000 lines and 64 KiB.
+	LogLinesPerCall int
+	LogBytesPerCall int
+	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of the plugin types
+	// of one handler file, together (keys, and bytes of keys and values); a kv_set over them
+	// fails with abi.CodeTooLarge. The stores of a handler are freed when it is retired.
+	// Default to 4,096 keys and 16 MiB.
+	KVKeysPerHandler  int
+	KVBytesPerHandler int64
+	// PublishKeys and PublishBytes bound what one register call may publish (keys, and bytes
+	// of keys and values). Default to 64 (abi.MaxPublishedKeys, the most) and 64 KiB.
+	PublishKeys  int
+	PublishBytes int
+	// PluginCallsPerCall bounds the plugin_call host function calls in one handler call; the
+	// one over ends the call. PluginCallResponseBytes is the largest response accepted.
+	// Default to 16 and 1 MiB.
+	PluginCallsPerCall      int
+	PluginCallResponseBytes int
+}
+
+// DefaultLimits are the defaults of Limits.
+var DefaultLimits = Limits{
+	MaxModuleBytes:          64 << 20,
+	CompileTimeout:          time.Minute,
+	MaxAbandonedCompiles:    1,
+	MaxFunctions:            100_000,
+	MaxFunctionBytes:        1 << 20,
+	MaxNesting:              4096,
+	MaxNestingWork:          50_000_000,
+	MaxLocals:               50_000,
+	LogLinesPerCall:         1000,
+	LogBytesPerCall:         64 << 10,
+	KVKeysPerHandler:        abi.MaxKVEntries,
+	KVBytesPerHandler:       16 << 20,
+	PublishKeys:             abi.MaxPublishedKeys,
+	PublishBytes:            64 << 10,
+	PluginCallsPerCall:      16,
+	PluginCallResponseBytes: 1 << 20,
+}
+
+// Quarantine configures how a handler that keeps failing is set aside: after After traps or
+// timeouts in a row, its calls fail at once (with the reason) for Backoff; then one call is let
+// through as a probe: if it does not trap or time out the handler leaves quarantine, otherwise
+// it goes back for twice as long, up to MaxBackoff. A new version of the file starts afresh.
+type Quarantine struct {
+	// After is how many traps or timeouts in a row quarantine a handler. Defaults to 3;
+	// negative disables quarantine.
+	After int
+	// Backoff is the first quarantine's length. Defaults to 10 s.
+	Backoff time.Duration
+	// MaxBackoff caps the doubling. Defaults to 5 minutes.
+	MaxBackoff time.Duration
+}
+
+// DefaultQuarantine are the defaults of Quarantine.
+var DefaultQuarantine = Quarantine{After: 3, Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
 
 // Defaults.
 const (
@@ -143,6 +236,22 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetireGrace < 0 || c.Debounce < 0 || c.Resync < 0 {
 		return c, fmt.Errorf("host: Config.RetireGrace, Debounce and Resync must not be negative")
 	}
+	if err := c.Limits.withDefaults(); err != nil {
+		return c, err
+	}
+	q, dq := &c.Quarantine, DefaultQuarantine
+	if q.After == 0 {
+		q.After = dq.After
+	}
+	if q.Backoff == 0 {
+		q.Backoff = dq.Backoff
+	}
+	if q.MaxBackoff == 0 {
+		q.MaxBackoff = max(dq.MaxBackoff, q.Backoff)
+	}
+	if q.Backoff < 0 || q.MaxBackoff < q.Backoff {
+		return c, fmt.Errorf("host: Config.Quarantine: Backoff %v must be positive and at most MaxBackoff %v", q.Backoff, q.MaxBackoff)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -167,6 +276,66 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.Grants = grants
 	return c, nil
+}
+
+// withDefaults fills in the zero fields of l and refuses negative ones.
+func (l *Limits) withDefaults() error {
+	d := DefaultLimits
+	fill := func(v *int, def int, name string) error {
+		if *v == 0 {
+			*v = def
+		}
+		if *v < 0 {
+			return fmt.Errorf("host: Config.Limits.%s %d is negative", name, *v)
+		}
+		return nil
+	}
+	fill64 := func(v *int64, def int64, name string) error {
+		if *v == 0 {
+			*v = def
+		}
+		if *v < 0 {
+			return fmt.Errorf("host: Config.Limits.%s %d is negative", name, *v)
+		}
+		return nil
+	}
+	if l.CompileTimeout == 0 {
+		l.CompileTimeout = d.CompileTimeout
+	}
+	if l.CompileTimeout < 0 {
+		return fmt.Errorf("host: Config.Limits.CompileTimeout %v is negative", l.CompileTimeout)
+	}
+	err := errors.Join(
+		fill64(&l.MaxModuleBytes, d.MaxModuleBytes, "MaxModuleBytes"),
+		fill(&l.MaxAbandonedCompiles, d.MaxAbandonedCompiles, "MaxAbandonedCompiles"),
+		fill(&l.MaxFunctions, d.MaxFunctions, "MaxFunctions"),
+		fill(&l.MaxFunctionBytes, d.MaxFunctionBytes, "MaxFunctionBytes"),
+		fill(&l.MaxNesting, d.MaxNesting, "MaxNesting"),
+		fill64(&l.MaxNestingWork, d.MaxNestingWork, "MaxNestingWork"),
+		fill(&l.MaxLocals, d.MaxLocals, "MaxLocals"),
+		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
+		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
+		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),
+		fill64(&l.KVBytesPerHandler, d.KVBytesPerHandler, "KVBytesPerHandler"),
+		fill(&l.PublishKeys, d.PublishKeys, "PublishKeys"),
+		fill(&l.PublishBytes, d.PublishBytes, "PublishBytes"),
+		fill(&l.PluginCallsPerCall, d.PluginCallsPerCall, "PluginCallsPerCall"),
+		fill(&l.PluginCallResponseBytes, d.PluginCallResponseBytes, "PluginCallResponseBytes"),
+	)
+	if err != nil {
+		return err
+	}
+	if l.PublishKeys > abi.MaxPublishedKeys {
+		return fmt.Errorf("host: Config.Limits.PublishKeys %d over the ABI's %d", l.PublishKeys, abi.MaxPublishedKeys)
+	}
+	return nil
+}
+
+func (l *Limits) structure() structureLimits {
+	return structureLimits{
+		functions: l.MaxFunctions, functionBytes: l.MaxFunctionBytes,
+		nesting: l.MaxNesting, nestingWork: l.MaxNestingWork, locals: l.MaxLocals,
+	}
 }
 
 func knownCapabilities() []string {

@@ -224,6 +224,7 @@ type reloader struct {
 	w        *fsnotify.Watcher
 	watched  os.FileInfo // the directory the watch is on; nil when it is lost
 	lost     bool        // the watched directory went away
+	insecure bool        // the watched directory's mode or owner became insecure
 	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once
 	h        *Host
 	ctx      context.Context // of Run; canceled before Run waits for its loads
@@ -425,9 +426,19 @@ func (r *reloader) apply(res loadResult) {
 	case res.unchanged:
 		e.failedSHA = ""
 	case res.sameFailure:
+	case RefusalReason(res.err) == RefusedCompileBusy:
+		// Not the file's fault: tried again soon, as if it had changed.
+		e.tried = false
+		if soon := time.Now().Add(compileBusyRetry); soon.Before(r.resyncAt) {
+			r.resyncAt = soon
+		}
+		e.stats.setLast(res.err)
+		r.h.countRefusal(RefusedCompileBusy)
+		r.h.log.Warn("handler file not loaded for now", "handler", e.path, "error", res.err)
 	case res.err != nil:
 		e.failedSHA = res.sum
 		e.stats.setLast(res.err)
+		r.h.countRefusal(RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
 				"handler", e.path, "serving_sha256", e.cur.sum, "error", res.err)
@@ -438,9 +449,10 @@ func (r *reloader) apply(res loadResult) {
 		m := res.m
 		for _, t := range m.manifest.PluginTypes {
 			if th := r.handlers[t]; th != nil && th.file != e {
-				err := badModule(e.path, nil, "plugin type %s is already handled by %s", t, th.file.path)
+				err := refuse(e.path, RefusedConflict, nil, "plugin type %s is already handled by %s", t, th.file.path)
 				e.conflict, e.failedSHA = t, res.sum
 				e.stats.setLast(err)
+				r.h.countRefusal(RefusedConflict)
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
 				m.retire()
 				return
@@ -477,6 +489,7 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	r.h.mu.Lock()
 	e.cur = m
 	r.h.mu.Unlock()
+	e.stats.q.reset() // a new version is not quarantined for what the old one did
 	if old != nil {
 		r.h.log.Info("handler replaced", "handler", e.path, "plugin_types", e.types,
 			"old_sha256", old.sum, "sha256", m.sum, "size", m.size)
@@ -520,6 +533,10 @@ func (r *reloader) expire(now time.Time) {
 		if m := rh.t.cur.Swap(nil); m != nil {
 			r.release(m)
 		}
+		// Its key-value store goes with it, unless another file serves the type now.
+		if r.handlers[rh.t.pluginType] == nil {
+			r.h.dropStore(rh.t.pluginType)
+		}
 		return true
 	})
 }
@@ -537,8 +554,12 @@ func (r *reloader) remove(e *fileEntry) {
 	r.h.log.Info("handler file removed", "handler", e.path)
 }
 
-// lostDirRetry is how soon the handler directory is looked at again while it is missing.
+// lostDirRetry is how soon the handler directory is looked at again while it is missing (or
+// insecure).
 const lostDirRetry = time.Second
+
+// compileBusyRetry is how soon a file refused for RefusedCompileBusy is tried again.
+const compileBusyRetry = time.Second
 
 // rewatch puts the watch back on the handler directory when the directory there is not the one
 // watched: deleted and made again, or replaced by a rename (inotify's watch follows the old
@@ -555,18 +576,43 @@ func (r *reloader) rewatch() bool {
 		return false
 	}
 	if r.watched != nil && os.SameFile(fi, r.watched) {
+		// The same directory, but its mode or owner may have changed: the rules of the start
+		// hold all along. While it is insecure no file is read from it; the handlers loaded
+		// keep serving (their bytes were read while it was not).
+		if !r.h.cfg.AllowInsecure {
+			if err := checkNotShared(r.dir, "handler directory", fi); err != nil {
+				if !r.insecure {
+					r.insecure = true
+					r.h.countRefusal(RefusedDirectory)
+					r.h.setDirError(err)
+					r.h.log.Error("handler directory is insecure now; no handler file is loaded from it until it is fixed, the handlers loaded keep serving",
+						"dir", r.dir, "error", err)
+				}
+				return false
+			}
+			if r.insecure {
+				r.insecure = false
+				r.h.setDirError(nil)
+				r.h.log.Info("handler directory is secure again; loading from it", "dir", r.dir)
+			}
+		}
 		return true
 	}
 	if !r.h.cfg.AllowInsecure {
 		if err := checkNotShared(r.dir, "handler directory", fi); err != nil {
 			if r.refused == nil || !os.SameFile(fi, r.refused) {
 				r.h.log.Error("handler directory refused; keeping the handlers loaded", "dir", r.dir, "error", err)
+				r.h.countRefusal(RefusedDirectory)
+				r.h.setDirError(err)
 			}
 			r.refused = fi
 			return false
 		}
 	}
-	r.refused = nil
+	if r.refused != nil || r.insecure {
+		r.h.setDirError(nil)
+	}
+	r.refused, r.insecure = nil, false
 	_ = r.w.Remove(r.dir)
 	if err := r.w.Add(r.dir); err != nil {
 		r.h.log.Error("watching handler directory again", "dir", r.dir, "error", err)

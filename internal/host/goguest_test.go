@@ -55,19 +55,22 @@ func TestGoGuest(t *testing.T) {
 				t.Errorf("%s line logged as %v", stream, attrs)
 			}
 		}
-		if err := call("spam"); err != nil {
-			t.Fatal(err)
+		// Output over the per-call budget ends the call.
+		err := call("spam")
+		if !errors.Is(err, ErrBudget) || !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "logBytesPerCall") {
+			t.Fatalf("spam: %v, want the call ended by the output budget", err)
 		}
+		limit := DefaultLimits.LogBytesPerCall
 		lines := logs.count(strings.Repeat("x", 100))
-		if lines == 0 || lines > maxOutputPerCall/4096+1 {
-			t.Errorf("%d spam lines logged; want them capped at %d bytes", lines, maxOutputPerCall)
+		if lines == 0 || lines > limit/4096+1 {
+			t.Errorf("%d spam lines logged; want them capped at %d bytes", lines, limit)
 		}
 		attrs, _ := logs.find(strings.Repeat("x", 100))
 		if attrs["cut"] != "true" {
 			t.Errorf("a 10000-byte line was not cut: %v", attrs)
 		}
-		if _, ok := logs.find("over the per-call limit"); !ok {
-			t.Error("dropping output was not logged")
+		if err := call("fine"); err != nil {
+			t.Errorf("the call after going over the budget: %v", err)
 		}
 	})
 }

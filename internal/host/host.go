@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,9 +54,6 @@ var (
 	ErrClosed = errors.New("host: closed")
 )
 
-// maxModuleBytes caps the size of a handler file.
-const maxModuleBytes = 64 << 20
-
 // Host loads and runs handler modules. Create it with New; it is safe for concurrent use.
 type Host struct {
 	cfg        Config
@@ -81,6 +79,16 @@ type Host struct {
 	modules map[*Module]struct{}  // open modules
 	files   map[string]*fileEntry // Run's handler files by name
 	kv      map[string]*kvStore   // per plugin type
+
+	// Abandoned compiles (compile.go). The compilation cache is closed by the last of them
+	// when Close found some still running: it must outlive their compile.
+	refusals map[string]uint64 // refused handler files by reason, under mu
+	dirErr   string            // why the handler directory is refused now, under mu
+
+	compileMu         sync.Mutex
+	abandoned         int
+	abandonedTotal    uint64
+	cacheClosePending bool
 }
 
 // New returns a Host for cfg. ctx is used only while New runs.
@@ -98,6 +106,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		modules:    make(map[*Module]struct{}),
 		files:      make(map[string]*fileEntry),
 		kv:         make(map[string]*kvStore),
+		refusals:   make(map[string]uint64),
 	}
 	if cfg.CacheDir != "" {
 		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
@@ -149,36 +158,71 @@ func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
 }
 
 // readHandlerFile reads a handler file after checking that only the daemon's user may change
-// it (unless AllowInsecure).
+// it (unless AllowInsecure). It never blocks on what is not a regular file: the path is
+// stat'ed first (a FIFO, device or socket named .wasm is refused without being opened), then
+// opened with O_NONBLOCK and checked again on the open file, so that a FIFO swapped in between
+// cannot hold the loader in open() or read(). At most Limits.MaxModuleBytes are read.
 func (h *Host) readHandlerFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	fi, err := os.Stat(path) // follows the symlinks of ConfigMap volumes
 	if err != nil {
-		return nil, fmt.Errorf("host: handler file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("host: handler file: %w", err)
+		return nil, unreadable(path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, badModule(path, nil, "not a regular file (%v)", fi.Mode().Type())
+		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(fi.Mode()))
+	}
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	defer f.Close()
+	ofi, err := f.Stat()
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	if !ofi.Mode().IsRegular() {
+		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(ofi.Mode()))
 	}
 	if !h.cfg.AllowInsecure {
-		if err := checkNotShared(path, "handler file", fi); err != nil {
-			return nil, err
+		if err := checkNotShared(path, "handler file", ofi); err != nil {
+			return nil, &moduleError{file: path, reason: RefusedInsecure, plain: err}
 		}
 	}
-	if fi.Size() > maxModuleBytes {
-		return nil, badModule(path, nil, "file of %d bytes over the limit of %d bytes", fi.Size(), maxModuleBytes)
+	limit := h.cfg.Limits.MaxModuleBytes
+	if ofi.Size() > limit {
+		return nil, refuse(path, RefusedTooLarge, nil, "file of %d bytes over the limit of %d bytes (handlers.limits.maxModuleSize)", ofi.Size(), limit)
 	}
-	bin, err := io.ReadAll(io.LimitReader(f, maxModuleBytes+1))
+	bin, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("host: handler file %s: %w", path, err)
+		return nil, unreadable(path, err)
 	}
-	if len(bin) > maxModuleBytes {
-		return nil, badModule(path, nil, "file over the limit of %d bytes", maxModuleBytes)
+	if int64(len(bin)) > limit {
+		return nil, refuse(path, RefusedTooLarge, nil, "file over the limit of %d bytes (handlers.limits.maxModuleSize)", limit)
 	}
 	return bin, nil
+}
+
+// unreadable is the refusal of a handler file that could not be read.
+func unreadable(path string, err error) error {
+	return &moduleError{file: path, reason: RefusedUnreadable, plain: fmt.Errorf("host: handler file %s: %w", path, err)}
+}
+
+// fileKind names the type of a file that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "mode " + m.String()
 }
 
 // Close stops Run, closes every module (waiting until ctx is done for calls in progress
@@ -213,7 +257,13 @@ func (h *Host) Close(ctx context.Context) error {
 		for _, m := range mods {
 			<-m.done
 		}
-		h.closeErr = h.cache.Close(context.Background())
+		h.compileMu.Lock()
+		pending := h.abandoned > 0
+		h.cacheClosePending = pending
+		h.compileMu.Unlock()
+		if !pending {
+			h.closeErr = h.cache.Close(context.Background())
+		}
 	})
 	return h.closeErr
 }
@@ -298,6 +348,14 @@ type HandlerStatus struct {
 	Timeouts     uint64    // calls that ran over the deadline
 	LastError    string    // the last load or call error, if any
 	LastErrorAt  time.Time // when
+
+	// Quarantine: whether its calls fail at once after repeated traps or timeouts, until
+	// when, and why (Config.Quarantine).
+	Quarantine QuarantineStatus
+	// KVKeys and KVBytes are what the key-value stores of its plugin types hold, against
+	// Limits.KVKeysPerHandler and KVBytesPerHandler.
+	KVKeys  int
+	KVBytes int64
 }
 
 // Handlers returns the status of the handler files Run manages, sorted by file.
@@ -327,8 +385,43 @@ func (h *Host) Handlers() []HandlerStatus {
 		if last := e.stats.last.Load(); last != nil {
 			s.LastError, s.LastErrorAt = last.msg, last.at
 		}
+		s.Quarantine = e.stats.q.status()
+		s.KVKeys, s.KVBytes = kvUsage(&e.stats.kv)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out
+}
+
+// countRefusal counts a refused handler file (or directory) by reason.
+func (h *Host) countRefusal(reason string) {
+	h.mu.Lock()
+	h.refusals[reason]++
+	h.mu.Unlock()
+}
+
+// Refusals returns how many times a handler file was refused since the host was made, by
+// reason (the Refused* constants): an update refused counts, a file refused again for the same
+// bytes does not.
+func (h *Host) Refusals() map[string]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.refusals)
+}
+
+func (h *Host) setDirError(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dirErr = ""
+	if err != nil {
+		h.dirErr = err.Error()
+	}
+}
+
+// DirectoryError says why no handler file is loaded from the handler directory now (its mode
+// or owner became insecure while the daemon ran), or "".
+func (h *Host) DirectoryError() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dirErr
 }

@@ -6,20 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhost/wasmhost/abi"
 )
-
-// maxOutputPerCall caps what one call (or one instantiation) may log, through the log host
-// function and stdout/stderr together. What goes over is dropped, and said so once.
-const maxOutputPerCall = 64 << 10
-
-// maxPluginResponse caps a plugin_call response the host accepts from the plugin.
-const maxPluginResponse = 1 << 20
 
 // callState is what the host functions know about the guest call they run in. It travels in
 // the call's context; one instance runs one call at a time, so it needs no lock.
@@ -40,6 +32,11 @@ type callState struct {
 	published map[string]string // non-nil only during ExportRegister
 
 	pluginCallErr string // reason of the last host function that returned CodeFailed
+
+	// Budgets (budget.go, Config.Limits).
+	over           *budgetFault // the budget the call went over; it ends the call
+	publishedBytes int          // of the keys and values in published
+	pluginCalls    int          // plugin_call calls made
 }
 
 type stateKey struct{}
@@ -161,7 +158,9 @@ func (m *Module) hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if len(b) > abi.MaxLogLineBytes {
 		b, cut = b[:abi.MaxLogLineBytes], true
 	}
-	st.inst.emit(ctx, st, slevel, "log", b, cut)
+	if f := st.inst.emit(ctx, st, slevel, "log", b, cut); f != nil {
+		panic(f)
+	}
 }
 
 func (m *Module) hostPublish(ctx context.Context, mod api.Module, stack []uint64) {
@@ -176,20 +175,26 @@ func (m *Module) hostPublish(ctx context.Context, mod api.Module, stack []uint64
 	case len(key) > abi.MaxKeyBytes || len(val) > abi.MaxValueBytes:
 		ret(stack, abi.CodeTooLarge)
 	default:
-		if _, ok := st.published[string(key)]; !ok && len(st.published) >= abi.MaxPublishedKeys {
+		lim := &m.h.cfg.Limits
+		old, ok := st.published[string(key)]
+		size := st.publishedBytes + len(val) - len(old)
+		if !ok {
+			size += len(key)
+		}
+		switch {
+		case !ok && len(st.published) >= lim.PublishKeys:
+			st.pluginCallErr = fmt.Sprintf("%d keys published, the most in one call (handlers.limits.publishKeys)", len(st.published))
+			ret(stack, abi.CodeTooLarge)
+			return
+		case size > lim.PublishBytes:
+			st.pluginCallErr = fmt.Sprintf("%d bytes published would go over %d (handlers.limits.publishBytes)", size, lim.PublishBytes)
 			ret(stack, abi.CodeTooLarge)
 			return
 		}
 		st.published[string(key)] = string(val)
+		st.publishedBytes = size
 		ret(stack, abi.StatusOK)
 	}
-}
-
-// kvStore is the in-memory key-value store of one plugin type, shared by the successive
-// modules that handle it.
-type kvStore struct {
-	mu sync.Mutex
-	m  map[string][]byte
 }
 
 // kvFor returns the store of the running call's plugin type, or nil outside plugin calls.
@@ -246,14 +251,11 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 		ret(stack, abi.CodeTooLarge)
 		return
 	}
-	kv.mu.Lock()
-	defer kv.mu.Unlock()
-	if _, ok := kv.m[string(key)]; !ok && len(kv.m) >= abi.MaxKVEntries {
-		ret(stack, abi.CodeTooLarge)
-		return
+	code, why := kv.set(m, string(key), val)
+	if why != "" {
+		stateOf(ctx).pluginCallErr = why
 	}
-	kv.m[string(key)] = append([]byte(nil), val...)
-	ret(stack, abi.StatusOK)
+	ret(stack, code)
 }
 
 func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint64) {
@@ -263,9 +265,7 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 		ret(stack, code)
 		return
 	}
-	kv.mu.Lock()
-	delete(kv.m, string(key))
-	kv.mu.Unlock()
+	kv.delete(string(key))
 	ret(stack, abi.StatusOK)
 }
 
@@ -291,9 +291,14 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ret(stack, abi.CodeFailed)
 		return
 	}
+	maxResp := m.h.cfg.Limits.PluginCallResponseBytes
+	if st.pluginCalls++; st.pluginCalls > m.h.cfg.Limits.PluginCallsPerCall {
+		lim := m.h.cfg.Limits.PluginCallsPerCall
+		panic(&budgetFault{what: fmt.Sprintf("made more than %d plugin_call calls", lim), key: "pluginCallsPerCall", limit: lim})
+	}
 	// The guest's memory may move while the call runs (it cannot: the instance is blocked
 	// here), but the caller must not retain req, so pass a copy.
-	out, err := caller.Call(ctx, st.endpoint, string(method), append([]byte(nil), req...), maxPluginResponse)
+	out, err := caller.Call(ctx, st.endpoint, string(method), append([]byte(nil), req...), maxResp)
 	if err != nil {
 		st.pluginCallErr = err.Error()
 		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
@@ -302,8 +307,8 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ret(stack, abi.CodeFailed)
 		return
 	}
-	if len(out) > maxPluginResponse {
-		st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d", len(out), maxPluginResponse)
+	if len(out) > maxResp {
+		st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d (handlers.limits.pluginCallResponseSize)", len(out), maxResp)
 		ret(stack, abi.CodeTooLarge)
 		return
 	}
@@ -349,29 +354,33 @@ func (o *guestOutput) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		o.flush()
+		if f := o.flush(); f != nil {
+			// Written in a call (WASI fd_write): the call ends, as with the log function.
+			panic(f)
+		}
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-func (o *guestOutput) flush() {
+func (o *guestOutput) flush() *budgetFault {
 	if len(o.line) == 0 && !o.cut {
-		return
+		return nil
 	}
 	st := o.inst.st
 	ctx := context.Background()
-	o.inst.emit(ctx, st, o.level, o.stream, o.line, o.cut)
+	f := o.inst.emit(ctx, st, o.level, o.stream, o.line, o.cut)
 	o.line, o.cut = o.line[:0], false
+	return f
 }
 
-// emit logs one guest line, within the per-call budget of the instance.
-func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, stream string, line []byte, cut bool) {
+// emit logs one guest line, within the per-call budgets of the instance; over them the line
+// is dropped and the fault returned (the caller ends the call with it, when in one).
+func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, stream string, line []byte, cut bool) *budgetFault {
 	m := in.m
-	if in.budget <= 0 {
-		return
+	if f := in.chargeOutput(st, len(line)); f != nil {
+		return f
 	}
-	in.budget -= len(line)
 	attrs := make([]slog.Attr, 0, 7)
 	if st != nil && st.pluginType != "" {
 		attrs = append(attrs, slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin))
@@ -384,8 +393,5 @@ func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, s
 		attrs = append(attrs, slog.Bool("cut", true))
 	}
 	m.h.log.LogAttrs(ctx, level, strings.ToValidUTF8(string(line), "\uFFFD"), attrs...)
-	if in.budget <= 0 {
-		m.h.log.LogAttrs(ctx, slog.LevelWarn, "handler output over the per-call limit; the rest of this call's output is dropped",
-			slog.String("handler", m.file), slog.Int("limit_bytes", maxOutputPerCall))
-	}
+	return nil
 }

@@ -216,7 +216,9 @@ type instance struct {
 	stdout guestOutput
 	stderr guestOutput
 	st     *callState // the call in progress
-	budget int        // output bytes left in this call
+	// Output lines and bytes logged in this call (log, stdout and stderr), against
+	// Limits.LogLinesPerCall and LogBytesPerCall.
+	outLines, outBytes int
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
@@ -229,15 +231,19 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithStderr(&in.stderr).
 		WithStartFunctions(m.start...)
 	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
-	in.st, in.budget = st, maxOutputPerCall
+	in.st, in.outLines, in.outBytes = st, 0, 0
 	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
 	defer cancel()
 	mod, err := m.rt.InstantiateModule(withState(ctx, st), m.cm, cfg)
 	in.flush()
 	in.st = nil
+	if err == nil && st.over != nil {
+		_ = mod.Close(context.Background())
+		err = st.over
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.h.cfg.CallTimeout, err)
+			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.h.cfg.CallTimeout, context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("instantiating: %w", err)
 	}
@@ -256,12 +262,15 @@ func (in *instance) flush() {
 // call runs export fn with arg in the instance and returns its i32 result.
 func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64) (int32, error) {
 	st.inst = in
-	in.st, in.budget = st, maxOutputPerCall
+	in.st, in.outLines, in.outBytes = st, 0, 0
 	stack := in.stack[:]
 	stack[0] = arg
 	err := in.fns[fn].CallWithStack(withState(ctx, st), stack)
 	in.flush()
 	in.st = nil
+	if err == nil && st.over != nil { // the last line, flushed after the call, was over
+		err = st.over
+	}
 	return api.DecodeI32(stack[0]), err
 }
 
@@ -338,7 +347,13 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 		st.published = make(map[string]string)
 	}
 	m.stats.calls.Add(1)
+	probe, err := m.stats.q.admit(time.Now(), m.file)
+	if err != nil {
+		m.stats.failures.Add(1)
+		return nil, err
+	}
 	status, err := m.run(ctx, st, fn, uint64(len(req)))
+	m.quarantineOutcome(probe, err)
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +367,25 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 		err := fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
 		m.stats.failed(err)
 		return nil, err
+	}
+}
+
+// quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
+// handler enters or leaves quarantine.
+func (m *Module) quarantineOutcome(probe bool, err error) {
+	fault := errors.Is(err, ErrTrap) || errors.Is(err, context.DeadlineExceeded)
+	neutral := err != nil && !fault && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired))
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	change, backoff := m.stats.q.outcome(m.h.cfg.Quarantine, probe, neutral, fault, reason, time.Now())
+	switch change {
+	case quarantineEntered:
+		m.h.log.Warn("handler quarantined: its calls fail at once for a while, then one is let through as a probe",
+			"handler", m.file, "backoff", backoff, "probe_failed", probe, "error", err)
+	case quarantineLeft:
+		m.h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", m.file)
 	}
 }
 
@@ -410,17 +444,21 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 		what += fmt.Sprintf(" for plugin %q", st.plugin)
 	}
 	var fault *guestFault
+	var over *budgetFault
 	var exit *sys.ExitError
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
 		return fmt.Errorf("host: call to %s canceled: %w", what, context.Canceled)
 	case callCtx.Err() != nil:
 		m.stats.timeouts.Add(1)
+		m.stats.failures.Add(1)
 		err := fmt.Errorf("host: handler %s timed out after %v: %w", what, limit.Round(time.Millisecond), context.DeadlineExceeded)
 		m.stats.setLast(err)
 		return err
 	case m.isClosing():
 		return fmt.Errorf("%w: handler %s was closed during the call", ErrRetired, what)
+	case errors.As(err, &over):
+		err = fmt.Errorf("%w: %s %w", ErrBudget, what, over)
 	case errors.As(err, &fault):
 		err = fmt.Errorf("%w in %s: bad pointer: %v", ErrTrap, what, fault)
 	case errors.As(err, &exit):
@@ -429,6 +467,7 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 		err = fmt.Errorf("%w in %s: %v", ErrTrap, what, err)
 	}
 	m.stats.traps.Add(1)
+	m.stats.failures.Add(1)
 	m.stats.setLast(err)
 	return err
 }
@@ -437,6 +476,8 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 type stats struct {
 	calls, rejected, failures, traps, timeouts atomic.Uint64
 	last                                       atomic.Pointer[lastError]
+	kv                                         kvQuota // the file's key-value stores
+	q                                          quarantine
 }
 
 type lastError struct {
@@ -453,24 +494,79 @@ func (s *stats) failed(err error) {
 	s.setLast(err)
 }
 
-// moduleError is a load failure: ErrBadModule, and sometimes a more precise sentinel.
+// moduleError is a load failure: ErrBadModule, and sometimes a more precise sentinel. Every
+// refusal of a handler file is one, with the reason counted in the metrics.
 type moduleError struct {
-	file string
-	msg  string
-	also error
+	file   string
+	msg    string
+	reason string // Refused*
+	also   error
+	plain  error // when set, the error itself (not ErrBadModule): an unreadable or insecure file
 }
 
-func (e *moduleError) Error() string { return ErrBadModule.Error() + " " + e.file + ": " + e.msg }
+func (e *moduleError) Error() string {
+	if e.plain != nil {
+		return e.plain.Error()
+	}
+	return ErrBadModule.Error() + " " + e.file + ": " + e.msg
+}
 
 func (e *moduleError) Unwrap() []error {
-	if e.also != nil {
+	switch {
+	case e.plain != nil:
+		return []error{e.plain}
+	case e.also != nil:
 		return []error{ErrBadModule, e.also}
 	}
 	return []error{ErrBadModule}
 }
 
+// The reasons a handler file is refused, for the wasmhost_handler_refusals_total metric.
+const (
+	RefusedNotRegular     = "not_regular"        // a FIFO, device, socket or directory named *.wasm
+	RefusedUnreadable     = "unreadable"         // it could not be opened or read
+	RefusedInsecure       = "insecure"           // others than the daemon's user may change it
+	RefusedTooLarge       = "too_large"          // over handlers.limits.maxModuleSize
+	RefusedInvalid        = "invalid"            // not WebAssembly, or not valid
+	RefusedStructure      = "structure"          // code over a structural limit (functions, nesting, ...)
+	RefusedCompileTimeout = "compile_timeout"    // the compile ran over handlers.limits.compileTimeout
+	RefusedCompileBusy    = "compile_busy"       // too many abandoned compiles still running; retried
+	RefusedMemory         = "memory"             // declares more memory than handlers.memoryLimit
+	RefusedABI            = "abi"                // exports, imports, ABI version or manifest
+	RefusedNotGranted     = "not_granted"        // imports a capability not granted
+	RefusedTrap           = "trap"               // trapped while it was instantiated or described
+	RefusedTimeout        = "timeout"            // ran over the call timeout while being loaded
+	RefusedConflict       = "conflict"           // declares a plugin type another file handles
+	RefusedDirectory      = "insecure_directory" // the handler directory became insecure
+)
+
+// RefusalReason returns the reason (a Refused* constant) of a load error, or "" for nil.
+func RefusalReason(err error) string {
+	var me *moduleError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &me) && me.reason != "":
+		return me.reason
+	case errors.Is(err, ErrInsecure):
+		return RefusedInsecure
+	case errors.Is(err, ErrNotGranted):
+		return RefusedNotGranted
+	case errors.Is(err, ErrTrap):
+		return RefusedTrap
+	case errors.Is(err, ErrBadModule):
+		return RefusedABI
+	}
+	return RefusedUnreadable
+}
+
 func badModule(file string, also error, format string, args ...any) error {
 	return &moduleError{file: file, msg: fmt.Sprintf(format, args...), also: also}
+}
+
+// refuse is badModule with a reason.
+func refuse(file, reason string, also error, format string, args ...any) error {
+	return &moduleError{file: file, reason: reason, msg: fmt.Sprintf(format, args...), also: also}
 }
 
 func sigString(params, results []api.ValueType) string {
@@ -491,10 +587,10 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	sum := sha256.Sum256(bin)
 	info, err := scanModule(bin)
 	if err != nil {
-		return nil, badModule(file, nil, "module not valid WebAssembly: %v", err)
+		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
 	}
 	if info.memMin > uint64(h.limitPages) {
-		return nil, badModule(file, nil, "memory minimum %d pages (%d KiB) over the limit %d pages (%d KiB)",
+		return nil, refuse(file, RefusedMemory, nil, "memory minimum %d pages (%d KiB) over the limit %d pages (%d KiB)",
 			info.memMin, info.memMin*64, h.limitPages, h.limitPages*64)
 	}
 	for _, imp := range info.imports {
@@ -504,15 +600,20 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		}
 	}
 
+	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
+		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
+	}
+
 	rt := wazero.NewRuntimeWithConfig(ctx, h.rtCfg)
+	abandoned := false
 	defer func() {
-		if err != nil {
+		if err != nil && !abandoned {
 			_ = rt.Close(context.Background())
 		}
 	}()
-	cm, err := rt.CompileModule(ctx, bin)
+	cm, abandoned, err := h.compile(rt, file, bin)
 	if err != nil {
-		return nil, badModule(file, nil, "module not valid WebAssembly: %v", err)
+		return nil, err
 	}
 	compiled := time.Since(t0)
 
@@ -626,6 +727,9 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	m.slots <- struct{}{}
 	in, err := m.newInstance(ctx)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, refuse(file, RefusedTimeout, context.DeadlineExceeded, "%v", err)
+		}
 		return nil, badModule(file, ErrTrap, "%v", err)
 	}
 	// A first call of each export that describes the module, in the one instance.
@@ -636,7 +740,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		status, err := in.call(callCtx, st, fn, 0)
 		switch {
 		case err != nil && callCtx.Err() != nil:
-			return 0, nil, badModule(file, nil, "%s timed out after %v", exportNames[fn], h.cfg.CallTimeout)
+			return 0, nil, refuse(file, RefusedTimeout, nil, "%s timed out after %v", exportNames[fn], h.cfg.CallTimeout)
 		case err != nil:
 			return 0, nil, badModule(file, ErrTrap, "%s failed: %v", exportNames[fn], err)
 		case st.resultOver > 0:

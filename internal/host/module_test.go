@@ -209,7 +209,7 @@ func TestRefusedAtLoad(t *testing.T) {
 		{"badmanifest", Config{}, nil, "manifest malformed: abi: malformed message"},
 		{"notwasm", Config{}, nil, "module not valid WebAssembly"},
 		{"truncated", Config{}, nil, "module not valid WebAssembly"},
-		{"initloop", Config{CallTimeout: 50 * time.Millisecond}, ErrTrap, "instantiating timed out after 50ms"},
+		{"initloop", Config{CallTimeout: 50 * time.Millisecond}, context.DeadlineExceeded, "instantiating timed out after 50ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {

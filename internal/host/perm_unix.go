@@ -64,3 +64,10 @@ func identOf(fi os.FileInfo) fileIdent {
 	}
 	return id
 }
+
+// openNonBlocking opens path for reading with O_NONBLOCK, so that opening a FIFO (or a device)
+// that was swapped in after the path was stat'ed returns at once instead of waiting for a
+// writer. For a regular file the flag changes nothing.
+func openNonBlocking(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}

@@ -1,0 +1,83 @@
+package host
+
+import (
+	"context"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Compiling is bounded twice. checkStructure refuses, before compiling, the code that makes
+// wazero's compiler slow (blocks nested thousands deep, huge functions, millions of locals);
+// that is the bound that holds, since wazero cannot interrupt a compile. Behind it, compile
+// gives up waiting after Limits.CompileTimeout: the file is refused and its load slot freed at
+// once, while the compile, which cannot be stopped, runs on in the background and is thrown
+// away when it ends. Such abandoned compiles are counted (AbandonedCompiles), and while
+// Limits.MaxAbandonedCompiles of them run, further compiles are refused for now and retried
+// at the next re-scan, so that no more than that many cores are ever lost to them. A compile
+// in a child process would bound memory too, but costs a process and the cache sharing per
+// load; the structural limits keep the compiler's memory near the size of the module.
+
+// compile compiles bin in rt within Limits.CompileTimeout. When it gives up, abandoned is true
+// and rt belongs to the abandoned compile, which closes it.
+func (h *Host) compile(rt wazero.Runtime, file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
+	h.compileMu.Lock()
+	if h.abandoned >= h.cfg.Limits.MaxAbandonedCompiles {
+		n := h.abandoned
+		h.compileMu.Unlock()
+		return nil, false, refuse(file, RefusedCompileBusy, nil,
+			"not compiled for now: %d abandoned compiles of other files are still running (handlers.limits.maxAbandonedCompiles); it is tried again at the next re-scan", n)
+	}
+	h.compileMu.Unlock()
+
+	type result struct {
+		cm  wazero.CompiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	t0 := time.Now()
+	go func() {
+		// The context is not what stops it: nothing does. It must not be canceled under it.
+		cm, err := rt.CompileModule(context.Background(), bin)
+		done <- result{cm, err}
+	}()
+	timer := time.NewTimer(h.cfg.Limits.CompileTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, false, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", r.err)
+		}
+		return r.cm, false, nil
+	case <-timer.C:
+	}
+	h.compileMu.Lock()
+	h.abandoned++
+	h.abandonedTotal++
+	h.compileMu.Unlock()
+	h.log.Error("handler compile abandoned; it runs on in the background and is thrown away when it ends",
+		"handler", file, "compile_timeout", h.cfg.Limits.CompileTimeout)
+	go func() {
+		<-done
+		_ = rt.Close(context.Background())
+		h.log.Warn("abandoned handler compile ended", "handler", file, "after", time.Since(t0).Round(time.Millisecond))
+		h.compileMu.Lock()
+		h.abandoned--
+		closeCache := h.abandoned == 0 && h.cacheClosePending
+		h.cacheClosePending = h.cacheClosePending && !closeCache
+		h.compileMu.Unlock()
+		if closeCache {
+			_ = h.cache.Close(context.Background())
+		}
+	}()
+	return nil, true, refuse(file, RefusedCompileTimeout, nil,
+		"compile did not finish within %v (handlers.limits.compileTimeout); abandoned", h.cfg.Limits.CompileTimeout)
+}
+
+// AbandonedCompiles returns how many compiles were abandoned at their deadline and are still
+// running, and how many were abandoned since the host was made.
+func (h *Host) AbandonedCompiles() (running int, total uint64) {
+	h.compileMu.Lock()
+	defer h.compileMu.Unlock()
+	return h.abandoned, h.abandonedTotal
+}

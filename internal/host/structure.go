@@ -1,0 +1,300 @@
+package host
+
+import (
+	"fmt"
+)
+
+// wazero cannot interrupt a compile, and its compiler is quadratic in how deeply blocks nest
+// in a function: measured with wazero v1.12 on this project's CI machines, one function of
+// 1,000 nested blocks compiles in 8 ms, 3,000 in 57 ms (210 ms for loops), 10,000 in 390 ms,
+// and 100,000 (a 300 KB file) for over a minute. So before compiling, the host walks the code
+// section once (linear, no allocation per instruction) and refuses a module whose functions
+// are too many, too big or nest too deeply; docs/configuration.md has the defaults and why.
+
+// structureLimits bound a module's code before it is compiled. A zero field is no limit.
+type structureLimits struct {
+	functions     int   // functions defined by the module
+	functionBytes int   // bytes of one function body
+	nesting       int   // blocks, loops, ifs and trys open at once in one function
+	nestingWork   int64 // the sum over the module of the depth of every block opened
+	locals        int   // locals declared by one function
+}
+
+// structureInfo is what the walk found: the largest values, for the log and the tests.
+type structureInfo struct {
+	functions     int
+	functionBytes int
+	nesting       int
+	nestingWork   int64 // the sum, over every block opened, of how deep it is
+	locals        int
+}
+
+// checkStructure walks the code section of b (a module whose header scanModule accepted) and
+// returns a message saying which limit a function exceeds, or "". Code it cannot decode is
+// left to the compiler, which refuses it, except that an instruction the walk does not know
+// is refused here: a bound that cannot be checked is not a bound.
+func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
+	var info structureInfo
+	r := reader{b: b[len(wasmHeader):]}
+	for len(r.b) > 0 {
+		id, ok := r.byte()
+		if !ok {
+			return info, ""
+		}
+		size, ok := r.uleb(32)
+		if !ok || size > uint64(len(r.b)) {
+			return info, ""
+		}
+		sec := reader{b: r.b[:size]}
+		r.b = r.b[size:]
+		if id != 10 {
+			continue
+		}
+		n, ok := sec.uleb(32)
+		if !ok {
+			return info, ""
+		}
+		info.functions = int(n)
+		if lim.functions > 0 && n > uint64(lim.functions) {
+			return info, fmt.Sprintf("%d functions, over the limit of %d (handlers.limits.maxFunctions)", n, lim.functions)
+		}
+		for i := uint64(0); i < n; i++ {
+			bodySize, ok := sec.uleb(32)
+			if !ok || bodySize > uint64(len(sec.b)) {
+				return info, ""
+			}
+			body := sec.b[:bodySize]
+			sec.b = sec.b[bodySize:]
+			info.functionBytes = max(info.functionBytes, len(body))
+			if lim.functionBytes > 0 && len(body) > lim.functionBytes {
+				return info, fmt.Sprintf("function %d has a body of %d bytes, over the limit of %d bytes (handlers.limits.maxFunctionSize)",
+					i, len(body), lim.functionBytes)
+			}
+			depth, work, locals, msg := walkBody(body, lim)
+			info.nesting = max(info.nesting, depth)
+			info.nestingWork += work
+			info.locals = max(info.locals, locals)
+			if msg != "" {
+				return info, fmt.Sprintf("function %d: %s", i, msg)
+			}
+			if lim.nestingWork > 0 && info.nestingWork > lim.nestingWork {
+				return info, fmt.Sprintf("blocks nested %d levels deep in all, over the limit of %d (handlers.limits.maxNestingWork)",
+					info.nestingWork, lim.nestingWork)
+			}
+		}
+	}
+	return info, ""
+}
+
+// walkBody returns how deeply the blocks of one function body nest, the sum of the depths of
+// its blocks and how many locals it declares, stopping with a message as soon as one exceeds
+// its limit, or at an instruction it does not know.
+func walkBody(body []byte, lim structureLimits) (deepest int, work int64, locals int, _ string) {
+	limit := lim.nesting
+	r := reader{b: body}
+	// Locals: a vector of (count, type).
+	n, ok := r.uleb(32)
+	if !ok {
+		return 0, 0, 0, ""
+	}
+	for i := uint64(0); i < n; i++ {
+		k, ok := r.uleb(32)
+		if !ok || !r.valType() {
+			return 0, 0, locals, ""
+		}
+		locals += int(k)
+		if lim.locals > 0 && locals > lim.locals {
+			return 0, 0, locals, fmt.Sprintf("more than %d locals (handlers.limits.maxLocals)", lim.locals)
+		}
+	}
+	depth := 0
+	for len(r.b) > 0 {
+		at := len(body) - len(r.b)
+		op, _ := r.byte()
+		ok := true
+		switch {
+		case op == 0x02 || op == 0x03 || op == 0x04 || op == 0x06 || op == 0x1f: // block loop if try try_table
+			ok = r.sleb()
+			if op == 0x1f { // try_table's catch clauses
+				var k uint64
+				if k, ok = r.uleb(32); ok {
+					for j := uint64(0); ok && j < k; j++ {
+						var kind byte
+						if kind, ok = r.byte(); ok && kind <= 1 {
+							_, ok = r.uleb(32) // tag
+						}
+						if ok {
+							_, ok = r.uleb(32) // label
+						}
+					}
+				}
+			}
+			depth++
+			work += int64(depth)
+			if depth > deepest {
+				deepest = depth
+				if limit > 0 && depth > limit {
+					return deepest, work, locals, fmt.Sprintf("blocks nested more than %d deep (handlers.limits.maxNesting)", limit)
+				}
+			}
+		case op == 0x0b: // end
+			depth--
+			if depth < 0 {
+				return deepest, work, locals, "" // the function's own end
+			}
+		case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0a || op == 0x0f || op == 0x19 ||
+			op == 0x1a || op == 0x1b || op == 0xd1 || op == 0xd3 || (op >= 0x45 && op <= 0xc4):
+			// no immediate
+		case op == 0x18: // delegate: closes the try
+			_, ok = r.uleb(32)
+			depth--
+		case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x0c || op == 0x0d || op == 0x10 || op == 0x12 ||
+			op == 0x14 || op == 0x15 || op == 0xd2 || op == 0xd4 || op == 0xd5 ||
+			(op >= 0x20 && op <= 0x26) || op == 0x3f || op == 0x40:
+			_, ok = r.uleb(32)
+		case op == 0x11 || op == 0x13: // call_indirect: type, table
+			if _, ok = r.uleb(32); ok {
+				_, ok = r.uleb(32)
+			}
+		case op == 0x0e: // br_table
+			var k uint64
+			if k, ok = r.uleb(32); ok {
+				for j := uint64(0); ok && j <= k; j++ {
+					_, ok = r.uleb(32)
+				}
+			}
+		case op == 0x1c: // select t*
+			var k uint64
+			if k, ok = r.uleb(32); ok {
+				for j := uint64(0); ok && j < k; j++ {
+					ok = r.valType()
+				}
+			}
+		case op >= 0x28 && op <= 0x3e:
+			ok = r.memarg()
+		case op == 0x41 || op == 0x42 || op == 0xd0:
+			ok = r.sleb()
+		case op == 0x43:
+			ok = r.skip(4)
+		case op == 0x44:
+			ok = r.skip(8)
+		case op == 0xfc:
+			ok = r.prefixFC()
+		case op == 0xfd:
+			ok = r.prefixFD()
+		case op == 0xfe:
+			ok = r.prefixFE()
+		default:
+			return deepest, work, locals, fmt.Sprintf("unknown instruction 0x%02x at byte %d of the body", op, at)
+		}
+		if !ok {
+			return deepest, work, locals, "" // truncated: the compiler says so
+		}
+	}
+	return deepest, work, locals, ""
+}
+
+func (r *reader) skip(n int) bool {
+	if len(r.b) < n {
+		return false
+	}
+	r.b = r.b[n:]
+	return true
+}
+
+// sleb skips a signed LEB128 number (s32, s33, s64: at most 10 bytes).
+func (r *reader) sleb() bool {
+	for range 10 {
+		c, ok := r.byte()
+		if !ok {
+			return false
+		}
+		if c&0x80 == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// valType skips a value type: one byte, or a reference type with a heap type.
+func (r *reader) valType() bool {
+	c, ok := r.byte()
+	if !ok {
+		return false
+	}
+	if c == 0x63 || c == 0x64 { // (ref null ht), (ref ht)
+		return r.sleb()
+	}
+	return true
+}
+
+// memarg skips a memory argument: alignment (with bit 6 meaning a memory index follows) and
+// offset.
+func (r *reader) memarg() bool {
+	align, ok := r.uleb(32)
+	if !ok {
+		return false
+	}
+	if align&0x40 != 0 {
+		if _, ok = r.uleb(32); !ok {
+			return false
+		}
+	}
+	_, ok = r.uleb(64)
+	return ok
+}
+
+func (r *reader) prefixFC() bool {
+	sub, ok := r.uleb(32)
+	if !ok {
+		return false
+	}
+	switch {
+	case sub <= 7: // saturating truncations
+		return true
+	case sub == 8 || sub == 10 || sub == 12 || sub == 14: // two indices
+		if _, ok = r.uleb(32); !ok {
+			return false
+		}
+		_, ok = r.uleb(32)
+		return ok
+	case sub <= 17:
+		_, ok = r.uleb(32)
+		return ok
+	}
+	return false
+}
+
+func (r *reader) prefixFD() bool {
+	sub, ok := r.uleb(32)
+	if !ok {
+		return false
+	}
+	switch {
+	case sub <= 0x0b || sub == 0x5c || sub == 0x5d: // loads and stores
+		return r.memarg()
+	case sub == 0x0c || sub == 0x0d: // v128.const, i8x16.shuffle
+		return r.skip(16)
+	case sub >= 0x15 && sub <= 0x22: // extract and replace lane
+		return r.skip(1)
+	case sub >= 0x54 && sub <= 0x5b: // load and store lane
+		return r.memarg() && r.skip(1)
+	case sub <= 0x113:
+		return true
+	}
+	return false
+}
+
+func (r *reader) prefixFE() bool {
+	sub, ok := r.uleb(32)
+	if !ok {
+		return false
+	}
+	if sub == 0x03 { // atomic.fence
+		return r.skip(1)
+	}
+	if sub <= 0x02 || (sub >= 0x10 && sub <= 0x4e) {
+		return r.memarg()
+	}
+	return false
+}
