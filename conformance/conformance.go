@@ -14,10 +14,37 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/conformance/harness"
+	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
+
+// Plugin is a plugin as it would answer the registration API's GetInfo, as the handler under
+// test sees it in its calls.
+type Plugin struct {
+	// Type is the plugin type. Defaults to Options.PluginType.
+	Type string
+	// Name is the plugin's name (a CSI driver's name, for instance). Required.
+	Name string
+	// Endpoint is where the plugin serves its own API, for the handler's plugin calls.
+	// Defaults to Socket, as the daemon does.
+	Endpoint string
+	// Versions are the versions the plugin supports (GetInfo's supported_versions). Defaults
+	// to none.
+	Versions []string
+	// Socket is the registration socket the plugin was found at. Defaults to
+	// /run/wasmhost-conformance/<name>-reg.sock.
+	Socket string
+}
+
+// PluginCaller answers a handler's plugin calls (the plugin_call host function) in place of
+// its plugin: a *Fixture (LoadFixture), or a fake of one's own.
+type PluginCaller interface {
+	// Call answers method (a full gRPC method name, "/package.Service/Method") called on the
+	// plugin serving at endpoint with the encoded request req, with the encoded response. A
+	// response longer than maxResp bytes is an error. ctx carries the handler call's deadline.
+	Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error)
+}
 
 // Options says what the module under test must do. Only Valid is required.
 type Options struct {
@@ -27,25 +54,27 @@ type Options struct {
 	// Valid is a plugin the handler must accept, as it would answer GetInfo. Type defaults to
 	// PluginType, Socket to /run/wasmhost-conformance/<name>-reg.sock, Endpoint to the socket
 	// (as the daemon does). Required: a Name.
-	Valid registration.PluginInfo
+	Valid Plugin
 	// Invalid are plugins the handler must refuse in Validate, with the same defaults. Each
-	// must be one the daemon itself accepts (registration.ValidateInfo), so that it reaches
-	// the handler. Defaults to none.
-	Invalid []registration.PluginInfo
+	// must be one the daemon itself would take from GetInfo (a name; type, endpoint and
+	// versions within the protocol's limits, UTF-8 without control characters), so that it
+	// reaches the handler. Defaults to none.
+	Invalid []Plugin
 	// Grants are the capabilities granted per plugin type, as the daemon's
 	// handlers.types.<T>.capabilities: {"CSIPlugin": {"plugin_call"}}. Defaults to none.
 	Grants map[string][]string
-	// Fixture answers the handler's plugin calls: a *harness.Fixture (LoadFixture) or any
-	// host.PluginCaller. Defaults to nil: every plugin call fails.
-	Fixture host.PluginCaller
+	// Fixture answers the handler's plugin calls: a *Fixture (LoadFixture) or any
+	// PluginCaller. Defaults to nil: every plugin call fails.
+	Fixture PluginCaller
 	// Timeout is the deadline of each call, as the daemon's handlers.callTimeout; every call
-	// must finish within a quarter of it. Defaults to host.DefaultCallTimeout.
+	// must finish within a quarter of it. Defaults to the daemon's default, 5s.
 	Timeout time.Duration
-	// MemoryLimit caps each instance's memory, as handlers.memoryLimit. Defaults to
-	// host.DefaultMemoryLimit.
+	// MemoryLimit caps each instance's memory, in bytes, as handlers.memoryLimit. Defaults to
+	// the daemon's default, 64 MiB.
 	MemoryLimit int64
-	// CacheDir keeps compiled modules between runs (see harness.Config.CacheDir); share one
-	// per test binary. Defaults to "": compiled in memory, every time.
+	// CacheDir keeps compiled modules between runs, in a directory created 0700 if need be;
+	// share one per test binary (compiling a Go module takes seconds, and many more under
+	// -race). Defaults to "": compiled in memory, every time.
 	CacheDir string
 	// KeepsState says the handler keeps keys in the store after Deregister on purpose: the
 	// deregister check then does not ask for the store to be as before Register. Defaults to
@@ -102,9 +131,13 @@ func Check(ctx context.Context, wasmPath string, opts Options) ([]Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
+	var caller host.PluginCaller // nil, not a nil PluginCaller in a host.PluginCaller
+	if opts.Fixture != nil {
+		caller = opts.Fixture
+	}
 	hs, err := harness.New(ctx, harness.Config{
 		Grants:        opts.Grants,
-		Caller:        opts.Fixture,
+		Caller:        caller,
 		CallTimeout:   opts.Timeout,
 		MemoryLimit:   opts.MemoryLimit,
 		CacheDir:      opts.CacheDir,
@@ -215,15 +248,16 @@ func (c *checker) run(ctx context.Context, bin []byte) error {
 }
 
 // plugin fills in the defaults of a plugin of Options and checks it as the daemon would.
-func (c *checker) plugin(p registration.PluginInfo) (registration.PluginInfo, error) {
-	if p.Type == "" {
-		p.Type = c.typ
+func (c *checker) plugin(p Plugin) (registration.PluginInfo, error) {
+	info := registration.PluginInfo{Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions}
+	if info.Type == "" {
+		info.Type = c.typ
 	}
-	socket := p.Socket
+	socket := info.Socket
 	if socket == "" {
-		socket = "/run/wasmhost-conformance/" + p.Name + "-reg.sock"
+		socket = "/run/wasmhost-conformance/" + info.Name + "-reg.sock"
 	}
-	return registration.ValidateInfo(socket, p)
+	return registration.ValidateInfo(socket, info)
 }
 
 func checkExports(rep *host.Report) string {

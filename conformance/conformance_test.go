@@ -7,13 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 var (
-	valid   = registration.PluginInfo{Name: "good", Versions: []string{"v1"}}
-	invalid = []registration.PluginInfo{{Name: "old", Versions: []string{"v0"}}}
+	valid   = Plugin{Name: "good", Versions: []string{"v1"}}
+	invalid = []Plugin{{Name: "old", Versions: []string{"v0"}}}
 )
 
 // The well-behaved mode of testdata/handler.wat passes every check.
@@ -127,7 +125,7 @@ func TestHandlerKitOptions(t *testing.T) {
 	if _, err := Check(t.Context(), "testdata/handler.wasm", Options{}); err == nil {
 		t.Error("Check without a valid plugin: no error")
 	}
-	_, err := Check(t.Context(), "testdata/handler.wasm", Options{Valid: valid, Invalid: []registration.PluginInfo{{Name: "bad\x00name"}}})
+	_, err := Check(t.Context(), "testdata/handler.wasm", Options{Valid: valid, Invalid: []Plugin{{Name: "bad\x00name"}}})
 	if err == nil || !strings.Contains(err.Error(), "Invalid[0]") {
 		t.Errorf("Check with an invalid plugin the daemon would refuse: %v", err)
 	}

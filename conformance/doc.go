@@ -5,8 +5,8 @@
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, "handler.wasm", conformance.Options{
 //			PluginType: "example.wasmhost.dev",
-//			Valid:      registration.PluginInfo{Name: "demo", Versions: []string{"v1"}},
-//			Invalid:    []registration.PluginInfo{{Name: "old", Versions: []string{"v0"}}},
+//			Valid:      conformance.Plugin{Name: "demo", Versions: []string{"v1"}},
+//			Invalid:    []conformance.Plugin{{Name: "old", Versions: []string{"v0"}}},
 //		})
 //	}
 //
@@ -20,7 +20,8 @@
 //     declares Options.PluginType;
 //   - grants: every capability its imports need is granted (so the daemon would load it with
 //     the same handlers.types.<T>.capabilities), and a grant it does not use is pointed out;
-//   - load: the daemon's host loads it (host.(*Host).LoadFile; file permissions aside);
+//   - load: the daemon's host loads it, as the daemon would load it from its handler directory
+//     (file permissions aside);
 //   - validate, register: the valid plugin is accepted, and Validate leaves the store as it was;
 //   - register-again: in a fresh module (new instances, with none of the first one's memory,
 //     and the same key-value store), Validate and Register of the same plugin succeed again
@@ -37,9 +38,15 @@
 //     trapped (a trap throws the instance away: a Go panic that was not recovered, running out
 //     of memory).
 //
+// A handler that calls its plugin (plugin_call) gets its answers from a Fixture, a file of
+// canned responses (LoadFixture), or from a PluginCaller of one's own (Options.Fixture).
+//
 // Check runs the same checks and returns their results, for use outside a test.
 //
-// Unlike package abi, which is the contract and has no dependency on the daemon, this package
-// and its subpackage harness import the daemon's host (package host), so that a handler is
-// checked by the code that will run it. Import them from tests only.
+// Unlike the contract module (github.com/wasmhost/wasmhost/abi), which depends on nothing
+// outside the standard library, this package is part of the daemon's module and runs the
+// daemon's own host, so that a handler is checked by the code that will run it; its API has
+// types of its own (Options, Plugin, PluginCaller, Fixture, Result), none of the daemon's. A
+// handler's go.mod requires github.com/wasmhost/wasmhost for it, which only the handler's
+// tests import: the handler's build needs the contract module alone.
 package conformance

@@ -13,8 +13,6 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/conformance"
-	"github.com/wasmhost/wasmhost/conformance/harness"
-	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // TestHandlerConformance builds each shipped handler from source for wasip1, as the Makefile
@@ -30,7 +28,7 @@ func TestHandlerConformance(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	cache := filepath.Join(dir, "cache") // one compile cache for the whole test binary
 
-	nodeInfo, err := harness.LoadFixture("csi/testdata/nodegetinfo.yaml")
+	nodeInfo, err := conformance.LoadFixture("csi/testdata/nodegetinfo.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +38,13 @@ func TestHandlerConformance(t *testing.T) {
 	}{
 		{"example", conformance.Options{
 			PluginType: "example.wasmhost.dev",
-			Valid:      registration.PluginInfo{Name: "demo", Versions: []string{"v1"}},
-			Invalid:    []registration.PluginInfo{{Name: "old", Versions: []string{"v0"}}},
+			Valid:      conformance.Plugin{Name: "demo", Versions: []string{"v1"}},
+			Invalid:    []conformance.Plugin{{Name: "old", Versions: []string{"v0"}}},
 		}},
 		{"csi", conformance.Options{
 			PluginType: "CSIPlugin",
-			Valid:      registration.PluginInfo{Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock", Versions: []string{"1.0.0"}},
-			Invalid: []registration.PluginInfo{
+			Valid:      conformance.Plugin{Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock", Versions: []string{"1.0.0"}},
+			Invalid: []conformance.Plugin{
 				{Name: "old.example.com", Versions: []string{"0.3.0"}},
 				{Name: "future.example.com", Versions: []string{"2.0.0", "v1beta1"}},
 			},
@@ -55,8 +53,8 @@ func TestHandlerConformance(t *testing.T) {
 		}},
 		{"dra", conformance.Options{
 			PluginType: "DRAPlugin",
-			Valid:      registration.PluginInfo{Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", Versions: []string{"v1.DRAPlugin", "v1.DRAResourceHealth"}},
-			Invalid:    []registration.PluginInfo{{Name: "old.example.com", Versions: []string{"v1alpha3.DRAPlugin"}}},
+			Valid:      conformance.Plugin{Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", Versions: []string{"v1.DRAPlugin", "v1.DRAResourceHealth"}},
+			Invalid:    []conformance.Plugin{{Name: "old.example.com", Versions: []string{"v1alpha3.DRAPlugin"}}},
 		}},
 	} {
 		t.Run(tc.handler, func(t *testing.T) {

@@ -21,8 +21,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/conformance/harness"
+	"github.com/wasmhost/wasmhost/conformance"
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
@@ -225,9 +226,9 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 					return fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(config.KnownCapabilities(), ", "))
 				}
 			}
-			var fixture *harness.Fixture
+			var fixture *conformance.Fixture
 			if o.fixture != "" {
-				if fixture, err = harness.LoadFixture(o.fixture); err != nil {
+				if fixture, err = conformance.LoadFixture(o.fixture); err != nil {
 					return err
 				}
 			}
@@ -311,7 +312,7 @@ type loadView struct {
 	Logs     []harness.LogLine `json:"logs"`
 }
 
-func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *harness.Fixture, cacheDir string) error {
+func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *conformance.Fixture, cacheDir string) error {
 	bin, err := readHandlerModule(path)
 	if err != nil {
 		return err

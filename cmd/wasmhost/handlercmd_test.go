@@ -19,7 +19,6 @@ import (
 	"github.com/wasmhost/wasmhost/conformance"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
-	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and
@@ -372,8 +371,8 @@ func TestWalkthrough(t *testing.T) {
 	// Step 4: the conformance kit, as examples/handler-walkthrough/conformance_test.go runs it.
 	results, err := conformance.Check(t.Context(), wasm, conformance.Options{
 		PluginType: "sensors.example.com",
-		Valid:      registration.PluginInfo{Name: "thermal-1", Versions: []string{"v1"}},
-		Invalid:    []registration.PluginInfo{{Name: "legacy-1", Versions: []string{"v0"}}},
+		Valid:      conformance.Plugin{Name: "thermal-1", Versions: []string{"v1"}},
+		Invalid:    []conformance.Plugin{{Name: "legacy-1", Versions: []string{"v0"}}},
 		CacheDir:   cache,
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/conformance"
-	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // TestWalkthroughConformance builds this handler for wasip1 and runs the conformance kit on it:
@@ -19,8 +18,8 @@ func TestWalkthroughConformance(t *testing.T) {
 	wasm := guesttest.Build(t, ".")
 	conformance.Run(t, wasm, conformance.Options{
 		PluginType: "sensors.example.com",
-		Valid:      registration.PluginInfo{Name: "thermal-1", Versions: []string{"v1"}},
-		Invalid: []registration.PluginInfo{
+		Valid:      conformance.Plugin{Name: "thermal-1", Versions: []string{"v1"}},
+		Invalid: []conformance.Plugin{
 			{Name: "legacy-1", Versions: []string{"v0"}},
 			{Name: "thermal-2", Versions: []string{"V1"}}, // versions are compared exactly
 		},

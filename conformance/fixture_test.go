@@ -1,4 +1,4 @@
-package harness
+package conformance
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 func TestHandlerFixture(t *testing.T) {
@@ -64,40 +62,5 @@ func TestHandlerFixture(t *testing.T) {
 		if !errors.Is(err, ErrBadFixture) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "bad.yaml") {
 			t.Errorf("%s: %v, want ErrBadFixture saying %q", name, err, tc.want)
 		}
-	}
-}
-
-func TestHandlerHarness(t *testing.T) {
-	ctx := context.Background()
-	hs, err := New(ctx, Config{AllowInsecure: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hs.Close(ctx)
-	m, _, err := hs.Load(ctx, "../testdata/handler.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := registration.ValidateInfo("/r/p-reg.sock", registration.PluginInfo{Type: "conformance.example", Name: "p", Versions: []string{"v1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := hs.Do(ctx, m, Register, p)
-	if st.Outcome != OK || st.Published["k"] != "v" || len(st.Store) != 1 || st.Duration <= 0 {
-		t.Errorf("register: %+v", st)
-	}
-	st = hs.Do(ctx, m, Deregister, p)
-	if st.Outcome != OK || len(st.Store) != 0 || st.Store == nil {
-		t.Errorf("deregister: %+v", st)
-	}
-	p.Versions = []string{"v0"}
-	if st = hs.Do(ctx, m, Validate, p); st.Outcome != Rejected || st.Reason != "refused" {
-		t.Errorf("validate of v0: %+v", st)
-	}
-	if _, _, err := hs.Load(ctx, "../../internal/host/testdata/notwasm.wasm"); err == nil {
-		t.Error("loading a file that is not wasm: no error")
-	}
-	if _, err := (noCaller{}).Call(ctx, "/e", "/a.B/C", nil, 1); err == nil {
-		t.Error("noCaller answered")
 	}
 }

@@ -4,8 +4,9 @@
 // after the call, and the time the call took. It is what `wasmhost handler test` and the
 // conformance kit (package conformance) are built on.
 //
-// Unlike package abi, this package imports the daemon (host, registration): it is tooling for
-// handler authors, and not a stable API.
+// It is internal, and not a stable API: its types are the daemon's (host.Module,
+// registration.PluginInfo). What handler authors use is package conformance, whose API has
+// types of its own.
 package harness
 
 import (
@@ -29,7 +30,7 @@ type Config struct {
 	// handlers, as the daemon's handlers.types.<T>.capabilities does. Defaults to nil:
 	// nothing is granted.
 	Grants map[string][]string
-	// Caller answers the plugin_call host function: a *Fixture, the daemon's
+	// Caller answers the plugin_call host function: a *conformance.Fixture, the daemon's
 	// registrar.PluginCaller (real calls), or a fake. Defaults to nil: every plugin_call fails
 	// with "no plugin to call".
 	Caller host.PluginCaller

@@ -1,4 +1,4 @@
-package harness
+package conformance
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // Fixture answers plugin_call from a file instead of a plugin, so that a handler that calls its
-// plugin can be tested without one. It implements host.PluginCaller.
+// plugin can be tested without one. It is a PluginCaller, for Options.Fixture.
 //
 // The file is YAML (or JSON, which is YAML too): a map from full gRPC method names to answers.
 // An answer is either a response, the encoded response message in base64 (standard encoding,
@@ -54,13 +54,13 @@ type fixtureEntry struct {
 }
 
 // ErrBadFixture: a fixture file is not in the format Fixture documents.
-var ErrBadFixture = errors.New("harness: bad fixture")
+var ErrBadFixture = errors.New("conformance: bad fixture")
 
 // LoadFixture reads a fixture file.
 func LoadFixture(path string) (*Fixture, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("harness: fixture: %w", err)
+		return nil, fmt.Errorf("conformance: fixture: %w", err)
 	}
 	return ParseFixture(path, b)
 }
@@ -124,7 +124,7 @@ func (f *Fixture) Methods() []string {
 	return slices.Sorted(maps.Keys(f.answers))
 }
 
-// Call implements host.PluginCaller: it answers method from the fixture, whatever the endpoint
+// Call implements PluginCaller: it answers method from the fixture, whatever the endpoint
 // and the request.
 func (f *Fixture) Call(_ context.Context, _, method string, _ []byte, maxResp int) ([]byte, error) {
 	a, ok := f.answers[method]
