@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"go/build"
+	"path"
+	"strings"
+	"testing"
+)
+
+// The daemon's packages follow the data: socket → watcher → state → reconciler →
+// registration → host. A package may import one at its own stage or an earlier one, never a
+// later one, so that `go list -deps` of any of them reads as the pipeline up to it.
+func TestImportsFollowTheDataFlow(t *testing.T) {
+	const module = "github.com/wasmhost/wasmhost/"
+	stage := map[string]int{
+		"internal/watcher":                0,
+		"internal/state":                  1,
+		"internal/reconciler":             2,
+		"internal/registration":           3,
+		"internal/registration/registrar": 3,
+		"internal/host":                   4,
+	}
+	for pkg, own := range stage {
+		bp, err := build.Import(module+pkg, "", 0)
+		if err != nil {
+			t.Fatalf("%s: %v", pkg, err)
+		}
+		for _, imp := range bp.Imports {
+			rel, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			if s, ok := stage[rel]; ok && s > own {
+				t.Errorf("%s (stage %d) imports %s (stage %d), which sits later in the data flow", pkg, own, rel, s)
+			}
+			if strings.HasPrefix(rel, "internal/") && !ok && !strings.HasPrefix(rel, "internal/unixsock") {
+				t.Errorf("%s imports %s, which is not part of the pipeline", pkg, path.Clean(rel))
+			}
+		}
+	}
+}
