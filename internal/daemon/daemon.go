@@ -144,6 +144,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		PoolSize:      cfg.Handlers.PoolSize,
 		Grants:        cfg.Grants(),
 		AllowInsecure: cfg.Handlers.AllowInsecure,
+		Limits:        hostLimits(cfg.Handlers.Limits),
+		Quarantine:    hostQuarantine(cfg.Handlers.Quarantine),
 		PluginCaller:  registrar.PluginCaller{},
 		OnChange:      d.publishHandlers,
 		Logger:        log.With("component", "host"),

@@ -1,0 +1,39 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/host"
+)
+
+// hostLimits turns handlers.limits into the host's.
+func hostLimits(l config.HandlerLimits) host.Limits {
+	return host.Limits{
+		MaxModuleBytes:          int64(l.MaxModuleSize),
+		CompileTimeout:          time.Duration(l.CompileTimeout),
+		MaxAbandonedCompiles:    l.MaxAbandonedCompiles,
+		MaxFunctions:            l.MaxFunctions,
+		MaxFunctionBytes:        int(l.MaxFunctionSize),
+		MaxNesting:              l.MaxNesting,
+		MaxNestingWork:          l.MaxNestingWork,
+		MaxLocals:               l.MaxLocals,
+		LogLinesPerCall:         l.LogLinesPerCall,
+		LogBytesPerCall:         int(l.LogBytesPerCall),
+		KVKeysPerHandler:        l.KVKeysPerHandler,
+		KVBytesPerHandler:       int64(l.KVBytesPerHandler),
+		PublishKeys:             l.PublishKeys,
+		PublishBytes:            int(l.PublishBytes),
+		PluginCallsPerCall:      l.PluginCallsPerCall,
+		PluginCallResponseBytes: int(l.PluginCallResponseSize),
+	}
+}
+
+// hostQuarantine turns handlers.quarantine into the host's (0 there disables it; -1 here).
+func hostQuarantine(q config.QuarantineConfig) host.Quarantine {
+	after := q.After
+	if after == 0 {
+		after = -1
+	}
+	return host.Quarantine{After: after, Backoff: time.Duration(q.Backoff), MaxBackoff: time.Duration(q.MaxBackoff)}
+}
