@@ -439,6 +439,7 @@ func TestRegisterNotAGRPCServer(t *testing.T) {
 	wg.Go(func() {
 		c, err := ln.Accept()
 		if err == nil {
+			c.Read(make([]byte, 4096)) // the request, so that closing does not reset the connection
 			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 			c.Close()
 		}
@@ -446,8 +447,9 @@ func TestRegisterNotAGRPCServer(t *testing.T) {
 	err = e.register(path)
 	ln.Close()
 	wg.Wait()
-	if !errors.Is(err, registration.ErrUnreachable) {
-		t.Fatalf("Register error = %v, want ErrUnreachable", err)
+	// Something answered, but not in gRPC: a protocol error, not a plugin nobody listens for.
+	if !errors.Is(err, registration.ErrProtocol) || !strings.Contains(err.Error(), "HTTP/1.1") {
+		t.Fatalf("Register error = %v, want ErrProtocol saying it looked like HTTP/1.1", err)
 	}
 }
 
