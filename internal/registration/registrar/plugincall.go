@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -15,6 +17,11 @@ import (
 
 // ErrBadEndpoint: a plugin's endpoint is not a unix socket that plugin_call may dial.
 var ErrBadEndpoint = errors.New("registrar: endpoint not callable")
+
+// ErrEndpointUnreachable: plugin_call could not connect to the endpoint (no such socket,
+// nobody listening); the dial's error is wrapped too (errors.Is(err, syscall.ECONNREFUSED),
+// fs.ErrNotExist).
+var ErrEndpointUnreachable = errors.New("registrar: endpoint unreachable")
 
 // PluginCaller makes the unary gRPC calls a handler asks for through the plugin_call host
 // function (the CSI handler asks its driver for NodeGetInfo, as the kubelet does). It only
@@ -34,16 +41,37 @@ func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byt
 	if !strings.HasPrefix(method, "/") || strings.Count(method, "/") != 2 {
 		return nil, fmt.Errorf("registrar: plugin_call: method %q is not a full gRPC method name (/package.Service/Method)", method)
 	}
-	cc, err := grpc.NewClient("unix://"+path,
+	// Connect first, here: a missing socket or nobody listening fails the call at once with
+	// the reason (no such file, connection refused), where grpc-go would keep retrying until
+	// the call's deadline and report only that it ran out.
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: plugin_call %s: %w", ErrEndpointUnreachable, method, err)
+	}
+	var once sync.Once
+	cc, err := grpc.NewClient("passthrough:///plugin",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var c net.Conn
+			once.Do(func() { c, conn = conn, nil })
+			if c != nil {
+				return c, nil
+			}
+			return d.DialContext(ctx, "unix", path) // a reconnect
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResp), grpc.ForceCodecV2(rawCodec{})),
 	)
 	if err != nil {
+		conn.Close()
 		return nil, fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, err)
 	}
-	defer cc.Close()
+	defer func() {
+		cc.Close()
+		once.Do(func() { conn.Close() }) // never handed to grpc-go
+	}()
 	var out rawMessage
-	if err := cc.Invoke(ctx, method, &rawMessage{b: req}, &out, grpc.WaitForReady(true)); err != nil {
+	if err := cc.Invoke(ctx, method, &rawMessage{b: req}, &out); err != nil {
 		return nil, fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, err)
 	}
 	return out.b, nil
