@@ -10,6 +10,9 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 )
 
+// configHeader is what every config file starts with.
+const configHeader = "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\n"
+
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "wasmhost.yaml")
@@ -19,31 +22,17 @@ func writeConfig(t *testing.T, text string) string {
 	return p
 }
 
-// TestConfigMistakes feeds config files with every kind of mistake to `wasmhost config check`
-// and checks that each is named by its key.
-func TestConfigMistakes(t *testing.T) {
+// TestConfigCheck: `wasmhost config check` names the file and every mistake by its key; the
+// parsing itself is tested in internal/config.
+func TestConfigCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name, file string
 		want       []string // each must appear in the error
 	}{
-		{"unknown top-level key", "socketdir: /x\n", []string{"line 1: field socketdir not found"}},
-		{"unknown nested key", "handlers:\n  callTimeOut: 5s\n", []string{"handlers.callTimeOut", "line 2: field callTimeOut not found"}},
-		{"bad duration", "handlers:\n  callTimeout: 5 seconds\n", []string{"handlers.callTimeout", `"5 seconds" is not a duration`}},
-		{"bad size", "handlers:\n  memoryLimit: 12XB\n", []string{"handlers.memoryLimit", `"12XB" is not a size`}},
-		{"wrong type", "reconciler:\n  maxConcurrent: many\n", []string{"reconciler.maxConcurrent", "line 2"}},
-		{"several at once", "handlerz: /x\nwatcher:\n  resync: soon\n", []string{"handlerz", "watcher.resync"}},
-		{"not yaml", "socketDir: [unclosed\n", []string{"config"}},
-		{"kubelet's socket dir", "socketDir: /var/lib/kubelet/plugins_registry\n", []string{"socketDir", "kubelet's own socket directory"}},
-		{"empty dir", "handlerDir: \"\"\n", []string{"handlerDir: must not be empty"}},
-		{"zero timeout", "registration:\n  notifyTimeout: 0s\n", []string{"registration.notifyTimeout: must be a positive duration"}},
-		{"negative resync", "watcher:\n  resync: -1s\n", []string{"watcher.resync: must not be negative"}},
-		{"backoff order", "reconciler:\n  initialBackoff: 3s\n  maxBackoff: 1s\n", []string{"reconciler.maxBackoff: 1s is below reconciler.initialBackoff 3s"}},
-		{"concurrency", "reconciler:\n  maxConcurrent: 0\n", []string{"reconciler.maxConcurrent: must be at least 1"}},
-		{"memory too small", "handlers:\n  memoryLimit: 1KiB\n", []string{"handlers.memoryLimit: must be between 64KiB and 4GiB, got 1KiB"}},
-		{"unknown capability", "handlers:\n  types:\n    CSIPlugin:\n      capabilities: [network]\n", []string{`handlers.types.CSIPlugin.capabilities: unknown capability "network" (known: plugin_call)`}},
-		{"log format", "log:\n  format: xml\n", []string{`log.format: want auto, text or json, got "xml"`}},
-		{"log level", "log:\n  level: loud\n", []string{`log.level: want debug, info, warn or error, got "loud"`}},
-		{"metrics address", "metrics:\n  listen: nowhere\n", []string{`metrics.listen: want off, unix:/path or host:port`}},
+		{"no header", "socketDir: /x\n", []string{"config ", "wasmhost.yaml: apiVersion and kind are missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"}},
+		{"unknown version", "apiVersion: wasmhost.dev/v2\nkind: WasmhostConfiguration\n", []string{"wasmhost.yaml: apiVersion (line 1): \"wasmhost.dev/v2\" is not known; accepted: wasmhost.dev/v1alpha1"}},
+		{"bad values", configHeader + "handlerz: /x\nhandlers:\n  memoryLimit: 64m\n", []string{"wasmhost.yaml:\n", "handlerz", "handlers.memoryLimit (line 5", "m is milli"}},
+		{"invalid", configHeader + "handlers:\n  memoryLimit: 1Ki\n", []string{"wasmhost.yaml is not valid:\nhandlers.memoryLimit: must be between 64Ki and 4Gi, got 1Ki"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runRoot(t, "config", "check", writeConfig(t, tc.file))
@@ -60,14 +49,20 @@ func TestConfigMistakes(t *testing.T) {
 }
 
 func TestConfigCheckAcceptsShippedAndDefaults(t *testing.T) {
-	out, err := runRoot(t, "config", "check", "../../examples/config/wasmhost.yaml")
-	if err != nil || !strings.Contains(out, ": ok") {
-		t.Fatalf("the shipped config: %v\n%s", err, out)
+	for _, f := range []string{"../../examples/config/wasmhost.yaml", writeConfig(t, configHeader+"handlers:\n  memoryLimit: 128Mi\n")} {
+		out, err := runRoot(t, "config", "check", f)
+		if err != nil || !strings.Contains(out, ": ok") {
+			t.Fatalf("%s: %v\n%s", f, err, out)
+		}
 	}
-	// What `config defaults` prints is itself a valid config that means the defaults.
+	// What `config defaults` prints is itself a valid config that means the defaults: it starts
+	// with the header, and writes sizes as Kubernetes does.
 	defaults, err := runRoot(t, "config", "defaults")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasPrefix(defaults, configHeader) || !strings.Contains(defaults, "\nhandlers:\n  callTimeout: 5s\n  memoryLimit: 64Mi\n") {
+		t.Errorf("config defaults:\n%s", defaults)
 	}
 	cfg := config.Default()
 	cfg.SocketDir = "changed"
@@ -81,9 +76,9 @@ func TestConfigCheckAcceptsShippedAndDefaults(t *testing.T) {
 
 // TestFlagsOverrideFile checks the order defaults < file < flags.
 func TestFlagsOverrideFile(t *testing.T) {
-	file := writeConfig(t, "socketDir: /from/file\nhandlerDir: /handlers/from/file\nhandlers:\n  callTimeout: 7s\n")
+	file := writeConfig(t, configHeader+"socketDir: /from/file\nhandlerDir: /handlers/from/file\nhandlers:\n  callTimeout: 7s\n  memoryLimit: 32Mi\n")
 	cmd := newRunCmd()
-	if err := cmd.ParseFlags([]string{"--config", file, "--socket-dir", "/from/flag", "--handler-timeout", "9s"}); err != nil {
+	if err := cmd.ParseFlags([]string{"--config", file, "--socket-dir", "/from/flag", "--handler-timeout", "9s", "--handler-memory-limit", "1Gi"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
@@ -93,27 +88,18 @@ func TestFlagsOverrideFile(t *testing.T) {
 	if err := overlayFlags(cmd, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.SocketDir != "/from/flag" || cfg.HandlerDir != "/handlers/from/file" || cfg.Handlers.CallTimeout != config.Duration(9*time.Second) {
-		t.Errorf("got socketDir %q handlerDir %q callTimeout %s", cfg.SocketDir, cfg.HandlerDir, cfg.Handlers.CallTimeout)
+	if cfg.SocketDir != "/from/flag" || cfg.HandlerDir != "/handlers/from/file" || cfg.Handlers.CallTimeout != config.Duration(9*time.Second) ||
+		cfg.Handlers.MemoryLimit != 1<<30 {
+		t.Errorf("got socketDir %q handlerDir %q callTimeout %s memoryLimit %s", cfg.SocketDir, cfg.HandlerDir, cfg.Handlers.CallTimeout, cfg.Handlers.MemoryLimit)
 	}
 	if cfg.StateDir != config.Default().StateDir {
 		t.Errorf("stateDir %q, want the default", cfg.StateDir)
 	}
-}
 
-func TestByteSize(t *testing.T) {
-	for in, want := range map[string]config.ByteSize{"64MiB": 64 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "100": 100, "7B": 7} {
-		got, err := config.ParseByteSize(in)
-		if err != nil || got != want {
-			t.Errorf("config.ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-		if back, _ := config.ParseByteSize(got.String()); back != got {
-			t.Errorf("%s does not read back", got)
-		}
-	}
-	for _, bad := range []string{"", "MiB", "-1KiB", "1.5MiB", "10TB"} {
-		if _, err := config.ParseByteSize(bad); err == nil {
-			t.Errorf("config.ParseByteSize(%q) accepted", bad)
-		}
+	// A size flag in a form that is not a size says which flag.
+	cmd = newRunCmd()
+	err := cmd.ParseFlags([]string{"--handler-memory-limit", "64m"})
+	if err == nil || !strings.Contains(err.Error(), "--handler-memory-limit") || !strings.Contains(err.Error(), "m is milli") {
+		t.Errorf("--handler-memory-limit 64m: %v", err)
 	}
 }

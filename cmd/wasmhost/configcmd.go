@@ -35,12 +35,12 @@ func newConfigCmd() *cobra.Command {
 		Short: "Print the default configuration as YAML, a starting point for a config file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := yaml.Marshal(config.Default())
-			if err != nil {
+			enc := yaml.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent(2) // as examples/config/wasmhost.yaml and docs/configuration.md
+			if err := enc.Encode(config.Default()); err != nil {
 				return err
 			}
-			_, err = cmd.OutOrStdout().Write(out)
-			return err
+			return enc.Close()
 		},
 	})
 	return cmd

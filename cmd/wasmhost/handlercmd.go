@@ -63,7 +63,7 @@ func (o *sandboxOpts) bind(cmd *cobra.Command, withLimits bool) {
 		def := config.Default()
 		o.timeout, o.memoryLimit = def.Handlers.CallTimeout, def.Handlers.MemoryLimit
 		f.Var(&o.timeout, "timeout", "deadline of every handler call (handlers.callTimeout)")
-		f.Var(&o.memoryLimit, "memory-limit", "memory ceiling of the handler's instance, e.g. 64MiB (handlers.memoryLimit)")
+		f.Var(&o.memoryLimit, "memory-limit", "memory ceiling of the handler's instance, e.g. 64Mi (handlers.memoryLimit)")
 	}
 	f.BoolVar(&o.allowInsecure, "allow-insecure", false, "load a module file that others than its owner may write (handlers.allowInsecure)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (mode 0700) between runs (default: a temporary one)")
@@ -94,7 +94,7 @@ func (o *sandboxOpts) config(cmd *cobra.Command) (config.Config, error) {
 	}
 	if f.Changed("memory-limit") {
 		if o.memoryLimit < 64<<10 || o.memoryLimit > 4<<30 {
-			return cfg, fmt.Errorf("--memory-limit %s: must be between 64KiB and 4GiB", o.memoryLimit)
+			return cfg, fmt.Errorf("--memory-limit %s: must be between 64Ki and 4Gi", o.memoryLimit)
 		}
 		cfg.Handlers.MemoryLimit = o.memoryLimit
 	}

@@ -89,7 +89,7 @@ func TestHandlerTestCommand(t *testing.T) {
 		"handler   "+minimal+": minimal, ABI v1, 315 bytes",
 		`plugin    example.wasmhost.dev/minimal "demo", versions ["v1"]`,
 		"socket   /var/lib/wasmhost/plugins_registry/demo-reg.sock",
-		"sandbox   timeout 5s, memory 64MiB, grants []",
+		"sandbox   timeout 5s, memory 64Mi, grants []",
 		"\nvalidate    ok  ",
 		"\nregister    ok  ",
 		"  log       INFO registered\n",
@@ -207,11 +207,11 @@ func TestHandlerTestCommandFixture(t *testing.T) {
 
 	// The grant may come from the daemon's config instead.
 	cfg := filepath.Join(dir, "wasmhost.yaml")
-	if err := os.WriteFile(cfg, []byte("handlers:\n  callTimeout: 2s\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(configHeader+"handlers:\n  callTimeout: 2s\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, _ = handlerCmdRun(t, "handler", "test", ungranted, "--name", "p", "--config", cfg, "--call-fixture", fixture, "--cache-dir", cache)
-	handlerCmdWant(t, out, "timeout 2s, memory 64MiB, grants [\"plugin_call\"]", "  reason    pong\n")
+	handlerCmdWant(t, out, "timeout 2s, memory 64Mi, grants [\"plugin_call\"]", "  reason    pong\n")
 }
 
 func TestHandlerInspectCommand(t *testing.T) {
@@ -248,7 +248,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 		"hint: the operator grants it in the daemon's config: handlers.types.plain.example.capabilities: [plugin_call]")
 
 	cfg := filepath.Join(dir, "wasmhost.yaml")
-	if err := os.WriteFile(cfg, []byte("handlers:\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(configHeader+"handlers:\n  types:\n    plain.example:\n      capabilities: [plugin_call]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err = handlerCmdRun(t, "handler", "inspect", ungranted, "--config", cfg, "-o", "json", "--cache-dir", cache)
@@ -273,7 +273,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 
 	// The memory limit of the config applies; modules that are not handlers say why.
 	small := filepath.Join(dir, "small.yaml")
-	if err := os.WriteFile(small, []byte("handlers:\n  memoryLimit: 64KiB\n"), 0o600); err != nil {
+	if err := os.WriteFile(small, []byte(configHeader+"handlers:\n  memoryLimit: 64Ki\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	bigmem := handlerCmdCopy(t, dir, "../../internal/host/testdata/bigmem.wasm")

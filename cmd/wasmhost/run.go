@@ -66,7 +66,7 @@ func bindFlags(cmd *cobra.Command, cfg *config.Config) {
 	f.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "log level: debug, info, warn or error")
 	f.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "hard deadline of a graceful shutdown")
 	f.Var(&cfg.Handlers.CallTimeout, "handler-timeout", "deadline of every handler call")
-	f.Var(&cfg.Handlers.MemoryLimit, "handler-memory-limit", "memory ceiling of each handler instance (e.g. 64MiB)")
+	f.Var(&cfg.Handlers.MemoryLimit, "handler-memory-limit", "memory ceiling of each handler instance, e.g. 64Mi or 1Gi")
 	f.BoolVar(&cfg.Handlers.AllowInsecure, "allow-insecure-handlers", cfg.Handlers.AllowInsecure, "load handler files and directories that others than their owner may write")
 	f.StringVar(&cfg.Admin.Socket, "admin-socket", cfg.Admin.Socket, "admin API socket (default <state-dir>/admin.sock)")
 	f.StringVar(&cfg.Metrics.Listen, "metrics-listen", cfg.Metrics.Listen, "metrics and health endpoints: off, unix:/path or host:port")

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +22,12 @@ import (
 // Config is everything the daemon can be told, from the config file and then the flags.
 // docs/configuration.md documents every key; the defaults are in Default.
 type Config struct {
+	// APIVersion is the version of the file's format, as in a Kubernetes object: the only one
+	// is wasmhost.dev/v1alpha1 (APIVersion). Required in a file.
+	APIVersion string `yaml:"apiVersion"`
+	// Kind is always WasmhostConfiguration (Kind). Required in a file.
+	Kind string `yaml:"kind"`
+
 	// SocketDir is where plugins create their registration sockets. Defaults to
 	// /var/lib/wasmhost/plugins_registry. Never the kubelet's own plugins_registry.
 	SocketDir string `yaml:"socketDir"`
@@ -83,7 +88,7 @@ type RegistrationConfig struct {
 type HandlersConfig struct {
 	// CallTimeout bounds every handler call. Defaults to 5s.
 	CallTimeout Duration `yaml:"callTimeout"`
-	// MemoryLimit caps each handler instance's linear memory. Defaults to 64MiB.
+	// MemoryLimit caps each handler instance's linear memory, 64Ki to 4Gi. Defaults to 64Mi.
 	MemoryLimit ByteSize `yaml:"memoryLimit"`
 	// PoolSize is the number of instances kept per handler. Defaults to the number of CPUs.
 	PoolSize int `yaml:"poolSize"`
@@ -118,6 +123,8 @@ type MetricsConfig struct {
 
 func Default() Config {
 	return Config{
+		APIVersion:      APIVersion,
+		Kind:            Kind,
 		SocketDir:       "/var/lib/wasmhost/plugins_registry",
 		HandlerDir:      "/etc/wasmhost/handlers",
 		StateDir:        "/var/lib/wasmhost",
@@ -145,12 +152,16 @@ func Default() Config {
 	}
 }
 
-// Load reads a YAML config over the defaults. Unknown keys and bad values are errors
-// that name the key and the line.
+// Load reads a YAML config over the defaults. The file starts with the header
+// apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration; a missing or unknown one,
+// unknown keys and bad values are errors that name the file, the key and the line.
 func Load(path string, into *Config) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkHeader(path, b); err != nil {
+		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -241,7 +252,7 @@ func (c *Config) Validate() error {
 		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)
 	}
 	if c.Handlers.MemoryLimit < 64<<10 || c.Handlers.MemoryLimit > 4<<30 {
-		bad("handlers.memoryLimit", "must be between 64KiB and 4GiB, got %s", c.Handlers.MemoryLimit)
+		bad("handlers.memoryLimit", "must be between 64Ki and 4Gi, got %s", c.Handlers.MemoryLimit)
 	}
 	c.Handlers.validateLimits(bad)
 	if c.Handlers.PoolSize < 0 {
@@ -343,63 +354,5 @@ func (d *Duration) Set(s string) error {
 
 func (d *Duration) Type() string { return "duration" }
 
-// ByteSize is a size written as "64MiB", "512KiB" or a plain number of bytes.
-type ByteSize int64
-
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-func ParseByteSize(s string) (ByteSize, error) {
-	s = strings.TrimSpace(s)
-	for _, u := range sizeUnits {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-			if err != nil || n < 0 {
-				return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 512KiB)", s)
-			}
-			return ByteSize(n * u.mult), nil
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size (e.g. 64MiB, 512KiB)", s)
-	}
-	return ByteSize(n), nil
-}
-
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParseByteSize(n.Value)
-	if err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
-	}
-	*b = v
-	return nil
-}
-
-func (b ByteSize) String() string {
-	for _, u := range sizeUnits {
-		if int64(b) >= u.mult && int64(b)%u.mult == 0 {
-			return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(int64(b), 10) + "B"
-}
-
-func (b *ByteSize) Set(s string) error {
-	v, err := ParseByteSize(s)
-	if err != nil {
-		return err
-	}
-	*b = v
-	return nil
-}
-
-func (b *ByteSize) Type() string { return "size" }
-
 // MarshalYAML writes a Duration as "500ms", the way it is read.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-// MarshalYAML writes a ByteSize as "64MiB", the way it is read.
-func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

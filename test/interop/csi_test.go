@@ -74,7 +74,7 @@ func TestCSIPluginWithDaemon(t *testing.T) {
 	d := newDirs(t)
 	dm := startDaemon(t, d, daemonOptions{
 		Handlers: []string{"csi"},
-		Config:   "handlers:\n  types:\n    CSIPlugin:\n      capabilities: [plugin_call]\n",
+		Config:   "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  types:\n    CSIPlugin:\n      capabilities: [plugin_call]\n",
 	})
 	const driver = "csi.interop.dev"
 	p := startCSI(t, d, driver)

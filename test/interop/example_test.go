@@ -153,7 +153,7 @@ func TestExamplePluginHungWithDaemon(t *testing.T) {
 	d := newDirs(t)
 	dm := startDaemon(t, d, daemonOptions{
 		Handlers: []string{"example"},
-		Config:   "registration:\n  notifyTimeout: 1s\n",
+		Config:   "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nregistration:\n  notifyTimeout: 1s\n",
 	})
 	hung := startExample(t, d, "hung-plugin", exampleType, exampleVersion)
 	ok := startExample(t, d, "ok-plugin", exampleType, exampleVersion)

@@ -1,0 +1,208 @@
+package config_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+)
+
+// header is what every config file starts with.
+const header = "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\n"
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "wasmhost.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// check reads a file over the defaults and validates it, as `wasmhost config check` and
+// `wasmhost run --config` do.
+func check(t *testing.T, text string) (config.Config, string, error) {
+	t.Helper()
+	path := writeFile(t, text)
+	cfg := config.Default()
+	if err := config.Load(path, &cfg); err != nil {
+		return cfg, path, err
+	}
+	return cfg, path, cfg.Validate()
+}
+
+// TestMistakes feeds config files with every kind of mistake and checks that each is named by
+// its key (and the file, when the file is what is wrong).
+func TestMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       []string // each must appear in the error
+	}{
+		{"unknown top-level key", header + "socketdir: /x\n", []string{"line 3: field socketdir not found"}},
+		{"unknown nested key", header + "handlers:\n  callTimeOut: 5s\n", []string{"handlers.callTimeOut", "line 4: field callTimeOut not found"}},
+		{"bad duration", header + "handlers:\n  callTimeout: 5 seconds\n", []string{"handlers.callTimeout", `"5 seconds" is not a duration`}},
+		{"bad size", header + "handlers:\n  memoryLimit: 12XB\n", []string{"handlers.memoryLimit (line 4", `"12XB" is not a size`, "64Mi"}},
+		{"milli is not a size", header + "handlers:\n  memoryLimit: 64m\n", []string{"handlers.memoryLimit", `"64m" is not a size`, "m is milli", "write Mi"}},
+		{"fraction of a byte", header + "handlers:\n  memoryLimit: 1.5\n", []string{"handlers.memoryLimit", `"1.5" is not a whole number of bytes`}},
+		{"wrong type", header + "reconciler:\n  maxConcurrent: many\n", []string{"reconciler.maxConcurrent", "line 4"}},
+		{"several at once", header + "handlerz: /x\nwatcher:\n  resync: soon\n", []string{"handlerz", "watcher.resync"}},
+		{"not yaml", header + "socketDir: [unclosed\n", []string{"config "}},
+		{"kubelet's socket dir", header + "socketDir: /var/lib/kubelet/plugins_registry\n", []string{"socketDir", "kubelet's own socket directory"}},
+		{"empty dir", header + "handlerDir: \"\"\n", []string{"handlerDir: must not be empty"}},
+		{"zero timeout", header + "registration:\n  notifyTimeout: 0s\n", []string{"registration.notifyTimeout: must be a positive duration"}},
+		{"negative resync", header + "watcher:\n  resync: -1s\n", []string{"watcher.resync: must not be negative"}},
+		{"backoff order", header + "reconciler:\n  initialBackoff: 3s\n  maxBackoff: 1s\n", []string{"reconciler.maxBackoff: 1s is below reconciler.initialBackoff 3s"}},
+		{"concurrency", header + "reconciler:\n  maxConcurrent: 0\n", []string{"reconciler.maxConcurrent: must be at least 1"}},
+		{"memory too small", header + "handlers:\n  memoryLimit: 1Ki\n", []string{"handlers.memoryLimit: must be between 64Ki and 4Gi, got 1Ki"}},
+		{"memory too large", header + "handlers:\n  memoryLimit: 5G\n", []string{"handlers.memoryLimit: must be between 64Ki and 4Gi, got 5000000000"}},
+		{"unknown capability", header + "handlers:\n  types:\n    CSIPlugin:\n      capabilities: [network]\n", []string{`handlers.types.CSIPlugin.capabilities: unknown capability "network" (known: plugin_call)`}},
+		{"log format", header + "log:\n  format: xml\n", []string{`log.format: want auto, text or json, got "xml"`}},
+		{"log level", header + "log:\n  level: loud\n", []string{`log.level: want debug, info, warn or error, got "loud"`}},
+		{"metrics address", header + "metrics:\n  listen: nowhere\n", []string{`metrics.listen: want off, unix:/path or host:port`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := check(t, tc.file)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestHeader: a file says which format it is in, as a kubelet config does; without the header,
+// or with one this daemon does not know, it is refused with the file, the field and what is
+// accepted.
+func TestHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string // want: the error after "config <path>: "
+	}{
+		{"no header", "socketDir: /x\n",
+			"apiVersion and kind are missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"},
+		{"empty file", "",
+			"apiVersion and kind are missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"},
+		{"no kind", "apiVersion: wasmhost.dev/v1alpha1\nsocketDir: /x\n",
+			"kind is missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"},
+		{"no apiVersion", "kind: WasmhostConfiguration\n",
+			"apiVersion is missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"},
+		{"unknown version", "apiVersion: wasmhost.dev/v1\nkind: WasmhostConfiguration\n",
+			`apiVersion (line 1): "wasmhost.dev/v1" is not known; accepted: wasmhost.dev/v1alpha1`},
+		{"the kubelet's config", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+			"apiVersion (line 1): \"kubelet.config.k8s.io/v1beta1\" is not known; accepted: wasmhost.dev/v1alpha1\n" +
+				`kind (line 2): "KubeletConfiguration" is not known; accepted: WasmhostConfiguration`},
+		{"kind not a string", "apiVersion: wasmhost.dev/v1alpha1\nkind: [WasmhostConfiguration]\n",
+			`kind (line 2): a list is not known; accepted: WasmhostConfiguration`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, path, err := check(t, tc.file)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if want := "config " + path + ": " + tc.want; err.Error() != want {
+				t.Errorf("error:\n%v\nwant:\n%s", err, want)
+			}
+		})
+	}
+
+	cfg, _, err := check(t, header)
+	if err != nil {
+		t.Fatalf("a file with only the header: %v", err)
+	}
+	if cfg.APIVersion != config.APIVersion || cfg.Kind != config.Kind {
+		t.Errorf("header read as %q %q", cfg.APIVersion, cfg.Kind)
+	}
+}
+
+// TestSizesInEveryForm: a memory limit written as Kubernetes writes one, or in the IEC form.
+func TestSizesInEveryForm(t *testing.T) {
+	for in, want := range map[string]config.ByteSize{
+		"64Mi": 64 << 20, "1Gi": 1 << 30, "512Ki": 512 << 10, "4Gi": 4 << 30, "1.5Gi": 3 << 29,
+		"67108864": 64 << 20, "500M": 500e6, "2G": 2e9, "65536k": 65536e3,
+		"64MiB": 64 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30,
+	} {
+		cfg, _, err := check(t, header+"handlers:\n  memoryLimit: "+in+"\n")
+		if err != nil || cfg.Handlers.MemoryLimit != want {
+			t.Errorf("memoryLimit: %s read as %d, %v; want %d", in, cfg.Handlers.MemoryLimit, err, want)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]config.ByteSize{
+		"64Mi": 64 << 20, "512Ki": 512 << 10, "1Gi": 1 << 30, "2Ti": 2 << 40, "1Ei": 1 << 60, "0.5Ki": 512, ".5Ki": 512, "1.Ki": 1 << 10,
+		"1k": 1000, "1M": 1e6, "1G": 1e9, "1T": 1e12, "1P": 1e15, "1.5k": 1500, "+64Mi": 64 << 20, "1e9": 1e9, "5E6": 5e6,
+		"64MiB": 64 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "1TiB": 1 << 40, "100": 100, "7B": 7, "0": 0, " 64Mi ": 64 << 20,
+	} {
+		got, err := config.ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		if back, err := config.ParseByteSize(got.String()); back != got || err != nil {
+			t.Errorf("%s (from %q) reads back as %d, %v", got, in, back, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"":        `"" is not a size: want a number of bytes`,
+		"Mi":      `"Mi" is not a size`,
+		"-1Ki":    `"-1Ki" is not a size: it is negative`,
+		"1.5":     `"1.5" is not a whole number of bytes`,
+		"0.1Ki":   `"0.1Ki" is not a whole number of bytes`,
+		"64m":     `unknown suffix "m" (in a Kubernetes quantity m is milli`,
+		"10TB":    `unknown suffix "TB" (write 10T for the decimal unit or 10Ti for the binary one)`,
+		"1KB":     `(write 1k for the decimal unit or 1Ki for the binary one)`,
+		"64K":     `the decimal kilo is a lower-case k`,
+		"1e3Mi":   `"1e3Mi" is not a size`,
+		"1e100":   `"1e100" is not a size`,
+		"1e-1":    `"1e-1" is not a whole number of bytes`,
+		"8Ei":     `"8Ei" is too large a size`,
+		"64 Mi":   `"64 Mi" is not a size`,
+		"1,000":   `"1,000" is not a size`,
+		"sixteen": `"sixteen" is not a size: want a number of bytes`,
+	} {
+		_, err := config.ParseByteSize(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseByteSize(%q) = %v; want an error saying %s", in, err, want)
+		}
+	}
+}
+
+func ExampleParseByteSize() {
+	for _, s := range []string{"64Mi", "1.5Gi", "500M", "64MiB", "1048576"} {
+		b, _ := config.ParseByteSize(s)
+		fmt.Printf("%-8s %11d bytes, written %s\n", s, b, b)
+	}
+	_, err := config.ParseByteSize("64m")
+	fmt.Println(err)
+	// Output:
+	// 64Mi        67108864 bytes, written 64Mi
+	// 1.5Gi     1610612736 bytes, written 1536Mi
+	// 500M       500000000 bytes, written 500000000
+	// 64MiB       67108864 bytes, written 64Mi
+	// 1048576      1048576 bytes, written 1Mi
+	// "64m" is not a size: unknown suffix "m" (in a Kubernetes quantity m is milli, a thousandth: for mebibytes write Mi); want a number of bytes with an optional suffix: Ki, Mi, Gi, Ti (binary, e.g. 64Mi), k, M, G, T (decimal, e.g. 500M), or KiB, MiB, GiB, TiB
+}
+
+// TestDefaults: every key has a default that is valid, and the header is part of it.
+func TestDefaults(t *testing.T) {
+	d := config.Default()
+	if err := d.Validate(); err != nil {
+		t.Fatalf("the defaults are not valid: %v", err)
+	}
+	if d.APIVersion != "wasmhost.dev/v1alpha1" || d.Kind != "WasmhostConfiguration" {
+		t.Errorf("default header %q %q", d.APIVersion, d.Kind)
+	}
+	if d.Handlers.MemoryLimit != 64<<20 || d.Handlers.MemoryLimit.String() != "64Mi" {
+		t.Errorf("default memoryLimit %d, written %s; want 64Mi", d.Handlers.MemoryLimit, d.Handlers.MemoryLimit)
+	}
+	if d.Reconciler.MaxBackoff != config.Duration(2*time.Minute+2*time.Second) {
+		t.Errorf("default reconciler.maxBackoff %s", d.Reconciler.MaxBackoff)
+	}
+}
