@@ -1,0 +1,490 @@
+package host
+
+// Hostile handler files (issue 9): each is dropped into the handler directory of a running
+// host that already serves a good handler, and must leave it up and ready, the good handler
+// serving, a good handler dropped in afterwards loading, and a message that names the file and
+// the fault. Speed is measured in benchmarks (bench_test.go), not asserted here.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// bombModule builds a module whose funcs functions each nest depth blocks (op 0x02), loops
+// (0x03) or ifs (0x04): the compile bomb of issue 9 at depth 100,000. It is not a handler (no
+// exports): what matters is what compiling it costs.
+func bombModule(depth, funcs int, op byte) []byte {
+	uleb := func(b []byte, v uint64) []byte {
+		for {
+			c := byte(v & 0x7f)
+			v >>= 7
+			if v == 0 {
+				return append(b, c)
+			}
+			b = append(b, c|0x80)
+		}
+	}
+	section := func(b []byte, id byte, body []byte) []byte {
+		return append(uleb(append(b, id), uint64(len(body))), body...)
+	}
+	b := append([]byte(nil), wasmHeader...)
+	b = section(b, 1, []byte{1, 0x60, 0, 0}) // one type: () -> ()
+	fs := uleb(nil, uint64(funcs))
+	for range funcs {
+		fs = append(fs, 0)
+	}
+	b = section(b, 3, fs)
+	body := []byte{0} // no locals
+	for range depth {
+		if op == 0x04 {
+			body = append(body, 0x41, 0) // i32.const 0
+		}
+		body = append(body, op, 0x40)
+	}
+	for range depth + 1 {
+		body = append(body, 0x0b)
+	}
+	code := uleb(nil, uint64(funcs))
+	for range funcs {
+		code = append(uleb(code, uint64(len(body))), body...)
+	}
+	return section(b, 10, code)
+}
+
+// runningHost runs a host on a fresh handler directory serving ok.wasm (ok.example).
+func runningHost(t *testing.T, cfg Config) (h *Host, dir string, lg *logs, done <-chan error) {
+	t.Helper()
+	dir = tempDir(t)
+	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	cfg.HandlerDir = dir
+	h, lg = newStrictHost(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() { ch <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ch; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-h.Ready():
+	case err := <-ch:
+		t.Fatalf("Run returned before ready: %v", err)
+	}
+	handlerFor(t, h.Registry(), "ok.example")
+	return h, dir, lg, ch
+}
+
+// stillFine asserts what every hostile case must leave: Run running, the host ready, ok.example
+// served, and a good handler dropped in afterwards loaded.
+func stillFine(t *testing.T, h *Host, dir string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned: %v", err)
+	default:
+	}
+	select {
+	case <-h.Ready():
+	default:
+		t.Error("the host is not ready")
+	}
+	okh, _ := h.Registry().Get("ok.example")
+	if okh == nil {
+		t.Fatal("ok.example left the registry")
+	}
+	if err := okh.ValidatePlugin(context.Background(), info("ok.example", "p")); err != nil {
+		t.Errorf("ok.example after the hostile file: %v", err)
+	}
+	installFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm"))
+	handlerFor(t, h.Registry(), "echo.example")
+}
+
+// errorOf waits for the handler file's status to carry an error, and returns it.
+func errorOf(t *testing.T, h *Host, path string) HandlerStatus {
+	t.Helper()
+	var s HandlerStatus
+	waitFor(t, "an error for "+path, func() bool {
+		var ok bool
+		s, ok = status(h, path)
+		return ok && s.LastError != ""
+	})
+	return s
+}
+
+func TestHostileFiles(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		drop   func(t *testing.T, path string)
+		reason string
+		fault  []string
+	}{
+		{"fifo", Config{}, func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, RefusedNotRegular, []string{"not a regular file (a FIFO)"}},
+		{"socket", Config{}, func(t *testing.T, path string) {
+			l, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+		}, RefusedNotRegular, []string{"not a regular file (a socket)"}},
+		{"directory", Config{}, func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, RefusedNotRegular, []string{"not a regular file (a directory)"}},
+		{"compile-bomb", Config{}, func(t *testing.T, path string) {
+			writeFile(t, path, bombModule(100_000, 1, 0x02)) // the issue's 300 KB, 82 s to compile
+		}, RefusedStructure, []string{"refused before compiling", "function 0: blocks nested more than 4096 deep (handlers.limits.maxNesting)"}},
+		{"compile-bomb-spread", Config{}, func(t *testing.T, path string) {
+			writeFile(t, path, bombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
+		}, RefusedStructure, []string{"refused before compiling", "handlers.limits.maxNestingWork"}},
+		{"locals", Config{Limits: Limits{MaxLocals: 1000}}, func(t *testing.T, path string) {
+			b := append([]byte(nil), wasmHeader...)
+			b = append(b, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0)
+			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
+			writeFile(t, path, b)
+		}, RefusedStructure, []string{"more than 1000 locals (handlers.limits.maxLocals)"}},
+		{"deep", Config{Limits: Limits{MaxNesting: 32}}, func(t *testing.T, path string) {
+			copyFile(t, fixture("deep"), path, 0o644)
+		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},
+		{"too-large", Config{Limits: Limits{MaxModuleBytes: 2000}}, func(t *testing.T, path string) {
+			writeFile(t, path, make([]byte, 5000))
+		}, RefusedTooLarge, []string{"file of 5000 bytes over the limit of 2000 bytes (handlers.limits.maxModuleSize)"}},
+		{"compile-timeout", Config{Limits: Limits{CompileTimeout: 300 * time.Millisecond, MaxNesting: 1 << 30}}, func(t *testing.T, path string) {
+			writeFile(t, path, bombModule(6000, 1, 0x03)) // about a second to compile
+		}, RefusedCompileTimeout, []string{"compile did not finish within 300ms (handlers.limits.compileTimeout); abandoned"}},
+		{"not-wasm", Config{}, func(t *testing.T, path string) {
+			copyFile(t, fixture("notwasm"), path, 0o644)
+		}, RefusedInvalid, []string{"not valid WebAssembly"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, dir, lg, done := runningHost(t, tt.cfg)
+			path := filepath.Join(dir, "hostile.wasm")
+			tt.drop(t, path)
+			s := errorOf(t, h, path)
+			if s.Serving {
+				t.Errorf("the hostile file serves: %+v", s)
+			}
+			for _, f := range append([]string{path}, tt.fault...) {
+				if !strings.Contains(s.LastError, f) {
+					t.Errorf("LastError %q does not say %q", s.LastError, f)
+				}
+			}
+			if attrs, ok := lg.find("handler file refused"); !ok || attrs["handler"] != path {
+				t.Errorf("refusal logged as %v", attrs)
+			}
+			if got := h.Refusals()[tt.reason]; got != 1 {
+				t.Errorf("refusals %v, want one %s", h.Refusals(), tt.reason)
+			}
+			stillFine(t, h, dir, done)
+			waitFor(t, "the abandoned compiles to end", func() bool {
+				n, _ := h.AbandonedCompiles()
+				return n == 0
+			})
+		})
+	}
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostileFilesAtStart: a FIFO and a compile bomb present when the host starts do not keep
+// it from becoming ready, and the good handler beside them serves.
+func TestHostileFilesAtStart(t *testing.T) {
+	dir := tempDir(t)
+	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "a-fifo.wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "b-bomb.wasm"), bombModule(100_000, 1, 0x02))
+	writeFile(t, filepath.Join(dir, "c-slow.wasm"), bombModule(6000, 1, 0x03))
+	h, _ := newStrictHost(t, Config{HandlerDir: dir, Limits: Limits{CompileTimeout: 300 * time.Millisecond, MaxNesting: 1 << 30}})
+	startRun(t, h)
+	if _, ok := h.Registry().Get("ok.example"); !ok {
+		t.Error("ok.example is not served")
+	}
+	r := h.Refusals()
+	if r[RefusedNotRegular] != 1 || r[RefusedStructure] != 1 || r[RefusedCompileTimeout] != 1 {
+		t.Errorf("refusals %v", r)
+	}
+	waitFor(t, "the abandoned compile to end", func() bool {
+		n, total := h.AbandonedCompiles()
+		return n == 0 && total == 1
+	})
+}
+
+// TestAbandonedCompileOutlivesClose: a host closed while an abandoned compile runs returns at
+// once, and the compile's end (which closes the compilation cache) does not crash.
+func TestAbandonedCompileOutlivesClose(t *testing.T) {
+	dir := tempDir(t)
+	path := filepath.Join(dir, "slow.wasm")
+	writeFile(t, path, bombModule(6000, 1, 0x03))
+	h, err := New(context.Background(), Config{Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.LoadFile(context.Background(), path); RefusalReason(err) != RefusedCompileTimeout {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	if n, _ := h.AbandonedCompiles(); n != 1 {
+		t.Fatalf("%d abandoned compiles running, want 1", n)
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the abandoned compile to end", func() bool {
+		n, _ := h.AbandonedCompiles()
+		return n == 0
+	})
+}
+
+func TestCompileBusy(t *testing.T) {
+	h, _ := newStrictHost(t, Config{Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	dir := tempDir(t)
+	path := filepath.Join(dir, "slow.wasm")
+	writeFile(t, path, bombModule(6000, 1, 0x03))
+	if _, err := h.LoadFile(context.Background(), path); RefusalReason(err) != RefusedCompileTimeout {
+		t.Fatalf("LoadFile: %v", err)
+	}
+	_, err := h.LoadFile(context.Background(), fixture("ok"))
+	if n, _ := h.AbandonedCompiles(); n == 1 { // the first compile may have ended meanwhile
+		errContains(t, err, ErrBadModule, "abandoned compiles of other files are still running (handlers.limits.maxAbandonedCompiles)")
+	}
+	waitFor(t, "the abandoned compile to end", func() bool {
+		n, _ := h.AbandonedCompiles()
+		return n == 0
+	})
+	mustLoad(t, h, "ok")
+}
+
+func TestStructureOfShippedHandlers(t *testing.T) {
+	files, _ := filepath.Glob("../../handlers-wasm/*.wasm")
+	files = append(files, fixture("ok"), fixture("kv"), fixture("deep"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := DefaultLimits
+		info, bad := checkStructure(b, lim.structure())
+		t.Logf("%s: %+v", f, info)
+		if bad != "" {
+			t.Errorf("%s refused with the default limits: %s", f, bad)
+		}
+	}
+}
+
+func TestLogFlood(t *testing.T) {
+	h, lg := newTestHost(t, Config{})
+	m := mustLoad(t, h, "logflood")
+	err := m.ValidatePlugin(context.Background(), info("logflood.example", "p"))
+	errContains(t, err, ErrBudget, "testdata/logflood.wasm", "logged more than 1000 lines in one call", "handlers.limits.logLinesPerCall")
+	if !errors.Is(err, ErrTrap) {
+		t.Errorf("a budget error does not match ErrTrap: %v", err)
+	}
+	if n := lg.count(""); n > 1100 {
+		t.Errorf("%d records logged", n)
+	}
+	_, err = m.RegisterPlugin(context.Background(), info("logflood.example", "p"))
+	errContains(t, err, ErrBudget, "logged more than 65536 bytes", "handlers.limits.logBytesPerCall")
+	if err := m.DeRegisterPlugin(context.Background(), info("logflood.example", "p")); err != nil {
+		t.Errorf("deregister after the floods: %v", err)
+	}
+}
+
+func TestPublishFlood(t *testing.T) {
+	h, _ := newTestHost(t, Config{})
+	m := mustLoad(t, h, "publishflood")
+	pub, err := m.RegisterPlugin(context.Background(), info("publishflood.example", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, v := range pub {
+		size += len(k) + len(v)
+	}
+	if size > DefaultLimits.PublishBytes || len(pub) < 10 {
+		t.Errorf("published %d keys, %d bytes; want at most %d bytes", len(pub), size, DefaultLimits.PublishBytes)
+	}
+}
+
+func TestPluginCallFlood(t *testing.T) {
+	h, _ := newTestHost(t, Config{
+		PluginCaller: fakeCaller{err: errors.New("no")},
+		Grants:       map[string][]string{"pcflood.example": {abi.CapabilityPluginCall}},
+	})
+	m := mustLoad(t, h, "pcflood")
+	err := m.ValidatePlugin(context.Background(), registration.PluginInfo{Type: "pcflood.example", Name: "p", Endpoint: "/x.sock"})
+	errContains(t, err, ErrBudget, "made more than 16 plugin_call calls", "handlers.limits.pluginCallsPerCall")
+}
+
+// TestKVQuotaPerFile: one file declaring four plugin types gets one quota, not four, and its
+// stores are freed when it is retired.
+func TestKVQuotaPerFile(t *testing.T) {
+	const limit = 1 << 20
+	h, dir, _, done := runningHost(t, Config{RetireGrace: 50 * time.Millisecond, Limits: Limits{KVBytesPerHandler: limit}})
+	path := filepath.Join(dir, "kvfill.wasm")
+	installFile(t, fixture("kvfill"), path)
+	for _, typ := range []string{"kvfill.a", "kvfill.b", "kvfill.c", "kvfill.d"} {
+		hd := handlerFor(t, h.Registry(), typ)
+		if _, err := hd.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+	}
+	s, _ := status(h, path)
+	if s.KVBytes > limit || s.KVKeys != limit/(61440+4) {
+		t.Errorf("the file holds %d keys, %d bytes; want %d keys within %d bytes", s.KVKeys, s.KVBytes, limit/(61440+4), limit)
+	}
+	if n := len(h.Store("kvfill.a")); n != s.KVKeys {
+		t.Errorf("kvfill.a holds %d keys, want all %d (it was first)", n, s.KVKeys)
+	}
+	if n := len(h.Store("kvfill.b")); n != 0 {
+		t.Errorf("kvfill.b holds %d keys, want none", n)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stores to be freed", func() bool { return h.Store("kvfill.a") == nil })
+	stillFine(t, h, dir, done)
+}
+
+func TestKVKeysPerFile(t *testing.T) {
+	h, _ := newTestHost(t, Config{Limits: Limits{KVKeysPerHandler: 5}})
+	m := mustLoad(t, h, "kvfill")
+	for _, typ := range []string{"kvfill.a", "kvfill.b"} {
+		if _, err := m.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, b := len(h.Store("kvfill.a")), len(h.Store("kvfill.b")); a != 5 || b != 0 {
+		t.Errorf("stores of %d and %d keys, want 5 and 0", a, b)
+	}
+}
+
+// TestQuarantine: traps in a row quarantine a handler: its calls fail at once with the reason,
+// a probe after the back-off that succeeds ends it, one that fails doubles the back-off.
+func TestQuarantine(t *testing.T) {
+	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: 2, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}})
+	m := mustLoad(t, h, "trap")
+	p := info("trap.example", "p")
+	for range 2 {
+		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+	}
+	err := m.ValidatePlugin(context.Background(), p)
+	errContains(t, err, ErrQuarantined, "testdata/trap.wasm", "2 traps or timeouts in a row", "unreachable", "then one is let through as a probe")
+	if errors.Is(err, ErrTrap) {
+		t.Error("a call failed at once by the quarantine counts as a trap")
+	}
+	q := m.stats.q.status()
+	if !q.Quarantined || q.Count != 1 || q.FastFailed != 1 || q.Until.IsZero() {
+		t.Errorf("quarantine %+v", q)
+	}
+	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
+	// A probe that works (deregister accepts) ends the quarantine.
+	if err := m.DeRegisterPlugin(context.Background(), p); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if q := m.stats.q.status(); q.Quarantined || q.Faults != 0 {
+		t.Errorf("after a good probe: %+v", q)
+	}
+	// Again, and a probe that traps: back for twice as long.
+	for range 2 {
+		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+	}
+	q = m.stats.q.status()
+	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
+	errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+	q2 := m.stats.q.status()
+	if !q2.Quarantined || q2.Count != 3 || time.Until(q2.Until) < 120*time.Millisecond {
+		t.Errorf("after a failed probe: %+v (until in %v)", q2, time.Until(q2.Until))
+	}
+}
+
+func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
+	h, dir, _, done := runningHost(t, Config{CallTimeout: 50 * time.Millisecond, Quarantine: Quarantine{After: 2, Backoff: time.Hour}})
+	path := filepath.Join(dir, "loop.wasm")
+	installFile(t, fixture("loop"), path)
+	hd := handlerFor(t, h.Registry(), "loop.example")
+	for range 2 {
+		errContains(t, hd.ValidatePlugin(context.Background(), info("loop.example", "p")), context.DeadlineExceeded)
+	}
+	errContains(t, hd.ValidatePlugin(context.Background(), info("loop.example", "p")), ErrQuarantined, path, "timed out")
+	s, _ := status(h, path)
+	if !s.Quarantine.Quarantined || !strings.Contains(s.Quarantine.Reason, "timed out") || s.Failures != 3 || s.Timeouts != 2 {
+		t.Errorf("status %+v", s)
+	}
+	stillFine(t, h, dir, done)
+	// A new version of the file starts afresh.
+	installFile(t, fixture("trap"), path)
+	waitFor(t, "the new version", func() bool {
+		s, _ := status(h, path)
+		return s.Serving && !s.Quarantine.Quarantined
+	})
+}
+
+// TestPermissionsRecheckedAtRunTime: a handler directory made world-writable while the host
+// runs is noticed: files dropped in are not loaded until it is fixed; a file made writable by
+// others is refused (the version loaded before keeps serving).
+func TestPermissionsRecheckedAtRunTime(t *testing.T) {
+	h, dir, lg, done := runningHost(t, Config{})
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the directory to be refused", func() bool { return h.DirectoryError() != "" })
+	if !strings.Contains(h.DirectoryError(), "writable by group or other") || h.Refusals()[RefusedDirectory] != 1 {
+		t.Errorf("directory error %q, refusals %v", h.DirectoryError(), h.Refusals())
+	}
+	if _, ok := lg.find("handler directory is insecure now"); !ok {
+		t.Error("not logged")
+	}
+	installFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm"))
+	time.Sleep(300 * time.Millisecond) // an absence: give a load the time it would need
+	if _, ok := h.Registry().Get("echo.example"); ok {
+		t.Fatal("a file dropped into an insecure handler directory was loaded")
+	}
+	if _, ok := h.Registry().Get("ok.example"); !ok {
+		t.Error("the handler loaded before went")
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	handlerFor(t, h.Registry(), "echo.example")
+	if h.DirectoryError() != "" {
+		t.Errorf("directory error %q after the fix", h.DirectoryError())
+	}
+
+	okPath := filepath.Join(dir, "ok.wasm")
+	if err := os.Chmod(okPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	s := errorOf(t, h, okPath)
+	if !strings.Contains(s.LastError, "writable by group or other") || h.Refusals()[RefusedInsecure] != 1 {
+		t.Errorf("status %+v, refusals %v", s, h.Refusals())
+	}
+	stillFine(t, h, filepath.Join(dir), done)
+}
