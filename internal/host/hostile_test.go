@@ -6,10 +6,12 @@ package host
 // the fault. Speed is measured in benchmarks (bench_test.go), not asserted here.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -487,4 +489,33 @@ func TestPermissionsRecheckedAtRunTime(t *testing.T) {
 		t.Errorf("status %+v, refusals %v", s, h.Refusals())
 	}
 	stillFine(t, h, filepath.Join(dir), done)
+}
+
+// TestFixturesUpToDate: every committed .wasm fixture is what wat2wasm makes of its .wat (the
+// tests run the .wasm; CI installs wabt so that a .wat edited without regenerating fails here).
+func TestFixturesUpToDate(t *testing.T) {
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Skip("wat2wasm not installed (Debian: wabt)")
+	}
+	wats, _ := filepath.Glob("testdata/*.wat")
+	out := tempDir(t)
+	for _, wat := range wats {
+		got := filepath.Join(out, "x.wasm")
+		if b, err := exec.Command("wat2wasm", "-o", got, wat).CombinedOutput(); err != nil {
+			t.Fatalf("wat2wasm %s: %v\n%s", wat, err, b)
+		}
+		want := strings.TrimSuffix(wat, ".wat") + ".wasm"
+		if !bytes.Equal(mustReadFile(t, got), mustReadFile(t, want)) {
+			t.Errorf("%s is not what wat2wasm makes of %s: run testdata/gen.sh", want, wat)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
