@@ -2,5 +2,6 @@
 // (admin.proto beside this file; regenerate with gen.sh).
 //
 // The wire API is versioned: within v1, fields and enum values are only ever added. The Go
-// package is generated code and follows the proto file.
+// package is generated code and follows the proto file. Package
+// github.com/wasmhost/wasmhost/admin/client connects to a daemon's admin socket with it.
 package adminv1

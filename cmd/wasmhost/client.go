@@ -1,38 +1,31 @@
 package main
 
 // The client commands: plugins, handlers, watch and status ask a running daemon over its admin
-// API (package adminv1) on the admin unix socket.
+// API (package adminv1) on the admin unix socket, through package admin/client.
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
-	"github.com/wasmhost/wasmhost/internal/admin"
 )
 
 // envAdminSocket overrides the default of --admin-socket for the client commands.
@@ -40,12 +33,6 @@ const envAdminSocket = "WASMHOST_ADMIN_SOCKET"
 
 // clientCallTimeout bounds one list or status call.
 const clientCallTimeout = 10 * time.Second
-
-// Errors of the client commands; the messages say what to do.
-var (
-	errClientNotRunning = errors.New("is wasmhost running? (start it with wasmhost run)")
-	errClientDenied     = errors.New("permission denied")
-)
 
 // newClientCmds returns the commands that talk to a running daemon.
 func newClientCmds() []*cobra.Command {
@@ -61,18 +48,17 @@ type clientOpts struct {
 func (o *clientOpts) bind(cmd *cobra.Command, formats ...string) {
 	def := os.Getenv(envAdminSocket)
 	if def == "" {
-		def = admin.DefaultSocketPath
+		def = client.DefaultSocketPath
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.socket, "admin-socket", def,
+	cmd.Flags().StringVar(&o.socket, "admin-socket", def,
 		"the daemon's admin socket (also from $"+envAdminSocket+")")
-	f.StringVarP(&o.output, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
 	cmd.PreRunE = func(*cobra.Command, []string) error {
-		if !slices.Contains(formats, o.output) {
-			return fmt.Errorf("--output %q: want %s", o.output, strings.Join(formats, ", "))
+		if o.socket == "" {
+			return errors.New("--admin-socket is empty")
 		}
 		return nil
 	}
+	bindOutput(cmd, &o.output, formats...)
 }
 
 func newPluginsCmd() *cobra.Command {
@@ -90,10 +76,12 @@ func newPluginsCmd() *cobra.Command {
 
 SOCKET is relative to the directory the sockets have in common (-o wide shows the full
 path); AGE is the time since the plugin entered its state. -o wide adds the endpoint,
-attempts, next retry and the handler's file and SHA-256; -o json prints everything.`,
+attempts, next retry and the handler's file and SHA-256; -o json and -o yaml print
+everything.`,
 		Example: `  wasmhost plugins
   wasmhost plugins -o wide
-  wasmhost plugins -o json | jq -r '.[] | select(.state == "failing") | .socket'`,
+  wasmhost plugins -o json | jq -r '.[] | select(.state == "failing") | .socket'
+  wasmhost plugins -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListPluginsResponse, error) {
@@ -104,12 +92,12 @@ attempts, next retry and the handler's file and SHA-256; -o json prints everythi
 			}
 			out := cmd.OutOrStdout()
 			switch o.output {
-			case "json":
+			case "json", "yaml":
 				views := make([]pluginView, 0, len(resp.Plugins))
 				for _, p := range resp.Plugins {
 					views = append(views, newPluginView(p))
 				}
-				return writeJSON(out, views, true)
+				return writeStructured(out, o.output, views)
 			default:
 				if len(resp.Plugins) == 0 {
 					fmt.Fprintln(cmd.ErrOrStderr(), "No plugin sockets found.")
@@ -119,7 +107,7 @@ attempts, next retry and the handler's file and SHA-256; -o json prints everythi
 			}
 		},
 	}
-	o.bind(cmd, "table", "wide", "json")
+	o.bind(cmd, "table", "wide", "json", "yaml")
 	return cmd
 }
 
@@ -133,9 +121,9 @@ handlers have none), with the plugin types each serves and what its calls did si
 was loaded: CALLS, FAILURES, and of the failures TRAPS (the module crashed; the instance
 was thrown away) and TIMEOUTS (the call ran out of time). AGE is the time since it was
 loaded. -o wide adds the file's full path, SHA-256 and size, and the capabilities the
-handler was granted; -o json prints everything.`,
+handler was granted; -o json and -o yaml print everything.`,
 		Example: `  wasmhost handlers
-  wasmhost handlers -o json | jq '.[] | {file, traps}'`,
+  wasmhost handlers -o json | jq '.[] | {file, traps, lastError}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListHandlersResponse, error) {
@@ -146,12 +134,12 @@ handler was granted; -o json prints everything.`,
 			}
 			out := cmd.OutOrStdout()
 			switch o.output {
-			case "json":
+			case "json", "yaml":
 				views := make([]handlerView, 0, len(resp.Handlers))
 				for _, h := range resp.Handlers {
 					views = append(views, newHandlerView(h))
 				}
-				return writeJSON(out, views, true)
+				return writeStructured(out, o.output, views)
 			default:
 				if len(resp.Handlers) == 0 {
 					fmt.Fprintln(cmd.ErrOrStderr(), "No handlers loaded.")
@@ -161,7 +149,7 @@ handler was granted; -o json prints everything.`,
 			}
 		},
 	}
-	o.bind(cmd, "table", "wide", "json")
+	o.bind(cmd, "table", "wide", "json", "yaml")
 	return cmd
 }
 
@@ -178,24 +166,25 @@ exists), SYNCED (the list so far is complete), MODIFIED (a plugin changed state,
 failed again), DELETED (its socket is gone). RESET means this client fell behind and
 missed events: forget what was printed so far; a fresh list follows.
 
--o json prints one JSON object per line, for jq or a program.`,
+-o json prints one JSON object per line, for jq or a program; -o yaml one YAML document
+per event, each starting with ---.`,
 		Example: `  wasmhost watch
   wasmhost watch -o json | jq -c 'select(.type == "MODIFIED") | .plugin | {socket, state}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := dialAdmin(o.socket)
+			c, err := client.Dial(o.socket)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			ctx := cmd.Context()
-			stream, err := c.client.WatchPlugins(ctx, &adminv1.WatchPluginsRequest{})
+			stream, err := c.WatchPlugins(ctx, &adminv1.WatchPluginsRequest{})
 			if err != nil {
-				return c.explain(err)
+				return err
 			}
 			out := cmd.OutOrStdout()
 			color := useColor(out)
-			if o.output != "json" {
+			if o.output == "table" {
 				fmt.Fprintf(out, "%-12s  %-8s  %-19s  %s\n", "TIME", "EVENT", "STATE", "SOCKET  TYPE/NAME  LAST-ERROR")
 			}
 			listed := 0
@@ -205,15 +194,13 @@ missed events: forget what was printed so far; a fresh list follows.
 					if ctx.Err() != nil || errors.Is(err, io.EOF) {
 						return nil // interrupted, or the daemon ended the stream cleanly
 					}
-					if status.Code(err) == codes.Unavailable {
-						if s, ok := status.FromError(err); ok && strings.Contains(s.Message(), "shutting down") {
-							return fmt.Errorf("the daemon at %s is shutting down", o.socket)
-						}
+					if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "shutting down") {
+						return fmt.Errorf("the daemon at %s is shutting down", o.socket)
 					}
-					return c.explain(err)
+					return err
 				}
-				if o.output == "json" {
-					if err := writeJSON(out, newEventView(ev), false); err != nil {
+				if o.output != "table" {
+					if err := writeStreamed(out, o.output, newEventView(ev)); err != nil {
 						return err
 					}
 					continue
@@ -228,7 +215,7 @@ missed events: forget what was printed so far; a fresh list follows.
 			}
 		},
 	}
-	o.bind(cmd, "table", "json")
+	o.bind(cmd, "table", "json", "yaml")
 	return cmd
 }
 
@@ -249,122 +236,37 @@ sockets it knows by state, handlers it runs and clients watching it.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if o.output == "json" {
-				return writeJSON(out, newStatusView(st), true)
+			if o.output != "text" {
+				return writeStructured(out, o.output, newStatusView(st))
 			}
 			writeStatus(out, st)
 			return nil
 		},
 	}
-	o.bind(cmd, "text", "json")
+	o.bind(cmd, "text", "json", "yaml")
 	return cmd
 }
 
-// callAdmin makes one unary call to the daemon on socket within clientCallTimeout, and turns
-// its failure into an error that says what to do.
+// callAdmin makes one unary call to the daemon on socket within clientCallTimeout; its error
+// says what is wrong and what to do (package admin/client explains it).
 func callAdmin[T any](cmd *cobra.Command, socket string, call func(context.Context, adminv1.AdminClient) (T, error)) (T, error) {
 	var zero T
-	c, err := dialAdmin(socket)
+	c, err := client.Dial(socket)
 	if err != nil {
 		return zero, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), clientCallTimeout)
 	defer cancel()
-	resp, err := call(ctx, c.client)
+	resp, err := call(ctx, c)
 	if err != nil {
-		return zero, c.explain(err)
+		return zero, err
 	}
 	return resp, nil
 }
 
-// adminClient is a connection to the admin socket that remembers why dialling failed, so
-// that errors can say what to do rather than what gRPC saw.
-type adminClient struct {
-	socket  string
-	conn    *grpc.ClientConn
-	client  adminv1.AdminClient
-	dialErr atomic.Pointer[error]
-}
-
-func dialAdmin(socket string) (*adminClient, error) {
-	if socket == "" {
-		return nil, errors.New("--admin-socket is empty")
-	}
-	c := &adminClient{socket: socket}
-	conn, err := grpc.NewClient("passthrough:///wasmhost-admin",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", socket)
-			if err != nil {
-				c.dialErr.Store(&err)
-			}
-			return conn, err
-		}))
-	if err != nil {
-		return nil, fmt.Errorf("admin socket %s: %w", socket, err)
-	}
-	c.conn, c.client = conn, adminv1.NewAdminClient(conn)
-	return c, nil
-}
-
-func (c *adminClient) Close() error { return c.conn.Close() }
-
-// explain turns an RPC error into one that says what is wrong and what to do.
-func (c *adminClient) explain(err error) error {
-	if status.Code(err) == codes.Unavailable {
-		if p := c.dialErr.Load(); p != nil {
-			return explainDialError(c.socket, *p)
-		}
-	}
-	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("the daemon at %s answered: %s: %s", c.socket, s.Code(), s.Message())
-	}
-	return fmt.Errorf("admin socket %s: %w", c.socket, err)
-}
-
-// explainDialError says why connecting to the socket failed and what to do about it.
-func explainDialError(socket string, err error) error {
-	switch {
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("no daemon is listening on %s: %w", socket, errClientNotRunning)
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		who := "the user the daemon runs as"
-		if owner := fileOwner(socket); owner != "" {
-			who = owner + ", who owns it"
-		}
-		return fmt.Errorf("%w on %s: the admin socket is for the daemon's user only; run this as root or as %s",
-			errClientDenied, socket, who)
-	case errors.Is(err, syscall.ENOTSOCK):
-		return fmt.Errorf("%s is not a socket: is --admin-socket right?", socket)
-	default:
-		return fmt.Errorf("cannot connect to the daemon at %s: %w", socket, err)
-	}
-}
-
-// fileOwner names the owner of path (its user name, or uid N), or "" when it cannot tell.
-func fileOwner(path string) string {
-	fi, err := os.Stat(path)
-	if err != nil {
-		// A directory on the way may be what refused us; name its owner instead.
-		fi, err = os.Stat(filepath.Dir(path))
-		if err != nil {
-			return ""
-		}
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return ""
-	}
-	uid := strconv.FormatUint(uint64(st.Uid), 10)
-	if u, err := user.LookupId(uid); err == nil {
-		return u.Username
-	}
-	return "uid " + uid
-}
-
-// The JSON views: field names in snake_case, states in the daemon's words, times in RFC 3339.
-// They are the stable output of -o json.
+// The views: the stable output of -o json and -o yaml. Keys in camelCase (output.go), states
+// in the daemon's words, times in RFC 3339.
 
 type pluginView struct {
 	Socket         string            `json:"socket"`
@@ -373,14 +275,14 @@ type pluginView struct {
 	Endpoint       string            `json:"endpoint,omitempty"`
 	Versions       []string          `json:"versions"`
 	State          string            `json:"state"`
-	LastError      string            `json:"last_error,omitempty"`
+	LastError      string            `json:"lastError,omitempty"`
 	Attempts       uint32            `json:"attempts"`
-	NextRetry      *time.Time        `json:"next_retry,omitempty"`
-	LastTransition *time.Time        `json:"last_transition,omitempty"`
-	HandlerFile    string            `json:"handler_file,omitempty"`
-	HandlerSHA256  string            `json:"handler_sha256,omitempty"`
+	NextRetry      *time.Time        `json:"nextRetry,omitempty"`
+	LastTransition *time.Time        `json:"lastTransition,omitempty"`
+	HandlerFile    string            `json:"handlerFile,omitempty"`
+	HandlerSHA256  string            `json:"handlerSHA256,omitempty"`
 	Published      map[string]string `json:"published,omitempty"`
-	RegisteredAt   *time.Time        `json:"registered_at,omitempty"`
+	RegisteredAt   *time.Time        `json:"registeredAt,omitempty"`
 }
 
 func newPluginView(p *adminv1.Plugin) pluginView {
@@ -408,18 +310,18 @@ func newPluginView(p *adminv1.Plugin) pluginView {
 
 type handlerView struct {
 	File         string     `json:"file,omitempty"`
-	PluginTypes  []string   `json:"plugin_types"`
+	PluginTypes  []string   `json:"pluginTypes"`
 	SHA256       string     `json:"sha256,omitempty"`
 	Size         int64      `json:"size,omitempty"`
-	ABIVersion   uint32     `json:"abi_version,omitempty"`
+	ABIVersion   uint32     `json:"abiVersion,omitempty"`
 	Capabilities []string   `json:"capabilities"`
-	LoadedAt     *time.Time `json:"loaded_at,omitempty"`
-	PoolSize     uint32     `json:"pool_size"`
+	LoadedAt     *time.Time `json:"loadedAt,omitempty"`
+	PoolSize     uint32     `json:"poolSize"`
 	Calls        uint64     `json:"calls"`
 	Failures     uint64     `json:"failures"`
 	Traps        uint64     `json:"traps"`
 	Timeouts     uint64     `json:"timeouts"`
-	LastError    string     `json:"last_error,omitempty"`
+	LastError    string     `json:"lastError,omitempty"`
 }
 
 func newHandlerView(h *adminv1.Handler) handlerView {
@@ -465,12 +367,12 @@ func newEventView(ev *adminv1.PluginEvent) eventView {
 
 type statusView struct {
 	Version        string            `json:"version"`
-	StartedAt      *time.Time        `json:"started_at,omitempty"`
-	UptimeSeconds  float64           `json:"uptime_seconds"`
+	StartedAt      *time.Time        `json:"startedAt,omitempty"`
+	UptimeSeconds  float64           `json:"uptimeSeconds"`
 	Ready          bool              `json:"ready"`
-	NotReadyReason string            `json:"not_ready_reason,omitempty"`
+	NotReadyReason string            `json:"notReadyReason,omitempty"`
 	Plugins        uint32            `json:"plugins"`
-	PluginsByState map[string]uint32 `json:"plugins_by_state"`
+	PluginsByState map[string]uint32 `json:"pluginsByState"`
 	Handlers       uint32            `json:"handlers"`
 	Watchers       uint32            `json:"watchers"`
 }
@@ -499,15 +401,6 @@ func timeOrNil(ts *timestamppb.Timestamp) *time.Time {
 	}
 	t := ts.AsTime()
 	return &t
-}
-
-func writeJSON(w io.Writer, v any, indent bool) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	if indent {
-		enc.SetIndent("", "  ")
-	}
-	return enc.Encode(v)
 }
 
 // stateName is the daemon's name of a state: "registered", "waiting-for-handler", ...

@@ -14,11 +14,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
@@ -193,21 +193,32 @@ func TestClientPlugins(t *testing.T) {
 		t.Fatalf("plugins -o json: %d plugins, want 3", len(ps))
 	}
 	csi, gpu := ps[0], ps[1]
-	if csi["state"] != "registered" || csi["name"] != "csi.example.com" || csi["handler_sha256"] != strings.Repeat("ab", 32) ||
-		csi["published"].(map[string]any)["node_id"] != "n1" || csi["registered_at"] == nil {
+	if csi["state"] != "registered" || csi["name"] != "csi.example.com" || csi["handlerSHA256"] != strings.Repeat("ab", 32) ||
+		csi["published"].(map[string]any)["node_id"] != "n1" || csi["registeredAt"] == nil {
 		t.Errorf("registered plugin in JSON = %v", csi)
 	}
-	if gpu["state"] != "failing" || gpu["attempts"] != float64(4) || gpu["next_retry"] == nil ||
-		gpu["last_error"] != "registration: plugin unreachable: connection refused" {
+	if gpu["state"] != "failing" || gpu["attempts"] != float64(4) || gpu["nextRetry"] == nil ||
+		gpu["lastError"] != "registration: plugin unreachable: connection refused" {
 		t.Errorf("failing plugin in JSON = %v", gpu)
 	}
 	if ps[2]["state"] != "waiting-for-handler" {
 		t.Errorf("waiting plugin in JSON = %v", ps[2])
 	}
 
-	if _, _, err := runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "yaml"); err == nil ||
-		!strings.Contains(err.Error(), "want table, wide, json") {
-		t.Errorf("-o yaml: %v, want a list of the formats", err)
+	// -o yaml is the same document, with the same keys.
+	yamlOut, _, err := runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDocument(t, out, yamlOut)
+	if !strings.HasPrefix(yamlOut, "- socket: /var/lib/kubelet/plugins_registry/csi.example.com-reg.sock\n") ||
+		!strings.Contains(yamlOut, "\n  handlerSHA256: abab") || !strings.Contains(yamlOut, "\n  attempts: 4\n") {
+		t.Errorf("plugins -o yaml:\n%s", yamlOut)
+	}
+
+	if _, _, err := runClient(t.Context(), "plugins", "--admin-socket", sock, "-o", "xml"); err == nil ||
+		!strings.Contains(err.Error(), `--output "xml": want table, wide, json, yaml`) {
+		t.Errorf("-o xml: %v, want a list of the formats", err)
 	}
 }
 
@@ -253,9 +264,14 @@ func TestClientHandlers(t *testing.T) {
 		t.Fatalf("handlers -o json: %v\n%s", err, out)
 	}
 	if len(hs) != 2 || hs[1]["file"] != "/etc/wasmhost/handlers/csi.wasm" || hs[1]["traps"] != float64(1) ||
-		hs[1]["abi_version"] != float64(1) || hs[0]["file"] != nil {
+		hs[1]["abiVersion"] != float64(1) || hs[1]["poolSize"] != float64(4) || hs[0]["file"] != nil {
 		t.Errorf("handlers -o json = %v", hs)
 	}
+	yamlOut, _, err := runClient(t.Context(), "handlers", "--admin-socket", sock, "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDocument(t, out, yamlOut)
 }
 
 func TestClientStatus(t *testing.T) {
@@ -282,6 +298,18 @@ func TestClientStatus(t *testing.T) {
 	}
 	if st.Ready || st.Plugins != 3 || st.PluginsByState["failing"] != 1 || st.Version != "v0.0.0-test" {
 		t.Errorf("status -o json = %+v", st)
+	}
+	for _, key := range []string{`"notReadyReason": "start-up handlers are still loading"`, `"pluginsByState": {`, `"uptimeSeconds": `} {
+		if !strings.Contains(out, key) {
+			t.Errorf("status -o json lacks %s:\n%s", key, out)
+		}
+	}
+	yamlOut, _, err := runClient(t.Context(), "status", "--admin-socket", sock, "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(yamlOut, "\nnotReadyReason: start-up handlers are still loading\n") || !strings.Contains(yamlOut, "\n  failing: 1\n") {
+		t.Errorf("status -o yaml:\n%s", yamlOut)
 	}
 }
 
@@ -377,6 +405,39 @@ func TestClientWatchJSON(t *testing.T) {
 	}
 }
 
+// TestClientWatchYAML: -o yaml prints each event as a YAML document of its own.
+func TestClientWatchYAML(t *testing.T) {
+	_, sock := clientTestServer(t, clientFixture())
+	lines, stop := watchClient(t, "--admin-socket", sock, "-o", "yaml")
+	var docs []string
+	for len(docs) == 0 || !strings.HasPrefix(docs[len(docs)-1], "type: SYNCED\n") {
+		l := nextLine(t, lines)
+		if l == "---" {
+			docs = append(docs, "")
+			continue
+		}
+		if len(docs) == 0 {
+			t.Fatalf("watch -o yaml starts with %q, want ---", l)
+		}
+		docs[len(docs)-1] += l + "\n"
+	}
+	if len(docs) != 4 {
+		t.Fatalf("watch -o yaml: %d documents up to SYNCED, want 4:\n%s", len(docs), strings.Join(docs, "---\n"))
+	}
+	for _, d := range docs[:3] {
+		var ev struct {
+			Type   string
+			Plugin struct{ Socket, State string }
+		}
+		if err := yaml.Unmarshal([]byte(d), &ev); err != nil || ev.Type != "ADDED" || ev.Plugin.Socket == "" || ev.Plugin.State == "" {
+			t.Errorf("event %+v (%v):\n%s", ev, err, d)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Errorf("watch after Ctrl-C: %v", err)
+	}
+}
+
 func TestClientWatchTable(t *testing.T) {
 	src := clientFixture()
 	_, sock := clientTestServer(t, src)
@@ -434,28 +495,6 @@ func TestClientNotRunning(t *testing.T) {
 	t.Setenv(envAdminSocket, missing)
 	if _, _, err := runClient(t.Context(), "plugins"); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("with $%s: %v, want it to name %s", envAdminSocket, err, missing)
-	}
-}
-
-func TestClientExplainPermission(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "admin.sock")
-	if err := os.WriteFile(sock, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dialErr := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
-	err = explainDialError(sock, dialErr)
-	if !errors.Is(err, errClientDenied) || !strings.Contains(err.Error(), "run this as root or as") ||
-		!strings.Contains(err.Error(), sock) {
-		t.Errorf("explain(EACCES) = %v", err)
-	}
-	// The owner is named (root here, or whoever runs the test).
-	if owner := fileOwner(sock); owner == "" || !strings.Contains(err.Error(), owner) {
-		t.Errorf("explain(EACCES) = %v, want the owner %q named", err, owner)
 	}
 }
 

@@ -67,15 +67,12 @@ func (o *sandboxOpts) bind(cmd *cobra.Command, withLimits bool) {
 	}
 	f.BoolVar(&o.allowInsecure, "allow-insecure", false, "load a module file that others than its owner may write (handlers.allowInsecure)")
 	f.StringVar(&o.cacheDir, "cache-dir", "", "keep compiled modules in this directory (mode 0700) between runs (default: a temporary one)")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	bindOutput(cmd, &o.output, "text", "json", "yaml")
 }
 
 // config returns the daemon's config as the command sees it: the defaults, the --config file,
 // then the flags that were set.
 func (o *sandboxOpts) config(cmd *cobra.Command) (config.Config, error) {
-	if o.output != "text" && o.output != "json" {
-		return config.Config{}, fmt.Errorf("--output %q: want text or json", o.output)
-	}
 	cfg := config.Default()
 	if o.configFile != "" {
 		if err := config.Load(o.configFile, &cfg); err != nil {
@@ -214,7 +211,7 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
       --endpoint /var/lib/kubelet/plugins/csi.example.com/csi.sock --versions 1.0.0 \
       --grant plugin_call --call-fixture handlers-wasm/csi/testdata/nodegetinfo.yaml
   wasmhost handler test handlers-wasm/example.wasm --name old --versions v0 --expect-reject
-  wasmhost handler test my.wasm --name demo -o json | jq '.calls[] | {op, result, duration_ns}'`,
+  wasmhost handler test my.wasm --name demo -o json | jq '.calls[] | {op, result, durationNanoseconds}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := o.config(cmd)
@@ -253,19 +250,52 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 	return cmd
 }
 
-// handlerTestView is the result of a handler test, as -o json prints it.
+// handlerTestView is the result of a handler test, as -o json and -o yaml print it (keys in
+// camelCase, as every view: output.go).
 type handlerTestView struct {
 	File       string         `json:"file"`
 	Size       int64          `json:"size"`
 	SHA256     string         `json:"sha256"`
-	ABIVersion uint32         `json:"abi_version"`
+	ABIVersion uint32         `json:"abiVersion"`
 	Manifest   manifestView   `json:"manifest"`
 	Plugin     pluginInfoView `json:"plugin"`
 	Sandbox    sandboxView    `json:"sandbox"`
 	Load       loadView       `json:"load"`
-	Calls      []harness.Step `json:"calls"`
+	Calls      []stepView     `json:"calls"`
 	Passed     bool           `json:"passed"`
 	Failure    string         `json:"failure,omitempty"`
+}
+
+// stepView is what one call did (a harness.Step).
+type stepView struct {
+	Op          harness.Op        `json:"op"`
+	Outcome     harness.Outcome   `json:"result"`
+	Reason      string            `json:"reason,omitempty"`
+	Trapped     bool              `json:"trapped,omitempty"`
+	TimedOut    bool              `json:"timedOut,omitempty"`
+	Published   map[string]string `json:"published,omitempty"`
+	Store       map[string][]byte `json:"store"` // values in base64
+	Logs        []harness.LogLine `json:"logs"`
+	PluginCalls []pluginCallView  `json:"pluginCalls,omitempty"`
+	Duration    time.Duration     `json:"durationNanoseconds"`
+}
+
+// pluginCallView is one plugin_call a handler made (a harness.PluginCall).
+type pluginCallView struct {
+	Endpoint      string `json:"endpoint"`
+	Method        string `json:"method"`
+	RequestBytes  int    `json:"requestBytes"`
+	ResponseBytes int    `json:"responseBytes"`
+	Error         string `json:"error,omitempty"`
+}
+
+func newStepView(st harness.Step) stepView {
+	v := stepView{Op: st.Op, Outcome: st.Outcome, Reason: st.Reason, Trapped: st.Trapped, TimedOut: st.TimedOut,
+		Published: st.Published, Store: st.Store, Logs: st.Logs, Duration: st.Duration}
+	for _, pc := range st.PluginCalls {
+		v.PluginCalls = append(v.PluginCalls, pluginCallView(pc))
+	}
+	return v
 }
 
 // pluginInfoView is a registration.PluginInfo with the protocol's field names.
@@ -274,7 +304,7 @@ type pluginInfoView struct {
 	Type     string   `json:"type"`
 	Name     string   `json:"name"`
 	Endpoint string   `json:"endpoint"`
-	Versions []string `json:"supported_versions"`
+	Versions []string `json:"supportedVersions"`
 }
 
 type exportView struct {
@@ -292,23 +322,23 @@ type importView struct {
 }
 
 type manifestView struct {
-	PluginTypes []string `json:"plugin_types"`
+	PluginTypes []string `json:"pluginTypes"`
 	Name        string   `json:"name"`
 	Version     string   `json:"version"`
 }
 
 type sandboxView struct {
 	Timeout     string   `json:"timeout"`
-	MemoryLimit string   `json:"memory_limit"`
+	MemoryLimit string   `json:"memoryLimit"`
 	Grants      []string `json:"grants"`
-	CallFixture string   `json:"call_fixture,omitempty"`
+	CallFixture string   `json:"callFixture,omitempty"`
 }
 
 type loadView struct {
 	Result   string            `json:"result"` // ok or error
 	Error    string            `json:"error,omitempty"`
 	Hints    []string          `json:"hints,omitempty"`
-	Duration time.Duration     `json:"duration_ns"`
+	Duration time.Duration     `json:"durationNanoseconds"`
 	Logs     []harness.LogLine `json:"logs"`
 }
 
@@ -317,7 +347,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	if err != nil {
 		return err
 	}
-	v := handlerTestView{File: path, Calls: []harness.Step{}}
+	v := handlerTestView{File: path, Calls: []stepView{}}
 
 	// What the module is, to default the plugin type: a first host without grants.
 	probe, err := harness.New(ctx, harness.Config{CacheDir: cacheDir, CallTimeout: time.Duration(cfg.Handlers.CallTimeout), MemoryLimit: int64(cfg.Handlers.MemoryLimit)})
@@ -409,7 +439,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	v.Passed = true
 	for _, op := range []harness.Op{harness.Validate, harness.Register, harness.Deregister} {
 		st := hs.Do(ctx, m, op, p)
-		v.Calls = append(v.Calls, st)
+		v.Calls = append(v.Calls, newStepView(st))
 		if op == harness.Validate && o.expectReject {
 			if st.Outcome != harness.Rejected {
 				v.Passed = false
@@ -434,9 +464,9 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 }
 
 func printHandlerTest(out io.Writer, format string, v *handlerTestView) error {
-	if format == "json" {
+	if format != "text" {
 		v.Passed = v.Failure == ""
-		if err := writeJSON(out, v, true); err != nil {
+		if err := writeStructured(out, format, v); err != nil {
 			return err
 		}
 	} else {
@@ -602,7 +632,8 @@ Exit status: 0 when the daemon would load the module, 1 when it would not (the r
 printed all the same) or the file is not a WebAssembly module.`,
 		Example: `  wasmhost handler inspect handlers-wasm/csi.wasm
   wasmhost handler inspect handlers-wasm/csi.wasm --config /etc/wasmhost/wasmhost.yaml
-  wasmhost handler inspect my.wasm -o json | jq .imports`,
+  wasmhost handler inspect my.wasm -o json | jq .imports
+  wasmhost handler inspect my.wasm -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := o.config(cmd)
@@ -618,20 +649,20 @@ printed all the same) or the file is not a WebAssembly module.`,
 	return cmd
 }
 
-// inspectView is the report of handler inspect, as -o json prints it.
+// inspectView is the report of handler inspect, as -o json and -o yaml print it.
 type inspectView struct {
 	File          string       `json:"file"`
 	Size          int64        `json:"size"`
 	SHA256        string       `json:"sha256"`
-	ABIVersion    uint32       `json:"abi_version"`
+	ABIVersion    uint32       `json:"abiVersion"`
 	Manifest      manifestView `json:"manifest"`
-	DescribeError string       `json:"describe_error,omitempty"`
+	DescribeError string       `json:"describeError,omitempty"`
 	Capabilities  []string     `json:"capabilities"`
 	Exports       []exportView `json:"exports"`
 	Imports       []importView `json:"imports"`
 	Config        string       `json:"config"`
 	Loads         bool         `json:"loads"`
-	LoadError     string       `json:"load_error,omitempty"`
+	LoadError     string       `json:"loadError,omitempty"`
 	Hints         []string     `json:"hints,omitempty"`
 }
 
@@ -693,8 +724,8 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 			v.Hints = append(v.Hints, "it exports _start: built as a command? Build handlers with -buildmode=c-shared")
 		}
 	}
-	if o.output == "json" {
-		if err := writeJSON(out, v, true); err != nil {
+	if o.output != "text" {
+		if err := writeStructured(out, o.output, v); err != nil {
 			return err
 		}
 	} else {

@@ -131,14 +131,14 @@ func TestHandlerTestCommand(t *testing.T) {
 		Manifest struct{ Name string }
 		Plugin   struct {
 			Type     string
-			Versions []string `json:"supported_versions"`
+			Versions []string `json:"supportedVersions"`
 		}
 		Load  struct{ Result string }
 		Calls []struct {
 			Op, Result string
 			Published  map[string]string
 			Store      map[string]string
-			Duration   int64 `json:"duration_ns"`
+			Duration   int64 `json:"durationNanoseconds"`
 		}
 		Passed bool
 	}
@@ -163,7 +163,7 @@ func TestHandlerTestCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{kit, "--grant", "net"}, `--grant "net": unknown capability (known: plugin_call)`},
-		{[]string{kit, "-o", "yaml"}, `--output "yaml": want text or json`},
+		{[]string{kit, "-o", "xml"}, `--output "xml": want text, json, yaml`},
 		{[]string{kit, "--name", ""}, "--name must not be empty"},
 		{[]string{kit, "--name", "a\nb"}, "the daemon would refuse this plugin before any handler"},
 		{[]string{kit, "--timeout", "0s"}, "--timeout 0s: must be positive"},
@@ -256,7 +256,7 @@ func TestHandlerInspectCommand(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	var v struct {
-		ABIVersion   uint32 `json:"abi_version"`
+		ABIVersion   uint32 `json:"abiVersion"`
 		Capabilities []string
 		Imports      []struct{ Module, Name, Signature, Capability string }
 		Exports      []struct{ Name, Kind, Signature string }
@@ -269,6 +269,15 @@ func TestHandlerInspectCommand(t *testing.T) {
 	if v.ABIVersion != 1 || !v.Loads || v.Config != cfg || len(v.Capabilities) != 1 || len(v.Imports) != 3 ||
 		v.Imports[2].Capability != "plugin_call" || len(v.Exports) != 6 {
 		t.Errorf("json %+v", v)
+	}
+	// -o yaml says the same, with the same keys.
+	yamlOut, err := handlerCmdRun(t, "handler", "inspect", ungranted, "--config", cfg, "-o", "yaml", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yamlOut)
+	}
+	sameDocument(t, out, yamlOut)
+	if !strings.Contains(yamlOut, "\nabiVersion: 1\n") || !strings.Contains(yamlOut, "\n  - module: wasmhost\n") {
+		t.Errorf("handler inspect -o yaml:\n%s", yamlOut)
 	}
 
 	// The memory limit of the config applies; modules that are not handlers say why.
