@@ -83,12 +83,12 @@ func Dial(socketPath string) (*Client, error) {
 			return conn, err
 		}),
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return c.explain(invoker(ctx, method, req, reply, cc, opts...))
+			return c.explain(ctx, invoker(ctx, method, req, reply, cc, opts...))
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			s, err := streamer(ctx, desc, cc, method, opts...)
 			if err != nil {
-				return nil, c.explain(err)
+				return nil, c.explain(ctx, err)
 			}
 			return explainedStream{s, c}, nil
 		}))
@@ -116,7 +116,7 @@ func (s explainedStream) RecvMsg(m any) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
 	}
-	return s.c.explain(err)
+	return s.c.explain(s.Context(), err)
 }
 
 // explained is an error with a message for a person, wrapping what it explains: the gRPC
@@ -129,8 +129,9 @@ type explained struct {
 func (e *explained) Error() string   { return e.msg }
 func (e *explained) Unwrap() []error { return e.errs }
 
-// explain turns a call's error into one that says what is wrong and what to do.
-func (c *Client) explain(err error) error {
+// explain turns the error of a call made with ctx into one that says what is wrong and what to
+// do.
+func (c *Client) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -141,6 +142,17 @@ func (c *Client) explain(err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return &explained{fmt.Sprintf("admin socket %s: %v", c.socket, err), []error{err}}
+	}
+	if st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled {
+		// The caller stopped waiting: the daemon did not answer, whatever it would have said.
+		// The daemon gets the caller's deadline and may see it pass a moment before the caller.
+		ctxErr := ctx.Err()
+		if _, ok := ctx.Deadline(); ok && ctxErr == nil && st.Code() == codes.DeadlineExceeded {
+			ctxErr = context.DeadlineExceeded
+		}
+		if ctxErr != nil {
+			return &explained{fmt.Sprintf("no answer from the daemon at %s: %v", c.socket, ctxErr), []error{ctxErr, err}}
+		}
 	}
 	if p := c.dialErr.Load(); p != nil && st.Code() == codes.Unavailable {
 		e := explainDialError(c.socket, *p)

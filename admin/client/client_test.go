@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,7 +19,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 )
 
-// fakeAdmin answers GetStatus, refuses ListHandlers, and streams two events on WatchPlugins
+// fakeAdmin answers GetStatus, refuses ListHandlers, never answers ListPlugins, and streams two events on WatchPlugins
 // before it ends the stream cleanly or, with failWatch, with an error.
 type fakeAdmin struct {
 	adminv1.UnimplementedAdminServer
@@ -27,6 +28,12 @@ type fakeAdmin struct {
 
 func (fakeAdmin) GetStatus(context.Context, *adminv1.GetStatusRequest) (*adminv1.Status, error) {
 	return &adminv1.Status{Version: "v0.0.0-test", Ready: true}, nil
+}
+
+// ListPlugins never answers: it waits for the caller to give up.
+func (fakeAdmin) ListPlugins(ctx context.Context, _ *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
 
 func (f fakeAdmin) WatchPlugins(_ *adminv1.WatchPluginsRequest, s grpc.ServerStreamingServer[adminv1.PluginEvent]) error {
@@ -102,6 +109,17 @@ func TestCalls(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("status.Code = %s, want Unimplemented", status.Code(err))
+	}
+
+	// A caller that stops waiting is told the daemon did not answer, and why it stopped.
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = c.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+	if want := "no answer from the daemon at " + sock + ": context deadline exceeded"; err == nil || err.Error() != want {
+		t.Errorf("ListPlugins past its deadline: %v\nwant: %s", err, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("ListPlugins past its deadline: %v, want it to match context.DeadlineExceeded, code DeadlineExceeded", err)
 	}
 
 	// A stream ends with io.EOF, as any gRPC stream does.
