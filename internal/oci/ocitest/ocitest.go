@@ -1,0 +1,205 @@
+// Package ocitest gives tests an OCI registry on loopback (go-containerregistry's in-memory
+// registry), the layouts in which handler modules are published, and signing keys.
+package ocitest
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/wasmhost/wasmhost/internal/oci"
+)
+
+// Registry is an OCI registry serving on 127.0.0.1 until the test ends.
+type Registry struct {
+	// Host is host:port, the first part of a reference.
+	Host string
+	srv  *httptest.Server
+	// Down, while true, answers every request with 503.
+	down atomicBool
+	// Tamper, if set, rewrites the blobs served.
+	tamper atomic.Pointer[func(path string, b []byte) []byte]
+}
+
+// Start starts a registry.
+func Start(t testing.TB) *Registry {
+	t.Helper()
+	r := &Registry{}
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.down.get() {
+			http.Error(w, "down for the test", http.StatusServiceUnavailable)
+			return
+		}
+		if f := r.tamper.Load(); f != nil && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+			rec := httptest.NewRecorder()
+			inner.ServeHTTP(rec, req)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			b := (*f)(req.URL.Path, rec.Body.Bytes())
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(b)
+			return
+		}
+		inner.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.srv.Close)
+	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
+	return r
+}
+
+// SetDown makes the registry answer 503 to everything (true) or serve again (false).
+func (r *Registry) SetDown(down bool) { r.down.set(down) }
+
+// Tamper makes the registry serve f(path, blob) instead of each blob; nil stops it.
+func (r *Registry) Tamper(f func(path string, b []byte) []byte) {
+	if f == nil {
+		r.tamper.Store(nil)
+		return
+	}
+	r.tamper.Store(&f)
+}
+
+// Ref is Host/repo plus suffix (":tag" or "@sha256:…").
+func (r *Registry) Ref(repoAndSuffix string) string { return r.Host + "/" + repoAndSuffix }
+
+// PushArtifact pushes bin as a CNCF WebAssembly artifact and returns its digest reference.
+func PushArtifact(t testing.TB, ref string, bin []byte) name.Digest {
+	t.Helper()
+	d, err := oci.Push(context.Background(), bin, ref, oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// PushWasmToOCI pushes bin in the older wasm-to-oci layout (config
+// application/vnd.wasm.config.v1+json, layer layerType, e.g. oci.MediaTypeIstioWasmLayer).
+func PushWasmToOCI(t testing.TB, ref string, bin []byte, layerType string) name.Digest {
+	t.Helper()
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, "application/vnd.wasm.config.v1+json")
+	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(bin, types.MediaType(layerType))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write(t, ref, img)
+}
+
+// PushCompat pushes bin as Istio's compat image: an image whose single tar+gzip layer holds
+// file (plugin.wasm).
+func PushCompat(t testing.TB, ref, file string, bin []byte) name.Digest {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	if err := tw.WriteHeader(&tar.Header{Name: file, Mode: 0o644, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write(bin)
+	_ = tw.Close()
+	_ = zw.Close()
+	b := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img = mutate.Annotations(img, map[string]string{"module.wasm.image/variant": "compat"}).(v1.Image)
+	return write(t, ref, img)
+}
+
+func write(t testing.TB, ref string, img v1.Image) name.Digest {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	h, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Context().Digest(h.String())
+}
+
+// Key is a signing key made for a test, with its public half in a PEM file.
+type Key struct {
+	Signer     signature.Signer
+	PublicPEM  string // path of the public key
+	PrivatePEM string // path of the private key, not encrypted
+}
+
+// NewKey generates an ECDSA P-256 key (cosign's kind) and writes both halves under dir.
+func NewKey(t testing.TB, dir, name string) Key {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signature.LoadECDSASignerVerifier(priv, crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := cryptoutils.MarshalPublicKeyToPEM(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	privPEM, err := cryptoutils.MarshalPrivateKeyToPEM(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Signer: s, PublicPEM: filepath.Join(dir, name+".pub"), PrivatePEM: filepath.Join(dir, name+".key")}
+	if err := os.WriteFile(k.PublicPEM, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k.PrivatePEM, privPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Sign signs d with k.
+func Sign(t testing.TB, d name.Digest, k Key) {
+	t.Helper()
+	if err := oci.Sign(context.Background(), d, k.Signer, oci.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type atomicBool struct{ v atomic.Bool }
+
+func (b *atomicBool) get() bool  { return b.v.Load() }
+func (b *atomicBool) set(v bool) { b.v.Store(v) }
