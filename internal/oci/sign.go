@@ -11,9 +11,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -239,10 +237,4 @@ func LoadSigner(path string) (signature.Signer, error) {
 		return nil, fmt.Errorf("oci: private key %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// moduleDigest is "sha256:" and the hex sha256 of b.
-func moduleDigest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
