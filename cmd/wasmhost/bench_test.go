@@ -589,3 +589,74 @@ func procMem(b *testing.B, pid int, key string) int64 {
 	b.Fatalf("/proc/%d/status has no %s", pid, key)
 	return 0
 }
+
+// loopingHandler stands for a handler that loops in every call: each call lasts until its
+// deadline (the daemon's handler timeout).
+type loopingHandler struct{}
+
+func (loopingHandler) ValidatePlugin(ctx context.Context, _ registration.PluginInfo) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (loopingHandler) RegisterPlugin(ctx context.Context, _ registration.PluginInfo) (map[string]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (loopingHandler) DeRegisterPlugin(context.Context, registration.PluginInfo) error { return nil }
+
+// BenchmarkE2EFairness: BenchmarkE2ERegister's measure (socket created → Notify(true), one
+// plugin at a time, native no-op handler) while the daemon is busy with plugins that will not
+// register: looping-type=500 keeps 500 plugins of a type whose handler loops in every call
+// until its 5 s deadline pending (they fail and retry all along); hung-sockets=300 keeps 300
+// sockets whose server accepts connections and never answers GetInfo.
+func BenchmarkE2EFairness(b *testing.B) {
+	b.Run("looping-type=500", func(b *testing.B) { benchFairness(b, 500, false) })
+	b.Run("hung-sockets=300", func(b *testing.B) { benchFairness(b, 300, true) })
+}
+
+func benchFairness(b *testing.B, n int, hung bool) {
+	const loopType = "loop.wasmhost.dev"
+	dirs := benchDirs(b)
+	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon.Daemon) {
+		d.SetHandler(fakeType, &noopHandler{})
+		d.SetHandler(loopType, loopingHandler{})
+	})
+	busyDir := filepath.Join(dirs.Socket, "busy")
+	if err := os.Mkdir(busyDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		sock := filepath.Join(busyDir, "b"+strconv.Itoa(i)+".sock")
+		p, err := registrationtest.Start(sock, pluginInfo(loopType, "b"+strconv.Itoa(i)), registrationtest.Options{GetInfoHang: hung})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+	}
+	waitFor(b, "the busy sockets to be known", func() bool { return len(rd.d.State().Statuses()) >= n })
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		sock := filepath.Join(dirs.Socket, "p"+strconv.Itoa(i)+".sock")
+		start := time.Now()
+		p, err := registrationtest.Start(sock, pluginInfo(fakeType, "p"+strconv.Itoa(i)), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		note := p.WaitNotification(b, e2eWait)
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if !note.Registered {
+			b.Fatalf("plugin %s: %+v", sock, note)
+		}
+		rd.waitState(sock, reconciler.StateRegistered)
+		p.Close()
+		rd.waitGone(sock)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}

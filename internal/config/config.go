@@ -72,6 +72,14 @@ type ReconcilerConfig struct {
 	MaxBackoff Duration `yaml:"maxBackoff"`
 	// MaxConcurrent bounds the operations running at once. Defaults to 64.
 	MaxConcurrent int `yaml:"maxConcurrent"`
+	// MaxPerType bounds the registrations of one plugin type in their handler phase at once,
+	// so that a slow type (a handler that loops or times out) cannot take every slot from
+	// the others. Defaults to 16.
+	MaxPerType int `yaml:"maxPerType"`
+	// MaxRetrying bounds the operations at once for sockets that failed before, a budget of
+	// their own, so that sockets that keep failing or never answer cannot delay a new
+	// plugin's first attempt. Defaults to 16.
+	MaxRetrying int `yaml:"maxRetrying"`
 }
 
 // RegistrationConfig bounds the calls to plugins.
@@ -101,6 +109,12 @@ type HandlersConfig struct {
 	Limits HandlerLimits `yaml:"limits"`
 	// Quarantine sets aside a handler that keeps trapping or timing out.
 	Quarantine QuarantineConfig `yaml:"quarantine"`
+	// Sources are handler modules pulled from OCI registries, each a reference pinned by
+	// digest (a tag is resolved once and pinned); served like the files of HandlerDir once
+	// the signature policy (Trust) admits them. Defaults to none.
+	Sources []string `yaml:"sources"`
+	// Trust is the signature policy of Sources (sources.go).
+	Trust TrustConfig `yaml:"trust"`
 }
 
 // TypeConfig is what the operator Grants the handlers of one plugin type.
@@ -136,6 +150,8 @@ func Default() Config {
 			InitialBackoff: Duration(500 * time.Millisecond),
 			MaxBackoff:     Duration(2*time.Minute + 2*time.Second),
 			MaxConcurrent:  64,
+			MaxPerType:     16,
+			MaxRetrying:    16,
 		},
 		Registration: RegistrationConfig{
 			DialTimeout:    Duration(10 * time.Second),
@@ -248,6 +264,12 @@ func (c *Config) Validate() error {
 	if c.Reconciler.MaxBackoff < c.Reconciler.InitialBackoff {
 		bad("reconciler.maxBackoff", "%s is below reconciler.initialBackoff %s", time.Duration(c.Reconciler.MaxBackoff), time.Duration(c.Reconciler.InitialBackoff))
 	}
+	if c.Reconciler.MaxPerType < 1 {
+		bad("reconciler.maxPerType", "must be at least 1, got %d", c.Reconciler.MaxPerType)
+	}
+	if c.Reconciler.MaxRetrying < 1 {
+		bad("reconciler.maxRetrying", "must be at least 1, got %d", c.Reconciler.MaxRetrying)
+	}
 	if c.Reconciler.MaxConcurrent < 1 {
 		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)
 	}
@@ -255,6 +277,7 @@ func (c *Config) Validate() error {
 		bad("handlers.memoryLimit", "must be between 64Ki and 4Gi, got %s", c.Handlers.MemoryLimit)
 	}
 	c.Handlers.validateLimits(bad)
+	c.Handlers.validateSources(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)
 	}
@@ -288,6 +311,9 @@ func (c *Config) Validate() error {
 // AbsolutePaths makes the directories absolute, so that logs and the admin socket name them
 // the same way whatever the working directory.
 func (c *Config) AbsolutePaths() error {
+	if err := c.Handlers.absoluteKeyPaths(); err != nil {
+		return err
+	}
 	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket} {
 		if *p == "" {
 			continue

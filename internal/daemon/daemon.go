@@ -56,6 +56,7 @@ type Daemon struct {
 	watcher  *watcher.Watcher
 	rec      *reconciler.Reconciler
 	host     *host.Host
+	oci      *ociSources // the handlers of handlers.sources (sources.go); nil without
 	admin    *admin.Server
 	metrics  *metrics.Metrics
 }
@@ -103,7 +104,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if err != nil {
 		return nil, err
 	}
+	// One slot count per plugin type, shared: the registrar takes a slot after GetInfo, the
+	// reconciler queues a socket whose type had none behind its type.
+	typeSlots := reconciler.NewTypeSlots(cfg.Reconciler.MaxPerType)
 	reg, err := registrar.New(registrar.Config{
+		TypeSlots:      typeSlots,
 		Handlers:       d.registry,
 		Actual:         d.actual,
 		Logger:         log.With("component", "registrar"),
@@ -128,6 +133,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
 		MaxConcurrent:  cfg.Reconciler.MaxConcurrent,
+		TypeSlots:      typeSlots,
+		MaxRetrying:    cfg.Reconciler.MaxRetrying,
 		InitialBackoff: time.Duration(cfg.Reconciler.InitialBackoff),
 		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
 		Resync:         time.Duration(cfg.Reconciler.Resync),
@@ -135,7 +142,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Status:         d.state,
 	})
 	// The host comes last: it is the only part that holds resources before Run.
-	d.host, err = host.New(ctx, host.Config{
+	hcfg := host.Config{
 		HandlerDir:    cfg.HandlerDir,
 		CacheDir:      filepath.Join(cfg.StateDir, "cache"),
 		Registry:      d.registry,
@@ -149,8 +156,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		PluginCaller:  registrar.PluginCaller{},
 		OnChange:      d.publishHandlers,
 		Logger:        log.With("component", "host"),
-	})
+	}
+	d.host, err = host.New(ctx, hcfg)
 	if err != nil {
+		return nil, err
+	}
+	if d.oci, err = d.newSources(ctx, cfg, hcfg); err != nil {
+		_ = d.host.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	d.state.SetHandlerCounters(d.handlerCounters)
@@ -171,9 +183,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-gctx.Done():
 			return nil
 		}
+		if d.oci.waitReady(gctx) != nil {
+			return nil
+		}
 		return d.rec.Run(gctx)
 	})
 	g.Go(func() error { return d.host.Run(gctx) })
+	g.Go(func() error { return d.oci.run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })
 	g.Go(func() error {
@@ -191,7 +207,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The reconciler has stopped calling handlers: the modules can go.
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	return errors.Join(err, d.host.Close(closeCtx))
+	return errors.Join(err, d.host.Close(closeCtx), d.oci.close(closeCtx))
 }
 
 func run(ctx context.Context, cfg config.Config, log *slog.Logger, version string) error {

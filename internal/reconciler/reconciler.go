@@ -92,6 +92,18 @@ type Config struct {
 	// Logger receives failures (warn), waits for a handler (info) and skips (debug).
 	// Defaults to nil, which discards.
 	Logger *slog.Logger
+	// MaxPerType bounds the operations in flight per plugin type, so that one slow type
+	// cannot take every slot: an operation over it returns ErrTypeBusy right after GetInfo
+	// and its socket waits behind its type. Defaults to a quarter of MaxConcurrent (at
+	// least 1). Ignored when TypeSlots is given.
+	MaxPerType int
+	// TypeSlots is where those per-type slots are kept; the registrar takes one after
+	// GetInfo. Defaults to NewTypeSlots(MaxPerType).
+	TypeSlots *TypeSlots
+	// MaxRetrying bounds the operations in flight for sockets that failed before (a separate
+	// budget, so that sockets that keep failing, or never answer, cannot delay the first
+	// attempt of a new one). Defaults to a quarter of MaxConcurrent (at least 1).
+	MaxRetrying int
 	// Status is where the reconciler records each socket's status (the daemon's state store,
 	// which readers follow). Defaults to a store of the reconciler's own.
 	Status StatusStore
@@ -128,6 +140,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Status == nil {
 		c.Status = state.New()
+	}
+	if c.MaxPerType <= 0 {
+		c.MaxPerType = max(c.MaxConcurrent/4, 1)
+	}
+	if c.TypeSlots == nil {
+		c.TypeSlots = NewTypeSlots(c.MaxPerType)
+	}
+	if c.MaxRetrying <= 0 {
+		c.MaxRetrying = max(c.MaxConcurrent/4, 1)
 	}
 	return c
 }
@@ -222,12 +243,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer cancelOps()
 
 	l := &loop{
-		r:       r,
-		ctx:     opCtx,
-		socks:   make(map[string]*sock),
-		byType:  make(map[string]map[string]struct{}),
-		waiting: make(map[string]struct{}),
-		done:    make(chan result, r.cfg.MaxConcurrent),
+		r:        r,
+		ctx:      opCtx,
+		socks:    make(map[string]*sock),
+		byType:   make(map[string]map[string]struct{}),
+		waiting:  make(map[string]struct{}),
+		deferred: make(map[string][]string),
+		done:     make(chan result, r.cfg.MaxConcurrent),
 	}
 	l.run(ctx)
 
@@ -251,6 +273,7 @@ const (
 type result struct {
 	path   string
 	kind   opKind
+	retry  bool         // counted in loop.retrying
 	socket state.Socket // the socket registered (opRegister)
 	plugin state.Plugin // the plugin deregistered (opDeregister)
 	gen    uint64       // the handler generation when the operation started
@@ -273,6 +296,8 @@ type sock struct {
 
 	waiting  bool   // waits for a handler
 	waitType string // the type it waits for; empty when unknown (any handler change retries)
+
+	deferType string // waits for a free operation slot of this plugin type (ErrTypeBusy)
 
 	pluginType, pluginName string
 	pluginVersions         []string
@@ -303,6 +328,12 @@ type loop struct {
 
 	queue    []string // paths waiting for a free slot, in order
 	inflight int
+	// retryQueue holds the sockets that failed before and wait for a slot of their own
+	// budget (Config.MaxRetrying); retrying counts those in flight.
+	retryQueue []string
+	retrying   int
+	// deferred lists, per plugin type, the sockets waiting for a slot of their type.
+	deferred map[string][]string
 	done     chan result
 	ops      sync.WaitGroup
 
@@ -348,6 +379,10 @@ func (l *loop) run(ctx context.Context) {
 		case <-l.timer.C:
 			l.armed = time.Time{}
 			l.dueRetries()
+		case <-r.cfg.TypeSlots.Released():
+			for _, typ := range r.cfg.TypeSlots.TakeReleased() {
+				l.startDeferred(typ)
+			}
 		case <-resync:
 			l.fullPass()
 		}
@@ -474,10 +509,11 @@ func (l *loop) evalPath(path string, logSkip bool) {
 		l.index(s, "")
 	}
 
-	if s.busy || s.queued {
+	if s.busy || s.queued || (s.deferType != "" && dOK && !aOK && s.hasID) {
 		l.publish(s, StatePending)
 		return
 	}
+	s.deferType = ""
 	if !dOK && !aOK {
 		l.forget(s)
 		return
@@ -521,9 +557,17 @@ func (l *loop) evalPath(path string, logSkip bool) {
 	}
 
 	if kind != opNone {
-		if l.inflight < r.cfg.MaxConcurrent {
+		retry := kind == opRegister && s.attempts > 0
+		switch {
+		case retry && l.retrying >= r.cfg.MaxRetrying:
+			s.queued = true
+			l.retryQueue = append(l.retryQueue, path)
+		case l.inflight < r.cfg.MaxConcurrent:
 			l.start(s, kind, d, a)
-		} else {
+		case retry:
+			s.queued = true
+			l.retryQueue = append(l.retryQueue, path)
+		default:
 			s.queued = true
 			l.queue = append(l.queue, path)
 		}
@@ -541,6 +585,8 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 	if kind == opRegister {
 		if s.attempts > 0 {
 			l.r.retries.Add(1)
+			res.retry = true
+			l.retrying++
 		}
 		res.socket = d
 		l.ops.Go(func() {
@@ -560,6 +606,9 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 func (l *loop) complete(res result) {
 	r := l.r
 	l.inflight--
+	if res.retry {
+		l.retrying--
+	}
 	s := l.socks[res.path] // a busy path is never forgotten
 	s.busy = false
 	switch res.kind {
@@ -575,17 +624,66 @@ func (l *loop) complete(res result) {
 		l.deregistered(s, res)
 	}
 	l.evalPath(res.path, false)
+	l.fillSlots()
+}
+
+// fillSlots starts queued operations while there are free slots: first attempts first, then
+// the sockets that failed before, within their own budget.
+func (l *loop) fillSlots() {
+	r := l.r
 	for l.inflight < r.cfg.MaxConcurrent && len(l.queue) > 0 {
-		p := l.queue[0]
-		l.queue[0] = ""
-		l.queue = l.queue[1:]
-		if len(l.queue) == 0 {
-			l.queue = nil // let the backing array go
-		}
+		p := popFront(&l.queue)
 		if qs, ok := l.socks[p]; ok && qs.queued {
 			qs.queued = false
 			l.eval(p)
 		}
+	}
+	for l.inflight < r.cfg.MaxConcurrent && l.retrying < r.cfg.MaxRetrying && len(l.retryQueue) > 0 {
+		p := popFront(&l.retryQueue)
+		if qs, ok := l.socks[p]; ok && qs.queued {
+			qs.queued = false
+			l.eval(p)
+		}
+	}
+}
+
+func popFront(q *[]string) string {
+	p := (*q)[0]
+	(*q)[0] = ""
+	*q = (*q)[1:]
+	if len(*q) == 0 {
+		*q = nil // let the backing array go
+	}
+	return p
+}
+
+// deferToType queues s behind the other operations of its plugin type, or tries it again at
+// once if a slot of the type was released meanwhile.
+func (l *loop) deferToType(s *sock, typ string) {
+	if l.r.cfg.TypeSlots.Free(typ) > 0 {
+		return // the evalPath that follows starts it again
+	}
+	s.deferType = typ
+	l.deferred[typ] = append(l.deferred[typ], s.path)
+}
+
+// startDeferred starts as many sockets waiting for a slot of typ as there are free slots.
+func (l *loop) startDeferred(typ string) {
+	for free := l.r.cfg.TypeSlots.Free(typ); free > 0 && len(l.deferred[typ]) > 0; {
+		q := l.deferred[typ]
+		p := popFront(&q)
+		if len(q) == 0 {
+			delete(l.deferred, typ)
+		} else {
+			l.deferred[typ] = q
+		}
+		s, ok := l.socks[p]
+		if !ok || s.deferType != typ {
+			continue // gone, or started some other way
+		}
+		s.deferType = ""
+		l.eval(p)
+		free--
 	}
 }
 
@@ -601,6 +699,14 @@ func (l *loop) registered(s *sock, res result, err error) {
 			s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
 		}
 		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
+		return
+	}
+	if errors.Is(err, ErrTypeBusy) {
+		// Not a failure: the socket waits behind its type.
+		if current {
+			typ, _ := pluginOf(err)
+			l.deferToType(s, typ)
+		}
 		return
 	}
 	r.regFailed.Add(1)

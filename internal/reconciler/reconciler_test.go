@@ -933,3 +933,117 @@ func TestStatusShowsVersionsOfFailingPlugin(t *testing.T) {
 		<-done
 	})
 }
+
+// Sockets that keep failing retry within a budget of their own (Config.MaxRetrying): however
+// many of their retries hang, a new socket starts at once.
+func TestRetriesHaveABudgetOfTheirOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{MaxConcurrent: 4, MaxRetrying: 1,
+			InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}).start()
+		bad := func(i int) string { return fmt.Sprintf("/p/bad%d.sock", i) }
+		for i := range 6 {
+			e.ops.Fail(bad(i), registration.ErrUnreachable)
+			e.add(bad(i), uint64(i+1))
+		}
+		synctest.Wait()
+		var releases []func()
+		for i := range 6 {
+			e.wantState(bad(i), reconciler.StateFailing)
+			e.ops.Fail(bad(i), nil)
+			releases = append(releases, e.ops.Block(bad(i))) // the retries hang
+		}
+		time.Sleep(10 * time.Millisecond) // the backoffs end
+		synctest.Wait()
+		e.add("/p/good.sock", 100)
+		synctest.Wait()
+		e.wantRegistered("/p/good.sock", 100)
+		for _, release := range releases {
+			release()
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		for i := range 6 {
+			e.wantRegistered(bad(i), uint64(i+1))
+		}
+	})
+}
+
+// typeBusy is the error the registrar returns when its plugin type has no free slot.
+type typeBusy struct{ typ string }
+
+func (b typeBusy) Error() string      { return "busy: " + b.typ }
+func (b typeBusy) Unwrap() error      { return reconciler.ErrTypeBusy }
+func (b typeBusy) PluginType() string { return b.typ }
+
+// busyOps answers Register with ErrTypeBusy while the type's slots are taken, as the registrar
+// does, and otherwise registers through the fake operations; the operations of slowType hold
+// their slot until released.
+type busyOps struct {
+	*reconcilertest.Operations
+	slots    *reconciler.TypeSlots
+	slowType string
+	hold     chan struct{}
+}
+
+func (o busyOps) Register(ctx context.Context, s state.Socket) error {
+	typ, _ := o.Info(s.Path)
+	release, ok := o.slots.TryAcquire(typ)
+	if !ok {
+		return typeBusy{typ}
+	}
+	defer release()
+	if typ == o.slowType {
+		select {
+		case <-o.hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return o.Operations.Register(ctx, s)
+}
+
+// A plugin type whose operations do not end holds only its own slots: plugins of other types
+// register, and the slow type's sockets wait behind it without failing, then register.
+func TestSlowTypeWaitsBehindItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := state.New()
+		registry := registration.NewRegistry()
+		registry.Set(csi, reconcilertest.NewHandler())
+		registry.Set(dra, reconcilertest.NewHandler())
+		slots := reconciler.NewTypeSlots(2)
+		ops := busyOps{reconcilertest.NewOperations(st.Actual(), registry), slots, dra, make(chan struct{})}
+		r := reconciler.New(st.Desired(), st.Actual(), registry, ops, reconciler.Config{
+			MaxConcurrent: 4, TypeSlots: slots, Status: st})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		for i := range 20 {
+			p := fmt.Sprintf("/p/slow%02d.sock", i)
+			ops.SetInfo(p, dra, fmt.Sprintf("slow%02d", i))
+			st.Desired().Upsert(sock(p, uint64(i+1)))
+		}
+		synctest.Wait()
+		st.Desired().Upsert(sock("/p/fast.sock", 100))
+		synctest.Wait()
+		if _, ok := st.Actual().Get("/p/fast.sock"); !ok {
+			s, _ := st.StatusOf("/p/fast.sock")
+			t.Fatalf("a plugin of another type is not registered while the slow type holds its slots: %+v", s)
+		}
+		for i := range 20 {
+			s, _ := st.StatusOf(fmt.Sprintf("/p/slow%02d.sock", i))
+			if s.State != reconciler.StatePending || s.Attempts != 0 {
+				t.Errorf("slow socket %d: %q after %d failed attempts, want pending and no failure", i, s.State, s.Attempts)
+			}
+		}
+		close(ops.hold)
+		synctest.Wait()
+		if n := st.Actual().Len(); n != 21 {
+			t.Errorf("%d registered once the slow type moves, want 21", n)
+		}
+		if c := r.Counters(); c.RegistrationsFailed != 0 {
+			t.Errorf("%d failed registrations, want 0: waiting for a slot is not a failure", c.RegistrationsFailed)
+		}
+	})
+}

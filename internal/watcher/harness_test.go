@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
 )
 
 // waitFor is how long a script waits for the desired state to reach what it expects. It is a

@@ -4,7 +4,6 @@ package watcher
 
 import (
 	"syscall"
-
 )
 
 // statIdentity takes device, inode and change time (nanoseconds) from a stat.

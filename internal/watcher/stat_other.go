@@ -4,7 +4,6 @@ package watcher
 
 import (
 	"syscall"
-
 )
 
 // statIdentity takes device and inode from a stat. The daemon targets Linux; elsewhere the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
 )
 
 // handleEvent applies one fsnotify event. What it does depends on what is at the path now,

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
 )
 
 // Sentinel errors. Callers decide with errors.Is.

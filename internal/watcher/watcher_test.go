@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
 )
 
 // TestScripts runs the watcher scenarios. Each one sets up a tree before the watcher starts,

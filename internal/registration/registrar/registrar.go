@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -61,6 +62,12 @@ type Config struct {
 	HandlerTimeout time.Duration
 	// Now tells the time, for RegisteredAt and for ListenGrace. Defaults to time.Now.
 	Now func() time.Time
+	// TypeSlots, if set, bounds the registrations in their handler phase per plugin type: a
+	// plugin whose type has no free slot is not called further after GetInfo (no handler
+	// call, no notification; its connection is closed) and Register returns an error
+	// wrapping reconciler.ErrTypeBusy, on which the reconciler queues it behind its type.
+	// Defaults to nil: no bound.
+	TypeSlots *reconciler.TypeSlots
 	// Observer is told how every handler call and every registration went, for metrics.
 	// Defaults to nil: nobody is told.
 	Observer Observer
@@ -182,6 +189,16 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		log.Warn("plugin waits for a handler for its type", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
+	}
+
+	if r.cfg.TypeSlots != nil {
+		release, ok := r.cfg.TypeSlots.TryAcquire(info.Type)
+		if !ok {
+			log.Debug("every slot of the plugin's type is taken; it waits for one")
+			return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions,
+				Err: fmt.Errorf("%w: %s", reconciler.ErrTypeBusy, info.Type)}
+		}
+		defer release()
 	}
 
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {

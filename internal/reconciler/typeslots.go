@@ -1,0 +1,79 @@
+package reconciler
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// ErrTypeBusy: every operation slot of the plugin's type is taken. The registrar returns it
+// right after GetInfo, before any handler call; the reconciler then queues the socket behind
+// its type, without counting a failure, and starts it when a slot of that type is released.
+// This is what keeps one slow type (a handler that loops, traps or waits out its deadline)
+// from taking every slot and delaying the plugins of other types.
+var ErrTypeBusy = errors.New("reconciler: every operation slot of the plugin type is taken")
+
+// TypeSlots bounds the operations in flight per plugin type. It is safe for concurrent use.
+type TypeSlots struct {
+	per      int
+	mu       sync.Mutex
+	busy     map[string]int
+	released map[string]struct{}
+	wake     chan struct{}
+}
+
+// NewTypeSlots returns slots for at most per operations of each plugin type at once (at
+// least 1).
+func NewTypeSlots(per int) *TypeSlots {
+	return &TypeSlots{
+		per:      max(per, 1),
+		busy:     make(map[string]int),
+		released: make(map[string]struct{}),
+		wake:     make(chan struct{}, 1),
+	}
+}
+
+// TryAcquire takes a slot of pluginType if one is free; release gives it back (once).
+func (t *TypeSlots) TryAcquire(pluginType string) (release func(), ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.busy[pluginType] >= t.per {
+		return nil, false
+	}
+	t.busy[pluginType]++
+	var once sync.Once
+	return func() { once.Do(func() { t.release(pluginType) }) }, true
+}
+
+func (t *TypeSlots) release(pluginType string) {
+	t.mu.Lock()
+	if t.busy[pluginType]--; t.busy[pluginType] <= 0 {
+		delete(t.busy, pluginType)
+	}
+	t.released[pluginType] = struct{}{}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Free returns how many slots of pluginType are free.
+func (t *TypeSlots) Free(pluginType string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.per - t.busy[pluginType]
+}
+
+// Released receives a value after a slot was released; TakeReleased then says of which types.
+func (t *TypeSlots) Released() <-chan struct{} { return t.wake }
+
+// TakeReleased returns the types a slot was released of since the last call, sorted.
+func (t *TypeSlots) TakeReleased() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Sorted(maps.Keys(t.released))
+	clear(t.released)
+	return out
+}
