@@ -97,6 +97,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	ensureProcs(cfg.Logger)
 	h := &Host{
 		cfg:        cfg,
 		log:        cfg.Logger,
