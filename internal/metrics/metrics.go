@@ -82,6 +82,10 @@ type HandlerSample struct {
 	// Counts since the handler was loaded. A reloaded handler starts again from zero, which
 	// Prometheus treats as a counter reset.
 	Calls, Failures, Traps, Timeouts uint64
+	// Quarantined: its calls fail at once after repeated traps or timeouts. Quarantines counts
+	// the times it was put there, FastFailed the calls failed at once because of it.
+	Quarantined             bool
+	Quarantines, FastFailed uint64
 }
 
 // Config configures the metrics and their HTTP server. Every function is called at scrape
@@ -109,6 +113,9 @@ type Config struct {
 	// Handlers lists the loaded handlers, for wasmhost_handler_info and the per-handler
 	// counters. Defaults to nil: those metrics are not exported.
 	Handlers func() []HandlerSample
+	// Refusals returns how many times a handler file was refused, by reason, for
+	// wasmhost_handler_refusals_total. Defaults to nil: not exported.
+	Refusals func() map[string]uint64
 	// RegistrationRetries, WatcherRelists and WatcherErrors return totals since the daemon
 	// started, for the counters of the same names. Each defaults to nil: not exported.
 	RegistrationRetries func() uint64
@@ -293,11 +300,18 @@ var (
 	handlerCallsDesc = prometheus.NewDesc("wasmhost_handler_calls_total",
 		"Calls into a handler since it was loaded.", []string{"handler"}, nil)
 	handlerFailuresDesc = prometheus.NewDesc("wasmhost_handler_failures_total",
-		"Handler calls that failed, traps and timeouts included.", []string{"handler"}, nil)
+		"Handler calls that failed: every call that did not accept or reject, traps, timeouts, calls ended by a budget and calls failed at once by a quarantine included.", []string{"handler"}, nil)
 	handlerTrapsDesc = prometheus.NewDesc("wasmhost_handler_traps_total",
 		"Handler calls that ended in a WebAssembly trap (the instance is thrown away).", []string{"handler"}, nil)
 	handlerTimeoutsDesc = prometheus.NewDesc("wasmhost_handler_timeouts_total",
 		"Handler calls stopped at their deadline (the instance is thrown away).", []string{"handler"}, nil)
+	handlerQuarantinedDesc = prometheus.NewDesc("wasmhost_handler_quarantined",
+		"1 while a handler is quarantined: after repeated traps or timeouts its calls fail at once until a probe call succeeds.", []string{"handler"}, nil)
+	handlerQuarantinesDesc = prometheus.NewDesc("wasmhost_handler_quarantines_total",
+		"Times a handler was quarantined (a failed probe counts again).", []string{"handler"}, nil)
+	handlerRefusalsDesc = prometheus.NewDesc("wasmhost_handler_refusals_total",
+		"Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict.",
+		[]string{"reason"}, nil)
 )
 
 // pluginStates are reported for every plugin type seen, zero or not, so that a query for
@@ -313,9 +327,13 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	if cfg.Handlers != nil {
-		for _, d := range []*prometheus.Desc{handlerInfoDesc, handlerCallsDesc, handlerFailuresDesc, handlerTrapsDesc, handlerTimeoutsDesc} {
+		for _, d := range []*prometheus.Desc{handlerInfoDesc, handlerCallsDesc, handlerFailuresDesc, handlerTrapsDesc, handlerTimeoutsDesc,
+			handlerQuarantinedDesc, handlerQuarantinesDesc} {
 			ch <- d
 		}
+	}
+	if cfg.Refusals != nil {
+		ch <- handlerRefusalsDesc
 	}
 }
 
@@ -326,6 +344,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if cfg.Handlers != nil {
 		c.collectHandlers(ch, cfg.Handlers())
+	}
+	if cfg.Refusals != nil {
+		for reason, n := range cfg.Refusals() {
+			ch <- prometheus.MustNewConstMetric(handlerRefusalsDesc, prometheus.CounterValue, float64(n), labelValue(reason))
+		}
 	}
 }
 
@@ -387,6 +410,12 @@ func (c *stateCollector) collectHandlers(ch chan<- prometheus.Metric, hs []Handl
 		ch <- prometheus.MustNewConstMetric(handlerFailuresDesc, prometheus.CounterValue, float64(h.Failures), name)
 		ch <- prometheus.MustNewConstMetric(handlerTrapsDesc, prometheus.CounterValue, float64(h.Traps), name)
 		ch <- prometheus.MustNewConstMetric(handlerTimeoutsDesc, prometheus.CounterValue, float64(h.Timeouts), name)
+		quarantined := 0.0
+		if h.Quarantined {
+			quarantined = 1
+		}
+		ch <- prometheus.MustNewConstMetric(handlerQuarantinedDesc, prometheus.GaugeValue, quarantined, name)
+		ch <- prometheus.MustNewConstMetric(handlerQuarantinesDesc, prometheus.CounterValue, float64(h.Quarantines), name)
 	}
 }
 

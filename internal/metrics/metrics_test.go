@@ -37,8 +37,10 @@ func testConfig() metrics.Config {
 			return []metrics.HandlerSample{{
 				Name: "csi.wasm", PluginTypes: []string{"CSIPlugin"}, SHA256: "abc", ABIVersion: 1,
 				Calls: 10, Failures: 3, Traps: 2, Timeouts: 1,
+				Quarantined: true, Quarantines: 2, FastFailed: 7,
 			}}
 		},
+		Refusals:            func() map[string]uint64 { return map[string]uint64{"not_regular": 1, "structure": 2} },
 		RegistrationRetries: func() uint64 { return 4 },
 		WatcherRelists:      func() uint64 { return 2 },
 		WatcherErrors:       func() uint64 { return 1 },
@@ -81,6 +83,16 @@ wasmhost_handler_traps_total{handler="csi.wasm"} 2
 # HELP wasmhost_handler_timeouts_total Handler calls stopped at their deadline (the instance is thrown away).
 # TYPE wasmhost_handler_timeouts_total counter
 wasmhost_handler_timeouts_total{handler="csi.wasm"} 1
+# HELP wasmhost_handler_quarantined 1 while a handler is quarantined: after repeated traps or timeouts its calls fail at once until a probe call succeeds.
+# TYPE wasmhost_handler_quarantined gauge
+wasmhost_handler_quarantined{handler="csi.wasm"} 1
+# HELP wasmhost_handler_quarantines_total Times a handler was quarantined (a failed probe counts again).
+# TYPE wasmhost_handler_quarantines_total counter
+wasmhost_handler_quarantines_total{handler="csi.wasm"} 2
+# HELP wasmhost_handler_refusals_total Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict.
+# TYPE wasmhost_handler_refusals_total counter
+wasmhost_handler_refusals_total{reason="not_regular"} 1
+wasmhost_handler_refusals_total{reason="structure"} 2
 # HELP wasmhost_registration_retries_total Registration attempts made after a failed attempt for the same socket.
 # TYPE wasmhost_registration_retries_total counter
 wasmhost_registration_retries_total 4
@@ -96,7 +108,8 @@ wasmhost_ready 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"wasmhost_plugins", "wasmhost_plugin_socket", "wasmhost_handler_info", "wasmhost_handler_traps_total",
-		"wasmhost_handler_timeouts_total", "wasmhost_registration_retries_total", "wasmhost_watcher_relists_total",
+		"wasmhost_handler_timeouts_total", "wasmhost_handler_quarantined", "wasmhost_handler_quarantines_total",
+		"wasmhost_handler_refusals_total", "wasmhost_registration_retries_total", "wasmhost_watcher_relists_total",
 		"wasmhost_watcher_errors_total", "wasmhost_ready"); err != nil {
 		t.Error(err)
 	}
