@@ -97,6 +97,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Ready:               d.Ready,
 		Plugins:             d.pluginSamples,
 		Handlers:            d.handlerSamples,
+		Refusals:            func() map[string]uint64 { return d.host.Refusals() },
 		RegistrationRetries: func() uint64 { return d.rec.Counters().Retries },
 		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
 		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },

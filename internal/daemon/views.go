@@ -35,7 +35,10 @@ func (d *Daemon) handlerCounters(file string) state.HandlerCounters {
 	for _, h := range d.host.Handlers() {
 		if h.File == file {
 			return state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
-				Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances}
+				Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
+				Quarantined: h.Quarantine.Quarantined, QuarantinedUntil: h.Quarantine.Until,
+				QuarantineReason: h.Quarantine.Reason, Quarantines: h.Quarantine.Count,
+				FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes}
 		}
 	}
 	return state.HandlerCounters{}
@@ -80,6 +83,9 @@ func (d *Daemon) handlerSamples() []metrics.HandlerSample {
 			Failures:    h.Counters.Failures,
 			Traps:       h.Counters.Traps,
 			Timeouts:    h.Counters.Timeouts,
+			Quarantined: h.Counters.Quarantined,
+			Quarantines: h.Counters.Quarantines,
+			FastFailed:  h.Counters.FastFailed,
 		})
 	}
 	return out

@@ -121,6 +121,15 @@ type Handler struct {
 type HandlerCounters struct {
 	Calls, Rejected, Failures, Traps, Timeouts uint64
 	Instances                                  int
+	// Quarantine: the handler's calls fail at once after repeated traps or timeouts, until
+	// QuarantinedUntil (then one is let through as a probe), for QuarantineReason.
+	Quarantined             bool
+	QuarantinedUntil        time.Time
+	QuarantineReason        string
+	Quarantines, FastFailed uint64
+	// KVKeys and KVBytes are what the key-value stores of its plugin types hold.
+	KVKeys  int
+	KVBytes int64
 }
 
 func (h Handler) sameAs(o Handler) bool {
