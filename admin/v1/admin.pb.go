@@ -653,7 +653,20 @@ type Handler struct {
 	Traps    uint64 `protobuf:"varint,11,opt,name=traps,proto3" json:"traps,omitempty"`
 	Timeouts uint64 `protobuf:"varint,12,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
 	// The error of the last failed call; empty when none failed.
-	LastError     string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Quarantine: after repeated traps or timeouts, the handler's calls fail at once until a
+	// probe call succeeds. Whether it is quarantined now, until when (then one call is let
+	// through as the probe), why, how many times it was, and how many calls failed at once
+	// because of it.
+	Quarantined      bool                   `protobuf:"varint,20,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	QuarantinedUntil *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=quarantined_until,json=quarantinedUntil,proto3" json:"quarantined_until,omitempty"`
+	QuarantineReason string                 `protobuf:"bytes,22,opt,name=quarantine_reason,json=quarantineReason,proto3" json:"quarantine_reason,omitempty"`
+	Quarantines      uint64                 `protobuf:"varint,23,opt,name=quarantines,proto3" json:"quarantines,omitempty"`
+	FastFailed       uint64                 `protobuf:"varint,24,opt,name=fast_failed,json=fastFailed,proto3" json:"fast_failed,omitempty"`
+	// What the key-value stores of its plugin types hold: keys, and bytes of keys and values
+	// (bounded per handler file by handlers.limits.kvKeysPerHandler and kvBytesPerHandler).
+	KvKeys        uint64 `protobuf:"varint,25,opt,name=kv_keys,json=kvKeys,proto3" json:"kv_keys,omitempty"`
+	KvBytes       uint64 `protobuf:"varint,26,opt,name=kv_bytes,json=kvBytes,proto3" json:"kv_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -777,6 +790,55 @@ func (x *Handler) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *Handler) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
+}
+
+func (x *Handler) GetQuarantinedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QuarantinedUntil
+	}
+	return nil
+}
+
+func (x *Handler) GetQuarantineReason() string {
+	if x != nil {
+		return x.QuarantineReason
+	}
+	return ""
+}
+
+func (x *Handler) GetQuarantines() uint64 {
+	if x != nil {
+		return x.Quarantines
+	}
+	return 0
+}
+
+func (x *Handler) GetFastFailed() uint64 {
+	if x != nil {
+		return x.FastFailed
+	}
+	return 0
+}
+
+func (x *Handler) GetKvKeys() uint64 {
+	if x != nil {
+		return x.KvKeys
+	}
+	return 0
+}
+
+func (x *Handler) GetKvBytes() uint64 {
+	if x != nil {
+		return x.KvBytes
+	}
+	return 0
 }
 
 type Status struct {
@@ -931,7 +993,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x8a\x03\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x99\x05\n" +
 	"\aHandler\x12!\n" +
 	"\fplugin_types\x18\x01 \x03(\tR\vpluginTypes\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x16\n" +
@@ -948,7 +1010,15 @@ const file_admin_proto_rawDesc = "" +
 	"\x05traps\x18\v \x01(\x04R\x05traps\x12\x1a\n" +
 	"\btimeouts\x18\f \x01(\x04R\btimeouts\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\r \x01(\tR\tlastError\"\xbe\x03\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x12 \n" +
+	"\vquarantined\x18\x14 \x01(\bR\vquarantined\x12G\n" +
+	"\x11quarantined_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x10quarantinedUntil\x12+\n" +
+	"\x11quarantine_reason\x18\x16 \x01(\tR\x10quarantineReason\x12 \n" +
+	"\vquarantines\x18\x17 \x01(\x04R\vquarantines\x12\x1f\n" +
+	"\vfast_failed\x18\x18 \x01(\x04R\n" +
+	"fastFailed\x12\x17\n" +
+	"\akv_keys\x18\x19 \x01(\x04R\x06kvKeys\x12\x19\n" +
+	"\bkv_bytes\x18\x1a \x01(\x04R\akvBytes\"\xbe\x03\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1027,22 +1097,23 @@ var file_admin_proto_depIdxs = []int32{
 	8,  // 8: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
 	14, // 9: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
 	14, // 10: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	14, // 11: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	15, // 12: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	13, // 13: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	2,  // 14: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	4,  // 15: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	5,  // 16: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	7,  // 17: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	3,  // 18: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	9,  // 19: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	6,  // 20: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	11, // 21: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 11: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	14, // 12: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	15, // 13: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	13, // 14: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	2,  // 15: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	4,  // 16: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	5,  // 17: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	7,  // 18: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	3,  // 19: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	9,  // 20: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	6,  // 21: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	11, // 22: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }

@@ -173,6 +173,14 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		Traps:        h.Counters.Traps,
 		Timeouts:     h.Counters.Timeouts,
 		LastError:    h.LastError,
+
+		Quarantined:      h.Counters.Quarantined,
+		QuarantinedUntil: timeToProto(h.Counters.QuarantinedUntil),
+		QuarantineReason: h.Counters.QuarantineReason,
+		Quarantines:      h.Counters.Quarantines,
+		FastFailed:       h.Counters.FastFailed,
+		KvKeys:           uint64(max(h.Counters.KVKeys, 0)),
+		KvBytes:          uint64(max(h.Counters.KVBytes, 0)),
 	}
 }
 
