@@ -322,6 +322,19 @@ type handlerView struct {
 	Traps        uint64     `json:"traps"`
 	Timeouts     uint64     `json:"timeouts"`
 	LastError    string     `json:"lastError,omitempty"`
+	// Quarantine is set while the handler is quarantined (its calls fail at once after
+	// repeated traps or timeouts), and once it has been.
+	Quarantine *quarantineView `json:"quarantine,omitempty"`
+	KVKeys     uint64          `json:"kvKeys"`
+	KVBytes    uint64          `json:"kvBytes"`
+}
+
+type quarantineView struct {
+	Active     bool       `json:"active"`
+	Until      *time.Time `json:"until,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	Times      uint64     `json:"times"`
+	FastFailed uint64     `json:"fastFailed"`
 }
 
 func newHandlerView(h *adminv1.Handler) handlerView {
@@ -339,6 +352,12 @@ func newHandlerView(h *adminv1.Handler) handlerView {
 		Traps:        h.GetTraps(),
 		Timeouts:     h.GetTimeouts(),
 		LastError:    h.GetLastError(),
+		KVKeys:       h.GetKvKeys(),
+		KVBytes:      h.GetKvBytes(),
+	}
+	if h.GetQuarantined() || h.GetQuarantines() > 0 {
+		v.Quarantine = &quarantineView{Active: h.GetQuarantined(), Until: timeOrNil(h.GetQuarantinedUntil()),
+			Reason: h.GetQuarantineReason(), Times: h.GetQuarantines(), FastFailed: h.GetFastFailed()}
 	}
 	if v.PluginTypes == nil {
 		v.PluginTypes = []string{}
@@ -557,6 +576,10 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 			abi = strconv.FormatUint(uint64(h.GetAbiVersion()), 10)
 		}
 		lastErr := oneLine(h.GetLastError())
+		if h.GetQuarantined() {
+			// Its calls fail at once: that is what the operator must see first.
+			lastErr = "QUARANTINED until " + h.GetQuarantinedUntil().AsTime().Local().Format("15:04:05") + ": " + oneLine(h.GetQuarantineReason())
+		}
 		if !wide {
 			// The row names the file already: say only what is wrong with it.
 			if f := h.GetFile(); f != "" {
