@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/wasmhost/wasmhost/internal/config"
 )
@@ -205,4 +208,56 @@ func TestDefaults(t *testing.T) {
 	if d.Reconciler.MaxBackoff != config.Duration(2*time.Minute+2*time.Second) {
 		t.Errorf("default reconciler.maxBackoff %s", d.Reconciler.MaxBackoff)
 	}
+}
+
+// TestEveryKeyDocumented: every key of the file has a row in docs/configuration.md, and
+// `config defaults` (the defaults as YAML) shows it.
+func TestEveryKeyDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(out, &defaults); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			key := prefix + name
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == typ.PkgPath() {
+				walk(key+".", f.Type)
+				continue
+			}
+			if f.Type.Kind() == reflect.Map {
+				// A map's entries are documented under <key>.<name>.
+				if !strings.Contains(string(doc), "| `"+key+".") {
+					t.Errorf("docs/configuration.md has no row for %s.<…>", key)
+				}
+				continue
+			}
+			if !strings.Contains(string(doc), "| `"+key+"` |") {
+				t.Errorf("docs/configuration.md has no row for %s", key)
+			}
+			var v any = defaults
+			for _, part := range strings.Split(key, ".") {
+				m, _ := v.(map[string]any)
+				var ok bool
+				if v, ok = m[part]; !ok {
+					t.Errorf("config defaults does not show %s", key)
+					break
+				}
+			}
+		}
+	}
+	walk("", reflect.TypeFor[config.Config]())
 }
