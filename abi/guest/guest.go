@@ -52,8 +52,10 @@ type Manifest = abi.Manifest
 
 // Handler is implemented by a handler module and passed to Handle. Each method is one call from
 // the host: Validate before Register, Deregister for a plugin that was registered. Return nil to
-// accept, Reject(reason) to refuse the plugin (it is told the reason; the host does not retry),
-// or any other error for a failure of the handler's own (the host retries later with backoff).
+// accept, Reject(reason) to refuse the plugin (it is told the reason; the host asks again only
+// when the handler, the socket or a plugin of the same type and name changes, or at a slow
+// re-check), or any other error for a failure of the handler's own (the host retries later
+// with backoff, and says the handler failed).
 type Handler interface {
 	Validate(p Plugin) error
 	Register(p Plugin) error
@@ -143,7 +145,9 @@ func (e *RejectError) Error() string {
 }
 
 // Reject returns an error that refuses the plugin with the reason given. The reason is sent to
-// the plugin; the host does not retry the call.
+// the plugin; the host asks again only when something that could change the answer changes (a
+// new revision of the handler, a new socket, a plugin of the same type and name going away),
+// and otherwise at a slow re-check (5 minutes by default).
 func Reject(reason string) error { return &RejectError{Reason: reason} }
 
 // The handler and manifest given to Handle.

@@ -464,7 +464,7 @@ func stateColor(state string) string {
 	switch state {
 	case "registered":
 		return colorGreen
-	case "failing":
+	case "failing", "rejected":
 		return colorRed
 	case "pending", "waiting-for-handler":
 		return colorYellow

@@ -125,7 +125,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	const refusing = "; refusing 1.0.0"
 	old := startExamplePlugin(t, bin, filepath.Join(dirs.Socket, "old"), "csi.example.com", "--type", "CSIPlugin", "--versions", "1.0.0",
 		"--csi-node-id", "node-1")
-	st := rd.waitState(old.socket, reconciler.StateFailing)
+	st := rd.waitState(old.socket, reconciler.StateRejected)
 	if !strings.Contains(st.LastError, reason) || !strings.Contains(st.LastError, refusing) {
 		t.Errorf("older CSI driver: last error %q, want one naming both versions", st.LastError)
 	}
@@ -133,7 +133,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		l := old.log.String()
 		return strings.Contains(l, "registration refused") && strings.Contains(l, reason) && strings.Contains(l, refusing)
 	})
-	// wasmhost plugins -o json shows it failing with that reason. The CLI may ask before the
+	// wasmhost plugins -o json shows it rejected with that reason. The CLI may ask before the
 	// admin socket listens.
 	var views []pluginView
 	var out string
@@ -149,7 +149,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	for _, v := range views {
 		if v.Socket == old.socket {
 			found = true
-			if v.State != "failing" || v.Name != "csi.example.com" || !strings.Contains(v.LastError, reason) || !strings.Contains(v.LastError, refusing) ||
+			if v.State != "rejected" || v.Name != "csi.example.com" || !strings.Contains(v.LastError, reason) || !strings.Contains(v.LastError, refusing) ||
 				!slices.Equal(v.Versions, []string{"1.0.0"}) {
 				t.Errorf("older CSI driver shown as %+v", v)
 			}
@@ -163,8 +163,8 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		t.Errorf("after the refusal the CSI driver is published as %v", a.Published)
 	}
 
-	// The 1.5.0 driver stops: it is deregistered, and the older copy registers at its next
-	// retry.
+	// The 1.5.0 driver stops: it is deregistered, and the older copy, refused because of it, is
+	// asked again at once and registers (not at the re-check, 5 minutes away).
 	csi.stop()
 	rd.waitGone(csi.socket)
 	rd.waitState(old.socket, reconciler.StateRegistered)

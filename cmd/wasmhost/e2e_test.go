@@ -345,15 +345,20 @@ func TestE2EValidationFailureRetriesAfterBackoff(t *testing.T) {
 	sock := filepath.Join(dirs.Socket, "p.sock")
 	p := registrationtest.Serve(t, sock, pluginInfo(fakeType, "p"), registrationtest.Options{})
 	wantNotification(t, p, false, "version v1 is not supported, want v2")
+	// An error that is not a rejection is the handler's failure: retried with backoff, and
+	// said to be the handler's.
 	st := rd.waitState(sock, reconciler.StateFailing)
-	if !strings.Contains(st.LastError, "version v1 is not supported") || st.Attempts < 1 || st.NextRetry.IsZero() {
+	if !strings.Contains(st.LastError, "version v1 is not supported") || !strings.Contains(st.LastError, "handler failed") ||
+		st.Attempts < 1 || st.NextRetry.IsZero() {
 		t.Fatalf("status %+v, want failing with the reason, attempts and a next retry", st)
 	}
 	// It is tried again, after the backoff, and refused again.
 	wantNotification(t, p, false, "version v1 is not supported")
 	mu.Lock()
-	if len(validateAt) < 2 || validateAt[1].Sub(validateAt[0]) < backoff {
-		t.Fatalf("validate calls at %v: want a retry at least %v after the first", validateAt, backoff)
+	// The backoff is shortened by at most its jitter (reconciler.backoffJitter).
+	minWait := backoff - time.Duration(cfg.Reconciler.BackoffJitter*float64(backoff))
+	if len(validateAt) < 2 || validateAt[1].Sub(validateAt[0]) < minWait {
+		t.Fatalf("validate calls at %v: want a retry at least %v after the first", validateAt, minWait)
 	}
 	refuse = false
 	mu.Unlock()

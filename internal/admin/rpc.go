@@ -196,6 +196,8 @@ func stateToProto(s state.PluginState) adminv1.PluginState {
 		return adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER
 	case state.StateGone:
 		return adminv1.PluginState_PLUGIN_STATE_GONE
+	case state.StateRejected:
+		return adminv1.PluginState_PLUGIN_STATE_REJECTED
 	default:
 		return adminv1.PluginState_PLUGIN_STATE_UNSPECIFIED
 	}

@@ -72,6 +72,13 @@ type ReconcilerConfig struct {
 	MaxBackoff Duration `yaml:"maxBackoff"`
 	// MaxConcurrent bounds the operations running at once. Defaults to 64.
 	MaxConcurrent int `yaml:"maxConcurrent"`
+	// RejectedRecheck is how long a plugin its handler rejected waits before it is asked
+	// again when nothing that could change the answer changed (its handler, its socket, a
+	// plugin of the same type and name going away: those ask again at once). Defaults to 5m.
+	RejectedRecheck Duration `yaml:"rejectedRecheck"`
+	// BackoffJitter shortens each error backoff by a random fraction of at most this, so
+	// that sockets that failed together do not retry together. Defaults to 0.1.
+	BackoffJitter float64 `yaml:"backoffJitter"`
 	// MaxPerType bounds the registrations of one plugin type in their handler phase at once,
 	// so that a slow type (a handler that loops or times out) cannot take every slot from
 	// the others. Defaults to 16.
@@ -146,12 +153,14 @@ func Default() Config {
 		Log:             LogConfig{Format: "auto", Level: "info"},
 		Watcher:         WatcherConfig{Resync: Duration(5 * time.Minute)},
 		Reconciler: ReconcilerConfig{
-			Resync:         Duration(time.Minute),
-			InitialBackoff: Duration(500 * time.Millisecond),
-			MaxBackoff:     Duration(2*time.Minute + 2*time.Second),
-			MaxConcurrent:  64,
-			MaxPerType:     16,
-			MaxRetrying:    16,
+			Resync:          Duration(time.Minute),
+			InitialBackoff:  Duration(500 * time.Millisecond),
+			MaxBackoff:      Duration(2*time.Minute + 2*time.Second),
+			MaxConcurrent:   64,
+			MaxPerType:      16,
+			RejectedRecheck: Duration(5 * time.Minute),
+			BackoffJitter:   0.1,
+			MaxRetrying:     16,
 		},
 		Registration: RegistrationConfig{
 			DialTimeout:    Duration(10 * time.Second),
@@ -263,6 +272,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Reconciler.MaxBackoff < c.Reconciler.InitialBackoff {
 		bad("reconciler.maxBackoff", "%s is below reconciler.initialBackoff %s", time.Duration(c.Reconciler.MaxBackoff), time.Duration(c.Reconciler.InitialBackoff))
+	}
+	if c.Reconciler.BackoffJitter < 0 || c.Reconciler.BackoffJitter > 1 {
+		bad("reconciler.backoffJitter", "must be between 0 and 1, got %v", c.Reconciler.BackoffJitter)
+	}
+	if c.Reconciler.RejectedRecheck < Duration(time.Second) {
+		bad("reconciler.rejectedRecheck", "must be at least 1s, got %s", c.Reconciler.RejectedRecheck)
 	}
 	if c.Reconciler.MaxPerType < 1 {
 		bad("reconciler.maxPerType", "must be at least 1, got %d", c.Reconciler.MaxPerType)

@@ -133,14 +133,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
-		MaxConcurrent:  cfg.Reconciler.MaxConcurrent,
-		TypeSlots:      typeSlots,
-		MaxRetrying:    cfg.Reconciler.MaxRetrying,
-		InitialBackoff: time.Duration(cfg.Reconciler.InitialBackoff),
-		MaxBackoff:     time.Duration(cfg.Reconciler.MaxBackoff),
-		Resync:         time.Duration(cfg.Reconciler.Resync),
-		Logger:         log.With("component", "reconciler"),
-		Status:         d.state,
+		MaxConcurrent:   cfg.Reconciler.MaxConcurrent,
+		TypeSlots:       typeSlots,
+		MaxRetrying:     cfg.Reconciler.MaxRetrying,
+		RecheckRejected: time.Duration(cfg.Reconciler.RejectedRecheck),
+		Jitter:          cfg.Reconciler.BackoffJitter,
+		InitialBackoff:  time.Duration(cfg.Reconciler.InitialBackoff),
+		MaxBackoff:      time.Duration(cfg.Reconciler.MaxBackoff),
+		Resync:          time.Duration(cfg.Reconciler.Resync),
+		Logger:          log.With("component", "reconciler"),
+		Status:          d.state,
 	})
 	// The host comes last: it is the only part that holds resources before Run.
 	hcfg := host.Config{

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,14 @@ type Config struct {
 	// Logger receives failures (warn), waits for a handler (info) and skips (debug).
 	// Defaults to nil, which discards.
 	Logger *slog.Logger
+	// RecheckRejected is how long a plugin its handler rejected waits before it is asked
+	// again when nothing that could change the answer has changed (its handler, its socket,
+	// a plugin of the same type and name). Defaults to 5 minutes.
+	RecheckRejected time.Duration
+	// Jitter spreads the error backoff: each delay is shortened by a random fraction of at
+	// most Jitter (0.1: up to 10 %), so that sockets that failed together do not retry
+	// together. Defaults to 0: none.
+	Jitter float64
 	// MaxPerType bounds the operations in flight per plugin type, so that one slow type
 	// cannot take every slot: an operation over it returns ErrTypeBusy right after GetInfo
 	// and its socket waits behind its type. Defaults to a quarter of MaxConcurrent (at
@@ -141,6 +150,10 @@ func (c Config) withDefaults() Config {
 	if c.Status == nil {
 		c.Status = state.New()
 	}
+	if c.RecheckRejected <= 0 {
+		c.RecheckRejected = 5 * time.Minute
+	}
+	c.Jitter = min(max(c.Jitter, 0), 1)
 	if c.MaxPerType <= 0 {
 		c.MaxPerType = max(c.MaxConcurrent/4, 1)
 	}
@@ -166,6 +179,7 @@ const (
 	StatePending           = state.StatePending
 	StateFailing           = state.StateFailing
 	StateWaitingForHandler = state.StateWaitingForHandler
+	StateRejected          = state.StateRejected
 	StateGone              = state.StateGone
 )
 
@@ -249,6 +263,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		byType:   make(map[string]map[string]struct{}),
 		waiting:  make(map[string]struct{}),
 		deferred: make(map[string][]string),
+		rejected: make(map[pluginKey]map[string]struct{}),
 		done:     make(chan result, r.cfg.MaxConcurrent),
 	}
 	l.run(ctx)
@@ -299,6 +314,9 @@ type sock struct {
 
 	deferType string // waits for a free operation slot of this plugin type (ErrTypeBusy)
 
+	rejected    bool      // the handler's last answer was no; nextRetry is the slow re-check
+	rejectedKey pluginKey // the key of loop.rejected that lists this path, when rejected
+
 	pluginType, pluginName string
 	pluginVersions         []string
 	indexedType            string // the key of byType that lists this path, if any
@@ -334,6 +352,8 @@ type loop struct {
 	retrying   int
 	// deferred lists, per plugin type, the sockets waiting for a slot of their type.
 	deferred map[string][]string
+	// rejected lists, by plugin type and name, the sockets their handler rejected.
+	rejected map[pluginKey]map[string]struct{}
 	done     chan result
 	ops      sync.WaitGroup
 
@@ -414,6 +434,8 @@ func (l *loop) fullPass() {
 // types and the affected paths.
 func (l *loop) handlersChanged() {
 	l.handlerGen++
+	// A new handler (or a new revision of one) may answer a rejected plugin otherwise.
+	l.recheckRejected(pluginKey{}, true)
 	var paths []string
 	for typ, set := range l.byType {
 		if ok := l.r.handlers.Has(typ); !ok {
@@ -545,6 +567,8 @@ func (l *loop) evalPath(path string, logSkip bool) {
 		switch {
 		case s.waiting:
 			st8 = StateWaitingForHandler
+		case s.backingOff(now) && s.rejected:
+			st8 = StateRejected
 		case s.backingOff(now):
 			st8 = StateFailing
 			if logSkip {
@@ -720,6 +744,18 @@ func (l *loop) registered(s *sock, res result, err error) {
 		s.pluginType, s.pluginName = typ, name
 		s.pluginVersions = versionsOf(err)
 	}
+	if rejectedByHandler(err) {
+		s.nextRetry = time.Now().Add(r.cfg.RecheckRejected)
+		l.retries.push(retry{due: s.nextRetry, path: s.path})
+		l.setRejected(s, true)
+		if l.handlerGen != res.gen {
+			s.nextRetry = time.Time{} // its handler changed meanwhile: ask again at once
+		}
+		r.log.Info("plugin refused by its handler; asked again when its handler or socket changes, when a plugin of the same name goes away, or at the re-check",
+			"socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName,
+			"reason", err, "attempt", s.attempts, "recheck_at", s.nextRetry)
+		return
+	}
 	if waitsForHandler(err) {
 		if l.handlerGen != res.gen {
 			// A handler was set while the operation ran: try again at once rather than wait
@@ -753,6 +789,9 @@ func (l *loop) deregistered(s *sock, res result) {
 		r.dereg.Add(1)
 		r.log.Debug("plugin deregistered", "socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
 	}
+	// A plugin of the same type and name that was refused (a duplicate waiting on a conflict)
+	// may be accepted now.
+	defer l.recheckRejected(pluginKey{p.Type, p.Name}, false)
 	// A plugin deregistered because its type lost its handler waits for a new one.
 	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID {
 		if ok := r.handlers.Has(p.Type); !ok {
@@ -773,6 +812,9 @@ func (l *loop) backOff(s *sock, err error, msg string) {
 		delay *= 2
 	}
 	delay = min(delay, r.cfg.MaxBackoff)
+	if r.cfg.Jitter > 0 {
+		delay -= time.Duration(rand.Float64() * r.cfg.Jitter * float64(delay))
+	}
 	s.nextRetry = time.Now().Add(delay)
 	l.retries.push(retry{due: s.nextRetry, path: s.path})
 	r.log.Warn(msg, "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName,
@@ -782,6 +824,50 @@ func (l *loop) backOff(s *sock, err error, msg string) {
 func (l *loop) forgetFailure(s *sock) {
 	s.clearFailure()
 	l.setWaiting(s, false, "")
+	l.setRejected(s, false)
+}
+
+// pluginKey names a plugin by type and name.
+type pluginKey struct{ typ, name string }
+
+// setRejected files s as rejected under its plugin type and name, or takes it out.
+func (l *loop) setRejected(s *sock, rejected bool) {
+	if s.rejected {
+		if set := l.rejected[s.rejectedKey]; set != nil {
+			delete(set, s.path)
+			if len(set) == 0 {
+				delete(l.rejected, s.rejectedKey)
+			}
+		}
+	}
+	s.rejected = rejected
+	if !rejected {
+		return
+	}
+	s.rejectedKey = pluginKey{s.pluginType, s.pluginName}
+	set := l.rejected[s.rejectedKey]
+	if set == nil {
+		set = make(map[string]struct{})
+		l.rejected[s.rejectedKey] = set
+	}
+	set[s.path] = struct{}{}
+}
+
+// recheckRejected asks again at once about the rejected sockets of key (any key when all).
+func (l *loop) recheckRejected(key pluginKey, all bool) {
+	var paths []string
+	for k, set := range l.rejected {
+		if all || k == key {
+			for p := range set {
+				paths = append(paths, p)
+			}
+		}
+	}
+	for _, p := range paths {
+		s := l.socks[p]
+		s.nextRetry = time.Time{}
+		l.eval(p)
+	}
 }
 
 func (l *loop) setWaiting(s *sock, waiting bool, typ string) {
@@ -820,6 +906,7 @@ func (l *loop) index(s *sock, typ string) {
 func (l *loop) forget(s *sock) {
 	l.index(s, "")
 	l.setWaiting(s, false, "")
+	l.setRejected(s, false)
 	delete(l.socks, s.path)
 	if s.status.State == "" {
 		return
@@ -839,7 +926,7 @@ func (l *loop) publish(s *sock, st8 State) {
 		Attempts:       s.attempts,
 		Since:          s.status.Since,
 	}
-	if st8 == StateFailing {
+	if st8 == StateFailing || st8 == StateRejected {
 		st.NextRetry = s.nextRetry
 	}
 	if st8 != s.status.State {
@@ -850,6 +937,14 @@ func (l *loop) publish(s *sock, st8 State) {
 	}
 	s.status = st
 	l.r.status.SetStatus(st)
+}
+
+// rejectedByHandler reports whether err says that the handler decided to refuse the plugin (an
+// error in its chain has a method Rejected() bool that returns true, as
+// registration.ErrRejected does).
+func rejectedByHandler(err error) bool {
+	var r interface{ Rejected() bool }
+	return errors.As(err, &r) && r.Rejected()
 }
 
 // waitsForHandler reports whether err says that no handler serves the plugin's type (an

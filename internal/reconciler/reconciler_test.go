@@ -392,7 +392,9 @@ func TestHandlerSetWhileRegistrationInFlight(t *testing.T) {
 	})
 }
 
-func TestValidationFailureBacksOff(t *testing.T) {
+// A handler that failed (an error that is not its decision: a trap, a timeout) is retried
+// with the error backoff.
+func TestHandlerFailureBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, reconciler.Config{}).start()
 		e.handler.SetValidateError(errors.New("unsupported version"))
@@ -401,7 +403,7 @@ func TestValidationFailureBacksOff(t *testing.T) {
 		synctest.Wait()
 		s := e.wantState("/p/a.sock", reconciler.StateFailing)
 		if s.Attempts != 1 || !s.NextRetry.Equal(t0.Add(500*time.Millisecond)) ||
-			!strings.Contains(s.LastError, "unsupported version") {
+			!strings.Contains(s.LastError, "handler failed") || !strings.Contains(s.LastError, "unsupported version") {
 			t.Errorf("status %+v", s)
 		}
 		time.Sleep(2 * time.Second) // attempts at 0.5 s and 1.5 s fail; the next is due at 3.5 s
@@ -1045,5 +1047,69 @@ func TestSlowTypeWaitsBehindItself(t *testing.T) {
 		if c := r.Counters(); c.RegistrationsFailed != 0 {
 			t.Errorf("%d failed registrations, want 0: waiting for a slot is not a failure", c.RegistrationsFailed)
 		}
+	})
+}
+
+// A plugin its handler rejects (the handler's own decision) is not retried on the error
+// backoff: it is asked again when its handler changes, when a plugin of the same type and
+// name goes away, or at the slow re-check.
+func TestRejectionIsAskedAgainWhenSomethingChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{}).start()
+		e.ops.SetInfo("/p/a.sock", csi, "dup")
+		e.ops.SetInfo("/p/b.sock", csi, "dup")
+		e.add("/p/a.sock", 1)
+		synctest.Wait()
+		e.wantRegistered("/p/a.sock", 1)
+
+		e.handler.SetValidateError(fmt.Errorf("%w: driver dup is registered already", registration.ErrRejected))
+		t0 := time.Now()
+		e.add("/p/b.sock", 2)
+		synctest.Wait()
+		s := e.wantState("/p/b.sock", reconciler.StateRejected)
+		if s.Attempts != 1 || !s.NextRetry.Equal(t0.Add(5*time.Minute)) || s.PluginName != "dup" ||
+			!strings.Contains(s.LastError, "registered already") {
+			t.Errorf("status %+v", s)
+		}
+		time.Sleep(time.Minute) // no error backoff: nothing happens
+		if n := len(e.callsOf("/p/b.sock")); n != 1 {
+			t.Fatalf("%d attempts within a minute of a rejection, want 1", n)
+		}
+
+		// A new handler for its type: asked again at once (and refused again).
+		e.registry.Set(csi, e.handler)
+		synctest.Wait()
+		if s := e.wantState("/p/b.sock", reconciler.StateRejected); s.Attempts != 2 {
+			t.Errorf("after a handler change: %+v, want asked again", s)
+		}
+
+		// The incumbent goes away: the duplicate is asked again at once, and accepted.
+		e.handler.SetValidateError(nil)
+		e.desired.Remove("/p/a.sock")
+		t1 := time.Now()
+		synctest.Wait()
+		e.wantRegistered("/p/b.sock", 2)
+		if !time.Now().Equal(t1) {
+			t.Errorf("registered %v after the incumbent left, want at once", time.Since(t1))
+		}
+		if c := e.r.Counters(); c.RegistrationsFailed != 2 {
+			t.Errorf("counters %+v", c)
+		}
+	})
+}
+
+// Without any change, a rejected plugin is asked again at the re-check.
+func TestRejectionRecheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{RecheckRejected: time.Hour}).start()
+		e.handler.SetValidateError(fmt.Errorf("%w: not yet", registration.ErrRejected))
+		e.add("/p/a.sock", 1)
+		synctest.Wait()
+		e.wantState("/p/a.sock", reconciler.StateRejected)
+		e.handler.SetValidateError(nil)
+		time.Sleep(time.Hour - time.Second)
+		e.wantState("/p/a.sock", reconciler.StateRejected)
+		time.Sleep(2 * time.Second)
+		e.wantRegistered("/p/a.sock", 1)
 	})
 }

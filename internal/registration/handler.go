@@ -24,8 +24,16 @@ var (
 	ErrNoHandler error = noHandlerError{}
 	// ErrInvalidInfo: the plugin's GetInfo answer was refused (empty, oversized or malformed).
 	ErrInvalidInfo = errors.New("registration: invalid plugin info")
-	// ErrRejected: the handler refused the plugin (ValidatePlugin or RegisterPlugin failed).
-	ErrRejected = errors.New("registration: rejected by handler")
+	// ErrRejected: the handler decided to refuse the plugin (its ValidatePlugin or
+	// RegisterPlugin said no, with a reason). It is not retried like an error: the
+	// reconciler asks again when something that could change the answer changes (the
+	// handler, the socket, a plugin of the same type and name going away), and otherwise
+	// rarely. It has a method Rejected() bool, by which the reconciler knows it.
+	ErrRejected error = rejectedError{}
+	// ErrHandlerFailed: the handler did not decide: its call trapped, ran over its deadline,
+	// was refused by a budget or quarantine, or returned an error of its own. The plugin is
+	// not to blame; the registration is retried with backoff.
+	ErrHandlerFailed = errors.New("registration: handler failed")
 	// ErrUnreachable: the plugin's socket could not be dialled or did not answer GetInfo.
 	ErrUnreachable = errors.New("registration: plugin unreachable")
 	// ErrNotifyFailed: the plugin did not accept NotifyRegistrationStatus(true); the
@@ -36,6 +44,11 @@ var (
 	// plugin's fault, not a socket nobody listens on: ErrUnreachable does not match it.
 	ErrProtocol = errors.New("registration: plugin protocol error")
 )
+
+type rejectedError struct{}
+
+func (rejectedError) Error() string  { return "registration: rejected by handler" }
+func (rejectedError) Rejected() bool { return true }
 
 type noHandlerError struct{}
 

@@ -45,6 +45,10 @@ const (
 	// StateWaitingForHandler: the plugin's type has no handler; it is registered when one
 	// appears.
 	StateWaitingForHandler PluginState = "waiting-for-handler"
+	// StateRejected: the handler refused the plugin (its own decision, with a reason). It is
+	// asked again when its handler, the socket, or a plugin of the same type and name
+	// changes, and otherwise at NextRetry.
+	StateRejected PluginState = "rejected"
 	// StateGone: the socket and its plugin are gone. Only a Change says it (Deleted); no list
 	// shows it.
 	StateGone PluginState = "gone"

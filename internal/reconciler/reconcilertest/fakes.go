@@ -7,6 +7,7 @@ package reconcilertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,34 @@ func (e *NoHandlerError) PluginType() string { return e.Type }
 
 // PluginName returns the plugin's name.
 func (e *NoHandlerError) PluginName() string { return e.Name }
+
+// HandlerError is what Register returns when the handler said no or failed: as the real
+// Registrar does, a handler error that matches registration.ErrRejected is a rejection,
+// anything else wraps registration.ErrHandlerFailed; it tells the plugin's type and name.
+type HandlerError struct {
+	Type, Name string
+	Err        error
+}
+
+func (e *HandlerError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error with its sentinel.
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// PluginType returns the plugin's type.
+func (e *HandlerError) PluginType() string { return e.Type }
+
+// PluginName returns the plugin's name.
+func (e *HandlerError) PluginName() string { return e.Name }
+
+func handlerError(typ, name, socket, call string, err error) error {
+	if errors.Is(err, registration.ErrRejected) {
+		err = fmt.Errorf("%w (%s of plugin %s at socket %s)", err, call, name, socket)
+	} else {
+		err = fmt.Errorf("%w: %s of plugin %s at socket %s: %w", registration.ErrHandlerFailed, call, name, socket, err)
+	}
+	return &HandlerError{Type: typ, Name: name, Err: err}
+}
 
 type info struct{ typ, name string }
 
@@ -266,7 +295,7 @@ func (o *Operations) Register(ctx context.Context, s state.Socket) error {
 	}
 	pi := registration.PluginInfo{Socket: s.Path, Type: typ, Name: name, Endpoint: s.Path, Versions: []string{"1.0.0"}}
 	if err := h.ValidatePlugin(ctx, pi); err != nil {
-		return fmt.Errorf("%w: plugin %s at socket %s: %w", registration.ErrRejected, name, s.Path, err)
+		return handlerError(typ, name, s.Path, "ValidatePlugin", err)
 	}
 	o.Actual.Add(state.Plugin{
 		Socket: s.Path, ID: s.ID, Type: typ, Name: name, Endpoint: pi.Endpoint,
@@ -275,7 +304,7 @@ func (o *Operations) Register(ctx context.Context, s state.Socket) error {
 	pub, err := h.RegisterPlugin(ctx, pi)
 	if err != nil {
 		o.Actual.Remove(s.Path)
-		return fmt.Errorf("%w: plugin %s at socket %s: %w", registration.ErrRejected, name, s.Path, err)
+		return handlerError(typ, name, s.Path, "RegisterPlugin", err)
 	}
 	o.Actual.Update(s.Path, func(p *state.Plugin) { p.Published = pub })
 	return nil

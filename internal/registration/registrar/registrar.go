@@ -135,12 +135,14 @@ func setDefault(d *time.Duration, v time.Duration) {
 // succeeds does not change the outcome. When the final notification fails, the registration
 // is rolled back (removed from the actual state, DeRegisterPlugin called).
 //
-// Every step has its own deadline (see Config); no goroutine outlives the call. The error
+// Every step has its own deadline (see Config); no goroutine outlives the call. Failures are
+// logged here at debug level only: the caller (the reconciler) logs each failed attempt
+// once, with its retry. The error
 // wraps one of registration's sentinels: ErrUnreachable (dial or GetInfo failed),
 // ErrProtocol (the plugin's answer to GetInfo broke HTTP/2 or gRPC), ErrInvalidInfo, ErrNoHandler (the caller should wait for a handler, not back off),
 // ErrRejected (with the handler's error also wrapped) or ErrNotifyFailed. Once GetInfo has
-// answered, the error is a *PluginError naming the plugin. Register logs each outcome once;
-// the caller need not log the error again.
+// answered, the error is a *PluginError naming the plugin. Register logs a success at info
+// level and a failure at debug level; the caller logs the failure once, with what it will do.
 func (r *Registrar) Register(ctx context.Context, s state.Socket) error {
 	err := r.register(ctx, s)
 	if o := r.cfg.Observer; o != nil {
@@ -163,7 +165,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 
 	conn, err := r.dial(ctx, s)
 	if err != nil {
-		log.Info("plugin unreachable", "error", err)
+		log.Debug("plugin unreachable", "error", err)
 		return err
 	}
 	client := newWireConn(conn)
@@ -172,12 +174,12 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	info, err := r.getInfo(ctx, client, s.Path)
 	if err != nil {
 		if errors.Is(err, registration.ErrInvalidInfo) {
-			log.Warn("plugin refused: invalid GetInfo answer", "error", err)
+			log.Debug("plugin refused: invalid GetInfo answer", "error", err)
 			r.notifyFalse(ctx, log, client, err)
 		} else if errors.Is(err, registration.ErrProtocol) {
 			log.Warn("plugin broke the gRPC protocol", "error", err)
 		} else {
-			log.Info("plugin unreachable", "error", err)
+			log.Debug("plugin unreachable", "error", err)
 		}
 		return err
 	}
@@ -186,7 +188,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	h, ok := r.cfg.Handlers.Get(info.Type)
 	if !ok {
 		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
-		log.Warn("plugin waits for a handler for its type", "error", err)
+		log.Debug("plugin waits for a handler for its type", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
@@ -203,7 +205,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := refused(info, "ValidatePlugin", herr)
-		log.Warn("plugin refused by its handler", "error", err)
+		log.Debug("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
@@ -227,7 +229,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	if herr != nil {
 		r.cfg.Actual.Remove(s.Path)
 		err := refused(info, "RegisterPlugin", herr)
-		log.Warn("plugin refused by its handler", "error", err)
+		log.Debug("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
@@ -253,12 +255,13 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 // refused is the error of a handler call that refused the plugin. Where the handler gave a
 // reason (its error already matches registration.ErrRejected), the reason comes first, since it
 // is what the plugin and the operator need to read, and the sentinel is not said twice; any
-// other failure is wrapped with ErrRejected and the call that failed.
+// other failure (a trap, a timeout, a budget, quarantine) is the handler's, not the plugin's:
+// it is wrapped with ErrHandlerFailed and the call that failed.
 func refused(info registration.PluginInfo, call string, herr error) error {
 	if errors.Is(herr, registration.ErrRejected) {
 		return fmt.Errorf("%w (%s of plugin %s, type %s, at socket %s)", herr, call, info.Name, info.Type, info.Socket)
 	}
-	return fmt.Errorf("%w: plugin %s (type %s) at socket %s: %s: %w", registration.ErrRejected, info.Name, info.Type, info.Socket, call, herr)
+	return fmt.Errorf("%w: %s of plugin %s (type %s) at socket %s: %w", registration.ErrHandlerFailed, call, info.Name, info.Type, info.Socket, herr)
 }
 
 // PluginError is the error of a Register that got as far as a valid GetInfo answer: it says

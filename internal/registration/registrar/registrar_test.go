@@ -181,12 +181,12 @@ func TestRegisterNoHandler(t *testing.T) {
 	if e.actual.Len() != 0 {
 		t.Fatal("plugin without a handler is in the actual state")
 	}
-	e.logs.wantOnce(t, slog.LevelWarn, "plugin waits for a handler for its type", "plugin_type", "example.com/other", "plugin", "demo-1", "socket", p.Path())
+	e.logs.wantOnce(t, slog.LevelDebug, "plugin waits for a handler for its type", "plugin_type", "example.com/other", "plugin", "demo-1", "socket", p.Path())
 }
 
 func TestRegisterValidationFails(t *testing.T) {
 	e := newEnv(t, nil)
-	refusal := errors.New("version v9 is required")
+	refusal := fmt.Errorf("%w: version v9 is required", registration.ErrRejected)
 	e.handler.SetError(registrationtest.MethodValidate, refusal)
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{})
 	err := e.register(p.Path())
@@ -233,8 +233,10 @@ func TestRegisterRegisterFails(t *testing.T) {
 		return nil
 	})
 	err := e.register(p.Path())
-	if !errors.Is(err, registration.ErrRejected) || !strings.Contains(err.Error(), "RegisterPlugin: device busy") {
-		t.Fatalf("Register error = %v, want ErrRejected from RegisterPlugin", err)
+	// An error that is not the handler's decision is the handler's failure, not a rejection.
+	if !errors.Is(err, registration.ErrHandlerFailed) || errors.Is(err, registration.ErrRejected) ||
+		!strings.Contains(err.Error(), "RegisterPlugin of plugin demo-1") || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("Register error = %v, want ErrHandlerFailed from RegisterPlugin", err)
 	}
 	if !inActual {
 		t.Fatal("plugin was not in the actual state while RegisterPlugin ran")
@@ -255,8 +257,11 @@ func TestRegisterHandlerTimeout(t *testing.T) {
 	})
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{})
 	err := e.register(p.Path())
-	if !errors.Is(err, registration.ErrRejected) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Register error = %v, want ErrRejected and DeadlineExceeded", err)
+	if !errors.Is(err, registration.ErrHandlerFailed) || errors.Is(err, registration.ErrRejected) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Register error = %v, want ErrHandlerFailed and DeadlineExceeded, not a rejection", err)
+	}
+	if n := p.WaitNotification(t, wait); n.Registered || !strings.HasPrefix(n.Error, "handler failed: ") {
+		t.Fatalf("notification = %+v, want the plugin told that the handler failed", n)
 	}
 }
 
@@ -264,8 +269,8 @@ func TestRegisterHandlerPanics(t *testing.T) {
 	e := newEnv(t, nil)
 	e.handler.SetHook(func(ctx context.Context, c registrationtest.Call) error { panic("boom") })
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{})
-	if err := e.register(p.Path()); !errors.Is(err, registration.ErrRejected) || !strings.Contains(err.Error(), "panicked: boom") {
-		t.Fatalf("Register error = %v, want ErrRejected naming the panic", err)
+	if err := e.register(p.Path()); !errors.Is(err, registration.ErrHandlerFailed) || !strings.Contains(err.Error(), "panicked: boom") {
+		t.Fatalf("Register error = %v, want ErrHandlerFailed naming the panic", err)
 	}
 }
 
@@ -298,7 +303,7 @@ func TestRegisterNotifyHangs(t *testing.T) {
 
 func TestRegisterNotifyFalseHangs(t *testing.T) {
 	e := newEnv(t, func(c *registrar.Config) { c.NotifyTimeout = 100 * time.Millisecond })
-	e.handler.SetError(registrationtest.MethodValidate, errors.New("no"))
+	e.handler.SetError(registrationtest.MethodValidate, fmt.Errorf("%w: no", registration.ErrRejected))
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{Notify: registrationtest.NotifyHang})
 	if err := e.register(p.Path()); !errors.Is(err, registration.ErrRejected) {
 		t.Fatalf("Register error = %v, want ErrRejected (a hung Notify(false) changes nothing)", err)
@@ -326,7 +331,7 @@ func TestRegisterPluginDiesInNotifyFalse(t *testing.T) {
 
 func TestRegisterDRANotifyFalseError(t *testing.T) {
 	e := newEnv(t, nil)
-	e.handler.SetError(registrationtest.MethodValidate, errors.New("no"))
+	e.handler.SetError(registrationtest.MethodValidate, fmt.Errorf("%w: no", registration.ErrRejected))
 	p := e.serve("demo", demoInfo("demo-1"), registrationtest.Options{Notify: registrationtest.NotifyFailFalse})
 	if err := e.register(p.Path()); !errors.Is(err, registration.ErrRejected) || errors.Is(err, registration.ErrNotifyFailed) {
 		t.Fatalf("Register error = %v, want ErrRejected only", err)
@@ -364,7 +369,7 @@ func TestRegisterStaleSocket(t *testing.T) {
 			t.Fatalf("Register took %v on a stale socket", d)
 		}
 	}
-	e.logs.wantLevel(t, slog.LevelInfo, "plugin unreachable", 2)
+	e.logs.wantLevel(t, slog.LevelDebug, "plugin unreachable", 2)
 }
 
 func TestRegisterMissingSocket(t *testing.T) {
