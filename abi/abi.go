@@ -55,6 +55,11 @@ const (
 	ImportKVSet = "kv_set"
 	// ImportKVDelete: (key_ptr, key_len i32) -> i32. Deleting a missing key is StatusOK.
 	ImportKVDelete = "kv_delete"
+	// ImportKVCompareAndSet: (key_ptr, key_len, old_ptr, old_len, new_ptr, new_len i32) -> i32.
+	// Since v1.1. Atomically: if the key's value is the old_len bytes at old_ptr (old_len -1:
+	// if the key does not exist), sets it to the new_len bytes at new_ptr (new_len -1: deletes
+	// it) and returns StatusOK; otherwise changes nothing and returns CodeConflict.
+	ImportKVCompareAndSet = "kv_compare_and_set"
 	// ImportPluginCall: (method_ptr, method_len, req_ptr, req_len, resp_ptr, resp_cap i32) ->
 	// i32. Only with the CapabilityPluginCall grant: a unary gRPC call to the endpoint of the
 	// plugin being handled. Returns the response's full length (up to resp_cap bytes copied),
@@ -96,7 +101,12 @@ const (
 	CodeDenied     int32 = -3 // not allowed in this call (e.g. publish outside register)
 	CodeFailed     int32 = -4 // plugin_call: the call failed (dial, deadline, gRPC status)
 	CodeBadRequest int32 = -5 // an argument is malformed (e.g. an empty key or method)
+	CodeConflict   int32 = -6 // kv_compare_and_set: the key's value is not the one expected (v1.1)
 )
+
+// KVAbsent is the old_len of ImportKVCompareAndSet that means "the key does not exist", and its
+// new_len that means "delete the key".
+const KVAbsent int32 = -1
 
 // LogLevel is the level argument of ImportLog. The host maps it onto log/slog levels.
 type LogLevel int32
@@ -113,7 +123,7 @@ const (
 	MaxRequestBytes  = 64 << 10 // an encoded PluginRequest
 	MaxResultBytes   = 4 << 10  // a result (reason or manifest)
 	MaxLogLineBytes  = 4 << 10  // one log line; longer lines are cut
-	MaxKeyBytes      = 256      // a kv or publish key
+	MaxKeyBytes      = 512      // a kv or publish key: room for a prefix and any plugin name (256); 256 before v1.1
 	MaxValueBytes    = 64 << 10 // a kv or publish value
 	MaxKVEntries     = 4096     // keys in one plugin type's store
 	MaxPublishedKeys = 64       // keys published about one plugin

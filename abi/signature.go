@@ -45,13 +45,14 @@ var RequiredExports = []string{
 // ImportSignatures is the signature of every host function in ImportModule. A module that
 // imports a name not listed here, or with another signature, is refused.
 var ImportSignatures = map[string]Signature{
-	ImportRequestRead: {Params: i32s(2), Results: i32s(1)},
-	ImportResultSet:   {Params: i32s(2), Results: i32s(1)},
-	ImportLog:         {Params: i32s(3)},
-	ImportPublish:     {Params: i32s(4), Results: i32s(1)},
-	ImportKVGet:       {Params: i32s(4), Results: i32s(1)},
-	ImportKVSet:       {Params: i32s(4), Results: i32s(1)},
-	ImportKVDelete:    {Params: i32s(2), Results: i32s(1)},
-	ImportPluginCall:  {Params: i32s(6), Results: i32s(1)},
-	ImportErrorRead:   {Params: i32s(2), Results: i32s(1)},
+	ImportRequestRead:     {Params: i32s(2), Results: i32s(1)},
+	ImportResultSet:       {Params: i32s(2), Results: i32s(1)},
+	ImportLog:             {Params: i32s(3)},
+	ImportPublish:         {Params: i32s(4), Results: i32s(1)},
+	ImportKVGet:           {Params: i32s(4), Results: i32s(1)},
+	ImportKVSet:           {Params: i32s(4), Results: i32s(1)},
+	ImportKVDelete:        {Params: i32s(2), Results: i32s(1)},
+	ImportKVCompareAndSet: {Params: i32s(6), Results: i32s(1)},
+	ImportPluginCall:      {Params: i32s(6), Results: i32s(1)},
+	ImportErrorRead:       {Params: i32s(2), Results: i32s(1)},
 }

@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"bytes"
 	"maps"
 	"sync"
 
@@ -164,5 +165,32 @@ func hostKVDelete(key string) int32 {
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
 	delete(fake.kv, key)
+	return abi.StatusOK
+}
+
+func hostKVCompareAndSet(key string, old, value []byte) int32 {
+	if c := checkKey(key); c != abi.StatusOK {
+		return c
+	}
+	if len(old) > abi.MaxValueBytes || len(value) > abi.MaxValueBytes {
+		return abi.CodeTooLarge
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	cur, ok := fake.kv[key]
+	if ok != (old != nil) || !bytes.Equal(cur, old) {
+		return abi.CodeConflict
+	}
+	switch {
+	case value == nil:
+		delete(fake.kv, key)
+		return abi.StatusOK
+	case !ok && len(fake.kv) >= abi.MaxKVEntries:
+		return abi.CodeTooLarge
+	}
+	if fake.kv == nil {
+		fake.kv = map[string][]byte{}
+	}
+	fake.kv[key] = append([]byte(nil), value...)
 	return abi.StatusOK
 }

@@ -68,3 +68,38 @@ func TestFakeHost(t *testing.T) {
 		t.Errorf("fake logs: %d lines, first %q", len(logs), logs[0])
 	}
 }
+
+// TestFakeCompareAndSet: a nil old means "absent", a nil value deletes, and a value that
+// changed since it was read makes CompareAndSet return false without an error.
+func TestFakeCompareAndSet(t *testing.T) {
+	f := Fake()
+	f.Reset()
+	t.Cleanup(f.Reset)
+
+	step := func(old, value []byte, want bool) {
+		t.Helper()
+		if got, err := KV.CompareAndSet("k", old, value); got != want || err != nil {
+			t.Fatalf("CompareAndSet(k, %q, %q) = %v, %v; want %v", old, value, got, err, want)
+		}
+	}
+	step(nil, []byte("a"), true)  // created
+	step(nil, []byte("b"), false) // it exists now
+	step([]byte("x"), []byte("b"), false)
+	step([]byte("a"), []byte{}, true) // an empty value is a value
+	got, ok, err := KV.Get("k")
+	if !ok || err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("Get after setting an empty value = %q, %v, %v", got, ok, err)
+	}
+	step(nil, []byte("c"), false)
+	step(got, nil, true) // Get's answer passed as it is; nil deletes
+	if _, ok, _ := KV.Get("k"); ok {
+		t.Fatal("the key is still there after a compare-and-delete")
+	}
+	if _, err := KV.CompareAndSet("", nil, []byte("v")); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("an empty key: %v, want ErrBadRequest", err)
+	}
+	long := strings.Repeat("n", 256) // the longest plugin name, with a prefix
+	if ok, err := KV.CompareAndSet("driver/"+long, nil, []byte("v")); !ok || err != nil {
+		t.Errorf("a key for the longest plugin name: %v, %v", ok, err)
+	}
+}

@@ -61,3 +61,29 @@ func (KVStore) Set(key string, value []byte) error {
 func (KVStore) Delete(key string) error {
 	return codeErr(abi.ImportKVDelete, key, hostKVDelete(key))
 }
+
+// CompareAndSet sets key to value if, and only if, its value is still old, atomically: two
+// instances handling two plugins at once cannot both act on what they read. A nil old means
+// "the key does not exist" (Get returns a nil value for a missing key and a non-nil one for
+// an empty value, so Get's answer can be passed as it is); a nil value deletes the key. It
+// returns false, with no error, when the key's value was not old: another call changed it
+// since it was read; read it again and decide again. It needs a host of ABI v1.1 or later
+// (abi.ImportKVCompareAndSet); an older host refuses a module that calls it.
+func (KVStore) CompareAndSet(key string, old, value []byte) (bool, error) {
+	switch code := hostKVCompareAndSet(key, old, value); code {
+	case abi.StatusOK:
+		return true, nil
+	case abi.CodeConflict:
+		return false, nil
+	default:
+		return false, codeErr(abi.ImportKVCompareAndSet, key, code)
+	}
+}
+
+// casLen is the length of a kv_compare_and_set operand: abi.KVAbsent for nil.
+func casLen(b []byte) int32 {
+	if b == nil {
+		return abi.KVAbsent
+	}
+	return int32(len(b))
+}

@@ -29,10 +29,17 @@ func kvSet(key string, value unsafe.Pointer, n uint32) int32
 //go:wasmimport wasmhost kv_delete
 func hostKVDelete(key string) int32
 
+//go:wasmimport wasmhost kv_compare_and_set
+func kvCompareAndSet(key string, old unsafe.Pointer, oldLen int32, value unsafe.Pointer, valueLen int32) int32
+
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 func hostKVGet(key string, buf []byte) int32 { return kvGet(key, ptr(buf), uint32(len(buf))) }
 
 func hostKVSet(key string, value []byte) int32 {
 	return kvSet(key, ptr(value), uint32(len(value)))
+}
+
+func hostKVCompareAndSet(key string, old, value []byte) int32 {
+	return kvCompareAndSet(key, ptr(old), casLen(old), ptr(value), casLen(value))
 }

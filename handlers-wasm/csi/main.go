@@ -10,6 +10,10 @@
 //   - Deregister forgets the driver, unless a newer registration of the same name (from another
 //     socket) has replaced it in the meantime.
 //
+// The record is written with the store's compare-and-set (ABI v1.1): two drivers of the same
+// name registering in the same instant, on two instances, cannot both pass the version check;
+// the second write finds the first one's record, checks again, and is refused if it is older.
+//
 // Build it from the repository root (the Makefile does) as a WASI reactor:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o handlers-wasm/csi.wasm ./handlers-wasm/csi
@@ -19,6 +23,7 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -57,19 +62,21 @@ func driverKey(name string) string { return driverPrefix + name }
 // Validate checks the driver's versions and that no driver of the same name is registered with
 // a higher one. It changes nothing.
 func (handler) Validate(p guest.Plugin) error {
-	_, err := check(p)
+	_, _, err := check(p)
 	return err
 }
 
-// check returns the highest supported version of p, or a rejection (or, when the store cannot
-// be read, an error). The kubelet runs the same check in Register as in Validate, since another
-// driver may have registered in between; so does this handler.
-func check(p guest.Plugin) (version, error) {
+// check returns the highest supported version of p and the stored record of its name as it
+// was read (nil when there is none, for the compare-and-set that writes over it), or a
+// rejection (or, when the store cannot be read, an error). The kubelet runs the same check in
+// Register as in Validate, since another driver may have registered in between; so does this
+// handler, and again whenever its write finds that the record changed since it was read.
+func check(p guest.Plugin) (version, []byte, error) {
 	switch {
 	case p.Name == "":
-		return version{}, guest.Reject("CSI driver at socket " + p.Socket + " has no name")
+		return version{}, nil, guest.Reject("CSI driver at socket " + p.Socket + " has no name")
 	case len(p.Name) > maxNameBytes:
-		return version{}, guest.Reject("CSI driver name " + guest.Quote(p.Name[:32]+"...") + " is " +
+		return version{}, nil, guest.Reject("CSI driver name " + guest.Quote(p.Name[:32]+"...") + " is " +
 			strconv.Itoa(len(p.Name)) + " bytes long; this handler takes names of up to " + strconv.Itoa(maxNameBytes))
 	}
 	v, ok := highestSupported(p.Versions)
@@ -78,46 +85,55 @@ func check(p guest.Plugin) (version, error) {
 		if len(p.Versions) > 0 {
 			sent = "sent versions " + guest.QuoteList(p.Versions) + ", none of them supported"
 		}
-		return version{}, guest.Reject("CSI driver " + p.Name + " at endpoint " + p.Endpoint + " " + sent +
+		return version{}, nil, guest.Reject("CSI driver " + p.Name + " at endpoint " + p.Endpoint + " " + sent +
 			"; supported: " + supportedText)
 	}
-	old, ok, err := lookup(p.Name)
+	old, raw, ok, err := lookup(p.Name)
 	if err != nil || !ok {
-		return v, err
+		return v, raw, err
 	}
 	if old.socket == p.Socket {
 		// A record left by an earlier registration from this very socket: the host deregisters
 		// a plugin before it registers a new one at the same path, so the record is stale (for
 		// example, kept across a host restart). The newcomer replaces it.
-		return v, nil
+		return v, raw, nil
 	}
 	if ov, ok := parseVersion(old.version); ok && compare(ov, v) > 0 {
-		return version{}, guest.Reject("driver " + p.Name + " already registered at version " + old.version +
+		return version{}, nil, guest.Reject("driver " + p.Name + " already registered at version " + old.version +
 			" (endpoint " + old.endpoint + "); refusing " + v.raw)
 	}
-	return v, nil
+	return v, raw, nil
 }
 
-// lookup reads the record of the driver named name. A record that does not decode is logged
-// and treated as absent, so that a new registration can replace it.
-func lookup(name string) (record, bool, error) {
+// lookup reads the record of the driver named name, and returns it decoded and as stored (raw
+// is nil when there is none). A record that does not decode is logged and treated as absent,
+// so that a new registration can replace it.
+func lookup(name string) (rec record, raw []byte, ok bool, err error) {
 	b, ok, err := guest.KV.Get(driverKey(name))
 	if err != nil || !ok {
-		return record{}, false, err
+		return record{}, nil, false, err
 	}
 	r, err := decodeRecord(b)
 	if err != nil {
 		guest.Log(guest.LevelWarn, "ignoring the stored record of CSI driver "+name+": "+err.Error())
-		return record{}, false, nil
+		return record{}, b, false, nil
 	}
-	return r, true, nil
+	return r, b, true, nil
 }
+
+// maxWriteAttempts bounds how often a write is tried again because another registration of
+// the same name changed the record meanwhile: each retry follows a change, so this is only
+// reached when many copies of one driver register at once.
+const maxWriteAttempts = 16
+
+// errBusy: the record kept changing under the write; the host retries the call with backoff.
+var errBusy = errors.New("the store's record of this driver kept changing while it was written")
 
 // Register asks the driver for its node information, publishes it, and records the driver.
 // The record is written last, so that a failure leaves the store as it was (and the host does
 // not call Deregister for a registration that failed).
 func (handler) Register(p guest.Plugin) error {
-	v, err := check(p)
+	v, raw, err := check(p)
 	if err != nil {
 		return err
 	}
@@ -137,8 +153,23 @@ func (handler) Register(p guest.Plugin) error {
 		}
 	}
 	rec := record{endpoint: p.Endpoint, version: v.raw, socket: p.Socket}
-	if err := guest.KV.Set(driverKey(p.Name), rec.encode()); err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		written, err := guest.KV.CompareAndSet(driverKey(p.Name), raw, rec.encode())
+		switch {
+		case err != nil:
+			return err
+		case written:
+		case attempt == maxWriteAttempts:
+			return errBusy
+		default:
+			// Another registration of this name wrote its record since check read it (NodeGetInfo
+			// ran in between): decide again on what it wrote.
+			if _, raw, err = check(p); err != nil {
+				return err
+			}
+			continue
+		}
+		break
 	}
 	guest.Log(guest.LevelInfo, "registered CSI driver "+p.Name+" version "+v.raw+" at endpoint "+p.Endpoint+
 		", node ID "+info.nodeID)
@@ -180,24 +211,32 @@ func (e *nodeInfoError) Unwrap() error { return e.err }
 // Deregister forgets the driver if its record is this registration's: same socket and endpoint.
 // When a newer registration of the same name replaced it, the record is that one's and stays.
 func (handler) Deregister(p guest.Plugin) error {
-	rec, ok, err := lookup(p.Name)
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		guest.Log(guest.LevelWarn, "deregistering CSI driver "+p.Name+" from socket "+p.Socket+
-			", of which there is no record")
-		return nil
-	case rec.socket != p.Socket || rec.endpoint != p.Endpoint:
-		guest.Log(guest.LevelInfo, "deregistering CSI driver "+p.Name+" from socket "+p.Socket+
-			"; keeping the newer registration from socket "+rec.socket+" (endpoint "+rec.endpoint+")")
-		return nil
+	for range maxWriteAttempts {
+		rec, raw, ok, err := lookup(p.Name)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			guest.Log(guest.LevelWarn, "deregistering CSI driver "+p.Name+" from socket "+p.Socket+
+				", of which there is no record")
+			return nil
+		case rec.socket != p.Socket || rec.endpoint != p.Endpoint:
+			guest.Log(guest.LevelInfo, "deregistering CSI driver "+p.Name+" from socket "+p.Socket+
+				"; keeping the newer registration from socket "+rec.socket+" (endpoint "+rec.endpoint+")")
+			return nil
+		}
+		// Delete the record only if it is still this registration's: a newer one may have
+		// replaced it since it was read.
+		deleted, err := guest.KV.CompareAndSet(driverKey(p.Name), raw, nil)
+		if err != nil {
+			return err
+		}
+		if deleted {
+			guest.Log(guest.LevelInfo, "deregistered CSI driver "+p.Name+" (endpoint "+p.Endpoint+")")
+			return nil
+		}
 	}
-	if err := guest.KV.Delete(driverKey(p.Name)); err != nil {
-		return err
-	}
-	guest.Log(guest.LevelInfo, "deregistered CSI driver "+p.Name+" (endpoint "+p.Endpoint+")")
-	return nil
+	return errBusy
 }
 
 func init() {

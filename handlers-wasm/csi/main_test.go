@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -170,11 +171,16 @@ func TestValidateName(t *testing.T) {
 		t.Errorf("empty name: %q", r)
 	}
 	long := strings.Repeat("n", maxNameBytes+1)
-	if r := rejection(t, handler{}.Validate(plugin(long, "/r/x-reg.sock", "/e", "1.0.0"))); !strings.Contains(r, "250 bytes long") {
+	if r := rejection(t, handler{}.Validate(plugin(long, "/r/x-reg.sock", "/e", "1.0.0"))); !strings.Contains(r, strconv.Itoa(len(long))+" bytes long") {
 		t.Errorf("long name: %q", r)
 	}
 	if err := (handler{}).Validate(plugin(long[1:], "/r/x-reg.sock", "/e", "1.0.0")); err != nil {
 		t.Errorf("name of %d bytes: %v", maxNameBytes, err)
+	}
+	// Every name the daemon lets through (up to 256 bytes) registers: its key fits.
+	answer(t, guesttest.Fake(t), nodeInfoBytes, nil)
+	if err := (handler{}).Register(plugin(long[:256], "/r/x-reg.sock", "/e", "1.0.0")); err != nil {
+		t.Errorf("Register of a 256-byte name: %v", err)
 	}
 }
 
@@ -376,6 +382,47 @@ func TestRegisterRechecks(t *testing.T) {
 	}
 	if r, _ := storedRecord(t, f, "d"); r.socket != "/r/high-reg.sock" {
 		t.Errorf("record %+v", r)
+	}
+}
+
+// TestRegisterSameInstant: two drivers of one name register at once (two instances): the
+// newer one writes its record while the older one waits for its NodeGetInfo, after the older
+// one's check passed. The older one's write finds the record changed, checks again and is
+// refused; the newer record stays. With a plain get and set, both were registered and the
+// older one's record won.
+func TestRegisterSameInstant(t *testing.T) {
+	f := guesttest.Fake(t)
+	high := record{endpoint: "/high.sock", version: "1.3.0", socket: "/r/high-reg.sock"}
+	f.SetPluginCall(func(string, []byte) ([]byte, error) {
+		if _, ok, _ := guest.KV.Get(driverKey("d")); !ok {
+			if err := guest.KV.Set(driverKey("d"), high.encode()); err != nil { // the other instance's Register
+				t.Error(err)
+			}
+		}
+		return nodeInfoBytes, nil
+	})
+	low := plugin("d", "/r/low-reg.sock", "/low.sock", "1.0.0")
+	if r := rejection(t, handler{}.Register(low)); r != "driver d already registered at version 1.3.0 (endpoint /high.sock); refusing 1.0.0" {
+		t.Errorf("reason %q", r)
+	}
+	if r, _ := storedRecord(t, f, "d"); r != high {
+		t.Errorf("record %+v, want the newer driver's %+v", r, high)
+	}
+
+	// The other way round: an older record written meanwhile is replaced by the newer driver.
+	f = guesttest.Fake(t)
+	older := record{endpoint: "/low.sock", version: "1.0.0", socket: "/r/low-reg.sock"}
+	f.SetPluginCall(func(string, []byte) ([]byte, error) {
+		if _, ok, _ := guest.KV.Get(driverKey("d")); !ok {
+			guest.KV.Set(driverKey("d"), older.encode())
+		}
+		return nodeInfoBytes, nil
+	})
+	if err := (handler{}).Register(plugin("d", "/r/high-reg.sock", "/high.sock", "1.3.0")); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := storedRecord(t, f, "d"); r.socket != "/r/high-reg.sock" {
+		t.Errorf("record %+v, want the newer driver's", r)
 	}
 }
 

@@ -46,7 +46,7 @@ func TestModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{abi.ImportErrorRead, abi.ImportKVDelete, abi.ImportKVGet, abi.ImportKVSet, abi.ImportLog,
+	want := []string{abi.ImportErrorRead, abi.ImportKVCompareAndSet, abi.ImportKVGet, abi.ImportLog,
 		abi.ImportPluginCall, abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet}
 	conformance.CheckShape(t, wasm, want)
 

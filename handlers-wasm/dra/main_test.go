@@ -5,9 +5,11 @@ package main
 import (
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/abi/guest"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 )
@@ -68,6 +70,7 @@ func TestServiceChoice(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	maxSocket := abi.MaxKeyBytes - len(socketPrefix) // the longest socket path whose store key fits
 	guesttest.Fake(t)
 	const supported = "; supported: v1.DRAPlugin, v1beta1.DRAPlugin"
 	for _, tc := range []struct {
@@ -82,7 +85,8 @@ func TestRefusals(t *testing.T) {
 			`DRA driver d at endpoint /d.sock offers services ["v2.DRAPlugin", "V1.DRAPlugin", " v1.DRAPlugin", "v1alpha3.DRAPlugin"], none of them a supported DRAPlugin service` + supported},
 		{plugin("", "/r/x-reg.sock", "/d.sock", "v1.DRAPlugin"), "DRA driver at socket /r/x-reg.sock has no name"},
 		{plugin("d", "", "/d.sock", "v1.DRAPlugin"), "DRA driver d has no registration socket"},
-		{plugin("d", "/"+strings.Repeat("s", 249), "/d.sock", "v1.DRAPlugin"), "DRA driver d: the registration socket path is 250 bytes long; this handler takes paths of up to 249"},
+		{plugin("d", "/"+strings.Repeat("s", maxSocket), "/d.sock", "v1.DRAPlugin"), "DRA driver d: the registration socket path is " +
+			strconv.Itoa(maxSocket+1) + " bytes long; this handler takes paths of up to " + strconv.Itoa(maxSocket)},
 	} {
 		for _, call := range []func(guest.Plugin) error{handler{}.Validate, handler{}.Register} {
 			var rej *guest.RejectError
@@ -91,8 +95,8 @@ func TestRefusals(t *testing.T) {
 			}
 		}
 	}
-	if err := (handler{}).Validate(plugin("d", "/"+strings.Repeat("s", 248), "/d.sock", "v1.DRAPlugin")); err != nil {
-		t.Errorf("a socket path of 249 bytes: %v", err)
+	if err := (handler{}).Validate(plugin("d", "/"+strings.Repeat("s", maxSocket-1), "/d.sock", "v1.DRAPlugin")); err != nil {
+		t.Errorf("a socket path of %d bytes: %v", maxSocket, err)
 	}
 	if got := len(guest.Fake().KV()); got != 0 {
 		t.Errorf("refusals left %d keys in the store", got)

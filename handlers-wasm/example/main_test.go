@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi/guest"
@@ -40,5 +41,22 @@ func TestHandler(t *testing.T) {
 	}
 	if got := fake.KV(); len(got) != 0 {
 		t.Errorf("kv after Deregister: %v, want empty", got)
+	}
+}
+
+// TestLongestName: a plugin name of 256 bytes, the longest the daemon accepts, gets its key in
+// the store (with 256-byte keys, names over 249 bytes failed with "kv_set plugin/…: too large").
+func TestLongestName(t *testing.T) {
+	fake := guesttest.Fake(t)
+	var h handler
+	p := guest.Plugin{Type: PluginType, Name: strings.Repeat("n", 256), Endpoint: "/run/long.sock", Versions: []string{"v1"}}
+	if err := h.Register(p); err != nil {
+		t.Fatalf("Register of a 256-byte name: %v", err)
+	}
+	if got := fake.KV()["plugin/"+p.Name]; got != p.Endpoint {
+		t.Errorf("stored endpoint %q, want %q", got, p.Endpoint)
+	}
+	if err := h.Deregister(p); err != nil {
+		t.Errorf("Deregister: %v", err)
 	}
 }

@@ -74,10 +74,15 @@ var kvQuotaMu sync.Mutex
 // set stores val under key, charging the store to q: CodeTooLarge, with the reason, when the
 // key is new in a full store or the quota would go over.
 func (kv *kvStore) set(m *Module, key string, val []byte) (int32, string) {
-	lim := &m.h.cfg.Limits
-	q := &m.stats.kv
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
+	return kv.setLocked(m, key, val)
+}
+
+// setLocked is set with kv.mu held.
+func (kv *kvStore) setLocked(m *Module, key string, val []byte) (int32, string) {
+	lim := &m.h.cfg.Limits
+	q := &m.stats.kv
 	if kv.m == nil {
 		return abi.CodeDenied, "the store of this plugin type was freed: its handler was retired"
 	}
@@ -118,6 +123,11 @@ func (kv *kvStore) set(m *Module, key string, val []byte) (int32, string) {
 func (kv *kvStore) delete(key string) {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
+	kv.deleteLocked(key)
+}
+
+// deleteLocked is delete with kv.mu held.
+func (kv *kvStore) deleteLocked(key string) {
 	old, ok := kv.m[key]
 	if !ok {
 		return

@@ -82,15 +82,16 @@ func guestBytes(mod api.Module, fn, arg string, ptr, n uint32) []byte {
 
 // hostFuncs implements every host function of abi.ImportSignatures, by name.
 var hostFuncs = map[string]func(m *Module, ctx context.Context, mod api.Module, stack []uint64){
-	abi.ImportRequestRead: (*Module).hostRequestRead,
-	abi.ImportResultSet:   (*Module).hostResultSet,
-	abi.ImportLog:         (*Module).hostLog,
-	abi.ImportPublish:     (*Module).hostPublish,
-	abi.ImportKVGet:       (*Module).hostKVGet,
-	abi.ImportKVSet:       (*Module).hostKVSet,
-	abi.ImportKVDelete:    (*Module).hostKVDelete,
-	abi.ImportPluginCall:  (*Module).hostPluginCall,
-	abi.ImportErrorRead:   (*Module).hostErrorRead,
+	abi.ImportRequestRead:     (*Module).hostRequestRead,
+	abi.ImportResultSet:       (*Module).hostResultSet,
+	abi.ImportLog:             (*Module).hostLog,
+	abi.ImportPublish:         (*Module).hostPublish,
+	abi.ImportKVGet:           (*Module).hostKVGet,
+	abi.ImportKVSet:           (*Module).hostKVSet,
+	abi.ImportKVDelete:        (*Module).hostKVDelete,
+	abi.ImportKVCompareAndSet: (*Module).hostKVCompareAndSet,
+	abi.ImportPluginCall:      (*Module).hostPluginCall,
+	abi.ImportErrorRead:       (*Module).hostErrorRead,
 }
 
 // valueTypes converts an ABI signature's types to wazero's (they share the binary encoding).

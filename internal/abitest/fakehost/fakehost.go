@@ -314,6 +314,45 @@ func (m *Module) hostFuncs() map[string]api.GoModuleFunc {
 				s[0] = i32(abi.StatusOK)
 			}
 		},
+		abi.ImportKVCompareAndSet: func(_ context.Context, mod api.Module, s []uint64) {
+			key := read(mod, s[0], s[1])
+			operand := func(ptr, n uint64) ([]byte, int32) {
+				switch l := int32(uint32(n)); {
+				case l == abi.KVAbsent:
+					return nil, abi.StatusOK
+				case l < 0:
+					return nil, abi.CodeBadRequest
+				case l > abi.MaxValueBytes:
+					return nil, abi.CodeTooLarge
+				}
+				return append([]byte{}, read(mod, ptr, n)...), abi.StatusOK
+			}
+			old, oc := operand(s[2], s[3])
+			val, vc := operand(s[4], s[5])
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			cur, exists := m.kv[string(key)]
+			switch {
+			case !m.inHandlerCall():
+				s[0] = i32(abi.CodeDenied)
+			case checkKey(key) != abi.StatusOK:
+				s[0] = i32(checkKey(key))
+			case oc != abi.StatusOK:
+				s[0] = i32(oc)
+			case vc != abi.StatusOK:
+				s[0] = i32(vc)
+			case exists != (old != nil) || !bytes.Equal(cur, old):
+				s[0] = i32(abi.CodeConflict)
+			case val == nil:
+				delete(m.kv, string(key))
+				s[0] = i32(abi.StatusOK)
+			case !exists && len(m.kv) >= abi.MaxKVEntries:
+				s[0] = i32(abi.CodeTooLarge)
+			default:
+				m.kv[string(key)] = val
+				s[0] = i32(abi.StatusOK)
+			}
+		},
 		abi.ImportPluginCall: func(_ context.Context, mod api.Module, s []uint64) {
 			method, req := read(mod, s[0], s[1]), read(mod, s[2], s[3])
 			dst := read(mod, s[4], s[5])

@@ -22,7 +22,7 @@
     (local $r i32)
     (local.set $r (call $expect (call $kv_set (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1)) (i32.const -5) (i32.const 1)))
     (if (local.get $r) (then (return (local.get $r))))
-    (local.set $r (call $expect (call $kv_set (i32.const 0) (i32.const 257) (i32.const 0) (i32.const 1)) (i32.const -2) (i32.const 2)))
+    (local.set $r (call $expect (call $kv_set (i32.const 0) (i32.const 513) (i32.const 0) (i32.const 1)) (i32.const -2) (i32.const 2)))
     (if (local.get $r) (then (return (local.get $r))))
     (local.set $r (call $expect (call $kv_set (i32.const 0) (i32.const 1) (i32.const 0) (i32.const 65537)) (i32.const -2) (i32.const 3)))
     (if (local.get $r) (then (return (local.get $r))))
