@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/admin/client"
 	"github.com/wasmhost/wasmhost/internal/config"
 )
 
@@ -101,5 +102,13 @@ func TestFlagsOverrideFile(t *testing.T) {
 	err := cmd.ParseFlags([]string{"--handler-memory-limit", "64m"})
 	if err == nil || !strings.Contains(err.Error(), "--handler-memory-limit") || !strings.Contains(err.Error(), "m is milli") {
 		t.Errorf("--handler-memory-limit 64m: %v", err)
+	}
+}
+
+// TestDefaultAdminSocket: the client commands and admin/client look where the daemon listens
+// by default.
+func TestDefaultAdminSocket(t *testing.T) {
+	if got, want := client.DefaultSocketPath, config.Default().AdminSocket(); got != want {
+		t.Errorf("client.DefaultSocketPath = %q, the daemon's default admin socket is %q", got, want)
 	}
 }
