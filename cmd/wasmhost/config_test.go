@@ -108,7 +108,8 @@ func TestFlagsOverrideFile(t *testing.T) {
 // TestDefaultAdminSocket: the client commands and admin/client look where the daemon listens
 // by default.
 func TestDefaultAdminSocket(t *testing.T) {
-	if got, want := client.DefaultSocketPath, config.Default().AdminSocket(); got != want {
+	def := config.Default()
+	if got, want := client.DefaultSocketPath, def.AdminSocket(); got != want {
 		t.Errorf("client.DefaultSocketPath = %q, the daemon's default admin socket is %q", got, want)
 	}
 }
