@@ -519,3 +519,10 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestInspectRefusesCompileBomb: the tools' Inspect checks the structure before compiling too.
+func TestInspectRefusesCompileBomb(t *testing.T) {
+	h, _ := newTestHost(t, Config{})
+	_, err := h.Inspect(context.Background(), "bomb.wasm", bombModule(100_000, 1, 0x02))
+	errContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
+}

@@ -92,6 +92,10 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if err != nil {
 		return nil, badModule(name, nil, "%v", err)
 	}
+	// A compile cannot be stopped: what would make it slow is refused before, as at load.
+	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
+		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
+	}
 	rtCfg := h.rtCfg
 	if info.memMin > uint64(h.limitPages) {
 		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
