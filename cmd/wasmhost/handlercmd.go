@@ -42,7 +42,7 @@ func newHandlerCmd() *cobra.Command {
 you describe (test), or see what it is and whether the daemon would load it (inspect).
 Both run it in the sandbox the daemon uses, with the same limits and grants.`,
 	}
-	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd())
+	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerPushCmd(), newHandlerPullCmd())
 	return cmd
 }
 

@@ -17,7 +17,7 @@ import (
 // publishHandlers puts the host's handler set into the state store; the host calls it after
 // every step of following the handler directory.
 func (d *Daemon) publishHandlers() {
-	hs := d.host.Handlers()
+	hs := append(d.host.Handlers(), d.oci.handlers()...)
 	out := make([]state.Handler, 0, len(hs))
 	for _, h := range hs {
 		out = append(out, state.Handler{
@@ -32,7 +32,7 @@ func (d *Daemon) publishHandlers() {
 
 // handlerCounters reads the running totals of one handler file from the host, for the store.
 func (d *Daemon) handlerCounters(file string) state.HandlerCounters {
-	for _, h := range d.host.Handlers() {
+	for _, h := range append(d.host.Handlers(), d.oci.handlers()...) {
 		if h.File == file {
 			return state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
 				Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
@@ -58,6 +58,9 @@ func (d *Daemon) Ready() error {
 		default:
 			return errors.New("the handlers present at start are still loading")
 		}
+	}
+	if err := d.oci.notReady(); err != nil {
+		return err
 	}
 	return nil
 }

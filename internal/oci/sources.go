@@ -216,6 +216,9 @@ func (s *Sources) Run(ctx context.Context) error {
 			return nil
 		}
 		retry := s.Sync(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if !retry {
 			delay = s.cfg.Retry
 			continue

@@ -1,0 +1,167 @@
+package main
+
+// handler push and handler pull: a handler module to and from an OCI registry, for authors and
+// for operators who want to look at what a node would pull.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/spf13/cobra"
+
+	"github.com/wasmhost/wasmhost/internal/oci"
+)
+
+func newHandlerPushCmd() *cobra.Command {
+	var signKey string
+	cmd := &cobra.Command{
+		Use:   "push FILE.wasm REF",
+		Short: "Push a handler module to an OCI registry (CNCF WebAssembly artifact), optionally signed",
+		Long: `Push a handler module to an OCI registry as a CNCF WebAssembly artifact (config
+application/vnd.wasm.config.v0+json, one application/wasm layer), and print the reference
+pinned by digest: that is what goes into handlers.sources.
+
+With --sign-key, sign the pushed manifest as cosign does (a signature in the tag
+sha256-<hex>.sig), with a PEM private key that is not encrypted. A key that cosign encrypted
+signs with cosign itself: cosign sign --key cosign.key --tlog-upload=false REF@DIGEST.
+
+Credentials come from the docker config file (docker login, crane auth login, and their
+credential helpers); registries are reached over TLS, loopback ones over plain HTTP.`,
+		Example: `  wasmhost handler push handlers-wasm/csi.wasm registry.example.com/wasmhost/csi:v1
+  wasmhost handler push --sign-key platform.key csi.wasm registry.example.com/wasmhost/csi:v1`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHandlerPush(cmd, args[0], args[1], signKey)
+		},
+	}
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the pushed module with this PEM private key (not encrypted)")
+	return cmd
+}
+
+func runHandlerPush(cmd *cobra.Command, file, ref, signKey string) error {
+	bin, err := readHandlerModule(file)
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
+		hint := notWasmHint(bin)
+		if hint == "" {
+			hint = "it does not start with the WebAssembly magic number"
+		}
+		return fmt.Errorf("%s is not a WebAssembly module: %s", file, hint)
+	}
+	// Read the key before pushing: a push that cannot be signed is not wanted.
+	ctx := cmd.Context()
+	var signer signature.Signer
+	if signKey != "" {
+		if signer, err = oci.LoadSigner(signKey); err != nil {
+			return err
+		}
+	}
+	pinned, err := oci.Push(ctx, bin, ref, oci.Options{})
+	if err != nil {
+		return err
+	}
+	sigTag := ""
+	if signer != nil {
+		if err := oci.Sign(ctx, pinned, signer, oci.Options{}); err != nil {
+			return fmt.Errorf("pushed %s, but signing it failed: %w", pinned, err)
+		}
+		sigTag = oci.SignatureTag(pinned).String()
+	}
+	printPushed(cmd.OutOrStdout(), file, ref, pinned.String(), sigTag, signKey)
+	return nil
+}
+
+func printPushed(out io.Writer, file, ref, pinned, sigTag, key string) {
+	fmt.Fprintf(out, "pushed %s to %s\n", file, ref)
+	fmt.Fprintf(out, "pinned: %s\n", pinned)
+	if sigTag != "" {
+		fmt.Fprintf(out, "signed: with %s, in %s\n", key, sigTag)
+	} else {
+		fmt.Fprintln(out, "signed: no (a daemon serves it only for plugin types in handlers.trust.allowUnsigned)")
+	}
+	fmt.Fprintf(out, "\nIn the daemon's config:\n\nhandlers:\n  sources:\n    - %s\n", pinned)
+}
+
+func newHandlerPullCmd() *cobra.Command {
+	var output string
+	var keys []string
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull a handler module from an OCI registry, check its digest and signatures",
+		Long: `Pull a handler module as the daemon does (the CNCF WebAssembly artifact, the older
+wasm-to-oci layout, or Istio's compat image), check it against its digests, write it to a file,
+and say which layout it came in, its pinned reference and its signatures.
+
+With --key (repeatable), verify the signatures against these PEM public keys, offline, as the
+daemon does; exit 1 when none verifies.`,
+		Example: `  wasmhost handler pull registry.example.com/wasmhost/csi:v1
+  wasmhost handler pull --key platform.pub -o csi.wasm registry.example.com/wasmhost/csi@sha256:…
+  wasmhost handler inspect csi.wasm`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHandlerPull(cmd, args[0], output, keys)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output-file", "O", "", "where to write the module (default: the repository's last element .wasm, here)")
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "a PEM public key (cosign.pub) to verify the signatures with; repeatable")
+	return cmd
+}
+
+func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) error {
+	ctx := cmd.Context()
+	p, err := oci.Pull(ctx, ref, oci.Options{})
+	if err != nil {
+		return err
+	}
+	sigs, err := oci.FetchSignatures(ctx, p.Pinned, oci.Options{})
+	if err != nil {
+		return fmt.Errorf("pulled %s, but reading its signatures failed: %w", p.Pinned, err)
+	}
+	if output == "" {
+		output = filepath.Base(p.Pinned.Context().RepositoryStr()) + ".wasm"
+	}
+	if err := os.WriteFile(output, p.Module, 0o644); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "pulled %s to %s\n", ref, output)
+	fmt.Fprintf(out, "pinned: %s\n", p.Pinned)
+	if p.Resolved {
+		fmt.Fprintln(out, "        (a tag: name the digest in handlers.sources)")
+	}
+	fmt.Fprintf(out, "layout: %s\n", p.Layout)
+	fmt.Fprintf(out, "sha256: %s (%d bytes)\n", p.ModuleSHA256, len(p.Module))
+	fmt.Fprintf(out, "signatures: %d in %s\n", len(sigs), oci.SignatureTag(p.Pinned))
+	if len(keyFiles) == 0 {
+		return nil
+	}
+	var keys []oci.Key
+	for _, f := range keyFiles {
+		k, err := oci.LoadKey(f, nil)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	signedBy, problems := oci.Verify(sigs, p.Pinned, keys)
+	for _, k := range signedBy {
+		fmt.Fprintf(out, "verified: signed with %s\n", k.Name)
+	}
+	if len(signedBy) == 0 {
+		why := "it has no signature"
+		if len(problems) > 0 {
+			why = strings.Join(problems, "; ")
+		}
+		fmt.Fprintf(out, "not verified: %s\n", why)
+		return errors.New("no signature verifies with the keys given")
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// TrustConfig is the signature policy of handlers.sources: the public keys trusted, each for
+// the plugin types whose handlers it may sign, and the plugin types whose handlers may come
+// unsigned. It applies to modules pulled from registries; the files of handlerDir are trusted
+// by their permissions, as before.
+type TrustConfig struct {
+	// Keys are PEM public keys (cosign.pub) and the plugin types each may sign. Defaults to none.
+	Keys []TrustKey `yaml:"keys"`
+	// AllowUnsigned are plugin types whose handlers may be unsigned, or signed by no key of
+	// Keys. Defaults to none: every module pulled must be signed.
+	AllowUnsigned []string `yaml:"allowUnsigned"`
+}
+
+// TrustKey is one trusted public key.
+type TrustKey struct {
+	// PublicKey is the path of a PEM public key, as `cosign generate-key-pair` writes cosign.pub.
+	PublicKey string `yaml:"publicKey"`
+	// PluginTypes are the plugin types whose handlers this key may sign.
+	PluginTypes []string `yaml:"pluginTypes"`
+}
+
+// validateSources checks handlers.sources and handlers.trust.
+func (h *HandlersConfig) validateSources(bad func(key, format string, args ...any)) {
+	repos := map[string]string{}
+	for i, ref := range h.Sources {
+		key := fmt.Sprintf("handlers.sources[%d]", i)
+		r, err := name.ParseReference(ref)
+		if err != nil {
+			bad(key, "%q is not a registry reference (registry/repository@sha256:… or :tag): %v", ref, err)
+			continue
+		}
+		repo := r.Context().String()
+		if other, dup := repos[repo]; dup {
+			bad(key, "%s names the repository of %s too: serve one revision of a handler", ref, other)
+		}
+		repos[repo] = ref
+	}
+	for i, k := range h.Trust.Keys {
+		key := fmt.Sprintf("handlers.trust.keys[%d]", i)
+		if k.PublicKey == "" {
+			bad(key+".publicKey", "must name a PEM public key file")
+		} else if _, err := os.Stat(k.PublicKey); err != nil {
+			bad(key+".publicKey", "%v", err)
+		}
+		if len(k.PluginTypes) == 0 {
+			bad(key+".pluginTypes", "must name the plugin types whose handlers the key may sign")
+		}
+		if slices.Contains(k.PluginTypes, "") {
+			bad(key+".pluginTypes", "a plugin type must not be empty")
+		}
+	}
+	if len(h.Sources) > 0 && len(h.Trust.Keys) == 0 && len(h.Trust.AllowUnsigned) == 0 {
+		bad("handlers.trust", "handlers.sources is set, but no key is trusted (handlers.trust.keys) and no plugin type allows unsigned handlers (handlers.trust.allowUnsigned): every source would be refused")
+	}
+}
+
+// absoluteKeyPaths makes the public key paths absolute.
+func (h *HandlersConfig) absoluteKeyPaths() error {
+	for i := range h.Trust.Keys {
+		p := &h.Trust.Keys[i].PublicKey
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", *p, err)
+		}
+		*p = abs
+	}
+	return nil
+}

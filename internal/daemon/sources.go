@@ -1,0 +1,175 @@
+package daemon
+
+// Handlers from OCI registries (handlers.sources): internal/oci pulls, verifies and admits
+// them and writes them to <stateDir>/handlers-oci, which a second host follows exactly as the
+// first follows the handler directory (same loading, replacement, rollback, registry). The
+// second host keeps its own compile cache, so that the two never write one wazero cache
+// directory at once.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/oci"
+)
+
+// ociSources is the host of the pulled handlers and what feeds it; nil when no source is
+// configured (every method takes a nil receiver).
+type ociSources struct {
+	host    *host.Host
+	sources *oci.Sources
+}
+
+// newSources builds the host that serves handlers.sources (hcfg is the first host's config)
+// and serves at once what was pulled before. It returns nil when no source is configured.
+func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Config) (_ *ociSources, err error) {
+	if len(cfg.Handlers.Sources) == 0 {
+		return nil, nil
+	}
+	store := filepath.Join(cfg.StateDir, "oci")
+	hcfg.HandlerDir = filepath.Join(cfg.StateDir, "handlers-oci")
+	hcfg.CacheDir = filepath.Join(store, "cache")
+	hcfg.AllowInsecure = false // the daemon writes that directory itself, 0700
+	hcfg.Logger = d.log.With("component", "host", "handler_source", "oci")
+	o := &ociSources{}
+	o.host, err = host.New(ctx, hcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = o.host.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	var keys []oci.Key
+	for _, k := range cfg.Handlers.Trust.Keys {
+		key, err := oci.LoadKey(k.PublicKey, k.PluginTypes)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
+	o.sources, err = oci.NewSources(oci.SourcesConfig{
+		Refs:          cfg.Handlers.Sources,
+		Dir:           hcfg.HandlerDir,
+		StoreDir:      store,
+		Keys:          keys,
+		AllowUnsigned: cfg.Handlers.Trust.AllowUnsigned,
+		PluginTypes:   d.sourcePluginTypes(o.host),
+		Remote:        oci.Options{MaxModuleBytes: int64(cfg.Handlers.Limits.MaxModuleSize)},
+		Logger:        d.log.With("component", "sources"),
+		OnChange:      d.publishHandlers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.sources.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// sourcePluginTypes reads the plugin types a pulled module declares, as `handler inspect`
+// does, and refuses a type that a file of the handler directory serves already.
+func (d *Daemon) sourcePluginTypes(h *host.Host) func(ctx context.Context, name string, bin []byte) ([]string, error) {
+	return func(ctx context.Context, name string, bin []byte) ([]string, error) {
+		r, err := h.Inspect(ctx, name, bin)
+		if err != nil {
+			return nil, err
+		}
+		if r.DescribeError != "" {
+			return nil, fmt.Errorf("its manifest could not be read: %s", r.DescribeError)
+		}
+		if d.host != nil {
+			for _, hs := range d.host.Handlers() {
+				for _, t := range r.Manifest.PluginTypes {
+					if hs.Serving && slices.Contains(hs.PluginTypes, t) {
+						return nil, fmt.Errorf("plugin type %s is served by %s of the handler directory: a plugin type comes from one place", t, hs.File)
+					}
+				}
+			}
+		}
+		return r.Manifest.PluginTypes, nil
+	}
+}
+
+// run follows the pulled handlers and pulls what is still to pull, until ctx is done.
+func (o *ociSources) run(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return o.host.Run(gctx) })
+	g.Go(func() error { return o.sources.Run(gctx) })
+	return g.Wait()
+}
+
+// waitReady waits until the pulled handlers present at start are loaded, or ctx is done.
+func (o *ociSources) waitReady(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	select {
+	case <-o.host.Ready():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notReady says why the pulled handlers are not ready, or nil.
+func (o *ociSources) notReady() error {
+	if o == nil {
+		return nil
+	}
+	select {
+	case <-o.host.Ready():
+		return nil
+	default:
+		return errors.New("the handlers pulled from registries are still loading")
+	}
+}
+
+// handlers is the pulled handlers' status as the handler directory's is shown: named by
+// their source, pinned; a source that serves nothing yet is a row with its error.
+func (o *ociSources) handlers() []host.HandlerStatus {
+	if o == nil {
+		return nil
+	}
+	byFile := map[string]host.HandlerStatus{}
+	for _, hs := range o.host.Handlers() {
+		byFile[hs.File] = hs
+	}
+	var out []host.HandlerStatus
+	for _, st := range o.sources.Statuses() {
+		hs, ok := byFile[st.File]
+		if !ok {
+			hs = host.HandlerStatus{}
+		}
+		hs.File = st.Ref
+		if st.Pinned != "" && st.Pinned != st.Ref {
+			hs.File = st.Ref + " (serving " + st.Pinned[strings.LastIndexByte(st.Pinned, '@')+1:] + ")"
+		}
+		if st.Error != "" && (hs.LastError == "" || st.ErrorAt.After(hs.LastErrorAt)) {
+			hs.LastError, hs.LastErrorAt = st.Error, st.ErrorAt
+		}
+		out = append(out, hs)
+	}
+	return out
+}
+
+// close closes the pulled handlers' host.
+func (o *ociSources) close(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	return o.host.Close(ctx)
+}

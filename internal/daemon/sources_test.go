@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/oci"
+	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+func testdataModule(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "host", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHandlersFromRegistry pushes the three layouts, signed and unsigned, to a registry on
+// loopback, and checks what the daemon serves, refuses and reports; then that a restart with
+// the registry down serves what was pulled.
+func TestHandlersFromRegistry(t *testing.T) {
+	reg := ocitest.Start(t)
+	tmp := t.TempDir()
+	trusted := ocitest.NewKey(t, tmp, "trusted")
+	stranger := ocitest.NewKey(t, tmp, "stranger")
+
+	artifact := ocitest.PushArtifact(t, reg.Ref("h/ok:v1"), testdataModule(t, "ok")) // ok.example
+	ocitest.Sign(t, artifact, trusted)
+	wasmToOCI := ocitest.PushWasmToOCI(t, reg.Ref("h/echo:v1"), testdataModule(t, "echo"), oci.MediaTypeWasmToOCILayer) // echo.example
+	ocitest.Sign(t, wasmToOCI, trusted)
+	compat := ocitest.PushCompat(t, reg.Ref("h/kv:v1"), "plugin.wasm", testdataModule(t, "kv")) // kv.example, unsigned, allowed
+	unsigned := ocitest.PushArtifact(t, reg.Ref("h/min:v1"), testdataModule(t, "min"))         // min.example, unsigned
+	wrongKey := ocitest.PushCompat(t, reg.Ref("h/reload:v1"), "plugin.wasm", testdataModule(t, "reload_v1"))
+	ocitest.Sign(t, wrongKey, stranger)
+
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(tmp, "s"), filepath.Join(tmp, "h"), filepath.Join(tmp, "st")
+	cfg.Metrics.Listen = "off"
+	cfg.Handlers.Sources = []string{artifact.String(), wasmToOCI.String(), compat.String(), unsigned.String(), wrongKey.String()}
+	cfg.Handlers.Trust = config.TrustConfig{
+		Keys:          []config.TrustKey{{PublicKey: trusted.PublicPEM, PluginTypes: []string{"ok.example", "echo.example", "reload.example"}}},
+		AllowUnsigned: []string{"kv.example"},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(t *testing.T) (*Daemon, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, cfg, nil, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		return d, func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	served := []string{"echo.example", "kv.example", "ok.example"}
+	waitServed := func(t *testing.T, d *Daemon) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var missing []string
+			for _, typ := range served {
+				if !d.registry.Has(typ) {
+					missing = append(missing, typ)
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("plugin types not served: %v; handlers: %+v", missing, d.State().Handlers())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	byFile := func(hs []state.Handler, ref string) state.Handler {
+		for _, h := range hs {
+			if strings.HasPrefix(h.File, ref) {
+				return h
+			}
+		}
+		return state.Handler{}
+	}
+
+	d, stop := run(t)
+	waitServed(t, d)
+	for _, typ := range []string{"min.example", "reload.example"} {
+		if d.registry.Has(typ) {
+			t.Errorf("%s is served; its module should have been refused", typ)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs := d.State().Handlers()
+		u, w := byFile(hs, unsigned.String()), byFile(hs, wrongKey.String())
+		if strings.Contains(u.LastError, "unsigned (no signature at") && strings.Contains(w.LastError, "no signature verifies with a configured key") {
+			if a := byFile(hs, artifact.String()); !a.Serving || a.LastError != "" || len(a.PluginTypes) != 1 {
+				t.Errorf("the signed artifact: %+v", a)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refusals not reported: unsigned %q, wrong key %q", u.LastError, w.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+
+	// The registry goes down: a restart serves what was pulled, at once.
+	reg.SetDown(true)
+	d, stop = run(t)
+	defer stop()
+	select {
+	case <-d.oci.host.Ready():
+	case <-time.After(time.Minute):
+		t.Fatal("pulled handlers not ready")
+	}
+	waitServed(t, d)
+}
