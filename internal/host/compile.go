@@ -13,8 +13,10 @@ import (
 // gives up waiting after Limits.CompileTimeout: the file is refused and its load slot freed at
 // once, while the compile, which cannot be stopped, runs on in the background and is thrown
 // away when it ends. Such abandoned compiles are counted (AbandonedCompiles), and while
-// Limits.MaxAbandonedCompiles of them run, further compiles are refused for now and retried
-// at the next re-scan, so that no more than that many cores are ever lost to them. A compile
+// Limits.MaxAbandonedCompiles of them run, no new compile starts: the file is refused for now
+// (RefusedCompileBusy) and tried again a second later. Compiles already running when the limit
+// was reached may still be abandoned, so at most MaxAbandonedCompiles plus the loads running at
+// once (NumCPU) can run on; the structural limits keep each of them short. A compile
 // in a child process would bound memory too, but costs a process and the cache sharing per
 // load; the structural limits keep the compiler's memory near the size of the module.
 
