@@ -147,6 +147,10 @@ type Limits struct {
 	// Default to 16 and 1 MiB.
 	PluginCallsPerCall      int
 	PluginCallResponseBytes int
+	// IdleInstanceTimeout is how long an instance may sit idle in its module's pool before it
+	// is closed (one is kept warm): an instance keeps the memory its guest grew. Defaults to
+	// 1 minute.
+	IdleInstanceTimeout time.Duration
 }
 
 // DefaultLimits are the defaults of Limits.
@@ -167,6 +171,7 @@ var DefaultLimits = Limits{
 	PublishBytes:            64 << 10,
 	PluginCallsPerCall:      16,
 	PluginCallResponseBytes: 1 << 20,
+	IdleInstanceTimeout:     time.Minute,
 }
 
 // Quarantine configures how a handler that keeps failing is set aside: after After traps or
@@ -304,6 +309,12 @@ func (l *Limits) withDefaults() error {
 	}
 	if l.CompileTimeout < 0 {
 		return fmt.Errorf("host: Config.Limits.CompileTimeout %v is negative", l.CompileTimeout)
+	}
+	if l.IdleInstanceTimeout == 0 {
+		l.IdleInstanceTimeout = d.IdleInstanceTimeout
+	}
+	if l.IdleInstanceTimeout < 0 {
+		return fmt.Errorf("host: Config.Limits.IdleInstanceTimeout %v is negative", l.IdleInstanceTimeout)
 	}
 	err := errors.Join(
 		fill64(&l.MaxModuleBytes, d.MaxModuleBytes, "MaxModuleBytes"),

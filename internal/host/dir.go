@@ -165,6 +165,7 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	defer r.stop()
 	h.log.Info("loading handlers", "dir", dir)
+	r.shrinkAt = time.Now().Add(h.cfg.Limits.IdleInstanceTimeout / 2)
 	r.rescan(time.Now(), true)
 	r.checkReady()
 
@@ -214,6 +215,9 @@ func (h *Host) Run(ctx context.Context) error {
 		case <-timer.C:
 			now := time.Now()
 			r.expire(now)
+			if !now.Before(r.shrinkAt) {
+				r.shrinkPools(now)
+			}
 			r.rescan(now, false)
 		}
 	}
@@ -241,6 +245,7 @@ type reloader struct {
 	ready    bool
 	dirty    bool // a file changed while it was loading: re-scan
 	resyncAt time.Time
+	shrinkAt time.Time // the next look for idle instances (idle.go)
 }
 
 type retiringHandler struct {
@@ -627,6 +632,9 @@ func (r *reloader) rewatch() bool {
 
 func (r *reloader) nextWake(now time.Time) time.Duration {
 	next := r.resyncAt
+	if r.shrinkAt.Before(next) {
+		next = r.shrinkAt
+	}
 	for _, q := range r.quiet {
 		if q.Before(next) {
 			next = q

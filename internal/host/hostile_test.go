@@ -526,3 +526,35 @@ func TestInspectRefusesCompileBomb(t *testing.T) {
 	_, err := h.Inspect(context.Background(), "bomb.wasm", bombModule(100_000, 1, 0x02))
 	errContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
 }
+
+// TestIdlePoolsShrink: instances idle past Limits.IdleInstanceTimeout are closed, down to one.
+func TestIdlePoolsShrink(t *testing.T) {
+	h, dir, _, done := runningHost(t, Config{PoolSize: 3, Limits: Limits{IdleInstanceTimeout: 100 * time.Millisecond}})
+	path := filepath.Join(dir, "ok.wasm")
+	h.mu.Lock()
+	m := h.files["ok.wasm"].cur
+	h.mu.Unlock()
+	if !m.enter() {
+		t.Fatal("the module is retired")
+	}
+	var ins []*instance
+	for range 3 {
+		in, err := m.acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins = append(ins, in)
+	}
+	for _, in := range ins {
+		m.release(in)
+	}
+	m.leave()
+	if s, _ := status(h, path); s.Instances != 3 {
+		t.Fatalf("%d instances, want 3", s.Instances)
+	}
+	waitFor(t, "the pool to shrink", func() bool {
+		s, _ := status(h, path)
+		return s.Instances == 1
+	})
+	stillFine(t, h, dir, done)
+}

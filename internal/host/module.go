@@ -219,6 +219,8 @@ type instance struct {
 	// Output lines and bytes logged in this call (log, stdout and stderr), against
 	// Limits.LogLinesPerCall and LogBytesPerCall.
 	outLines, outBytes int
+	// idleSince is when the instance last went back to the pool (idle.go).
+	idleSince time.Time
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
@@ -296,7 +298,10 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 	}
 }
 
-func (m *Module) release(in *instance) { m.idle <- in }
+func (m *Module) release(in *instance) {
+	in.idleSince = time.Now()
+	m.idle <- in
+}
 
 // discard throws an instance away and replaces it, off the caller's path.
 func (m *Module) discard(in *instance) {
@@ -326,6 +331,7 @@ func (m *Module) refill() {
 		m.h.log.Warn("replacing a handler instance failed", "handler", m.file, "error", err)
 		return
 	}
+	in.idleSince = time.Now()
 	m.idle <- in
 }
 
@@ -780,6 +786,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			}
 		}
 	}
+	in.idleSince = time.Now()
 	m.idle <- in
 	m.loadedAt = time.Now()
 	if err := h.track(m); err != nil {
