@@ -46,6 +46,10 @@ type HandlerLimits struct {
 	// the call); PluginCallResponseSize is the largest response accepted. Default to 16 and 1Mi.
 	PluginCallsPerCall     int      `yaml:"pluginCallsPerCall"`
 	PluginCallResponseSize ByteSize `yaml:"pluginCallResponseSize"`
+	// IdleInstanceTimeout is how long an instance may sit idle in its handler's pool before it
+	// is closed, down to one kept warm (an instance keeps the memory its guest grew). Defaults
+	// to 1m.
+	IdleInstanceTimeout Duration `yaml:"idleInstanceTimeout"`
 }
 
 // QuarantineConfig sets aside a handler that keeps trapping or timing out: after After of them
@@ -80,6 +84,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		PublishBytes:           64 << 10,
 		PluginCallsPerCall:     16,
 		PluginCallResponseSize: 1 << 20,
+		IdleInstanceTimeout:    Duration(time.Minute),
 	}
 }
 
@@ -108,6 +113,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.publishBytes":           int64(l.PublishBytes),
 		"handlers.limits.pluginCallsPerCall":     int64(l.PluginCallsPerCall),
 		"handlers.limits.pluginCallResponseSize": int64(l.PluginCallResponseSize),
+		"handlers.limits.idleInstanceTimeout":    int64(l.IdleInstanceTimeout),
 		"handlers.quarantine.backoff":            int64(h.Quarantine.Backoff),
 		"handlers.quarantine.maxBackoff":         int64(h.Quarantine.MaxBackoff),
 	}

@@ -26,6 +26,7 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		PublishBytes:            int(l.PublishBytes),
 		PluginCallsPerCall:      l.PluginCallsPerCall,
 		PluginCallResponseBytes: int(l.PluginCallResponseSize),
+		IdleInstanceTimeout:     time.Duration(l.IdleInstanceTimeout),
 	}
 }
 
