@@ -11,7 +11,7 @@ BIN      := bin/wasmhost
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
-.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean
+.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean image handlers-image
 
 all: build
 
@@ -60,6 +60,24 @@ test-short: handlers
 
 bench: handlers
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+
+# image builds the daemon's container image into an OCI layout directory, with no container
+# engine (hack/image, go-containerregistry): a static binary, running as 65532 unless told
+# otherwise. handlers-image puts the shipped handlers in an image of their own, for a Kubernetes
+# image volume. Push a layout with crane or skopeo (see examples/kubernetes/daemonset.yaml).
+IMAGE_DIR  ?= bin/image
+HANDLERS_IMAGE_DIR ?= bin/handlers-image
+IMAGE_TAG  ?= dev
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w -X main.version=$(IMAGE_TAG)' -o bin/linux-$(IMAGE_ARCH)/wasmhost ./cmd/wasmhost
+	$(GO) run ./hack/image --binary bin/linux-$(IMAGE_ARCH)/wasmhost --arch $(IMAGE_ARCH) --version $(IMAGE_TAG) --out $(IMAGE_DIR) --tag $(IMAGE_TAG)
+
+handlers-image: handlers
+	$(GO) run ./hack/image --handlers $(subst $(eval) ,$(comma),$(HANDLERS)) --arch $(IMAGE_ARCH) --out $(HANDLERS_IMAGE_DIR) --tag $(IMAGE_TAG)
+
+comma := ,
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
