@@ -2,6 +2,7 @@ package registrar
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"net"
 	"strconv"
@@ -120,6 +121,7 @@ func FuzzWireResponse(f *testing.F) {
 	f.Add(serverScript(f, 1, []byte{0x0a, 0x01, 'T'}, codes.OK, ""))
 	f.Add(serverScript(f, 1, nil, codes.Unimplemented, "unknown%20service"))
 	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	f.Add(gzipScript(f))
 	f.Fuzz(func(t *testing.T, script []byte) {
 		w := newWireConn(scriptConn{bytes.NewReader(script)})
 		defer w.close()
@@ -136,4 +138,40 @@ func FuzzWireResponse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// gzipScript is a server's answer compressed with gzip, its headers split over a HEADERS and
+// a CONTINUATION frame, after SETTINGS with a small window and a WINDOW_UPDATE: the paths the
+// non-Go stacks take.
+func gzipScript(t testing.TB) []byte {
+	var out, hb bytes.Buffer
+	fr := http2.NewFramer(&out, nil)
+	enc := hpack.NewEncoder(&hb)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 5}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 16384})
+	fr.WriteWindowUpdate(1, 100)
+	for _, f := range [][2]string{{":status", "200"}, {"content-type", "application/grpc"}, {"grpc-encoding", "gzip"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	block := hb.Bytes()
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:3]})
+	fr.WriteContinuation(1, true, block[3:])
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte{0x0a, 0x01, 'T', 0x12, 0x01, 'N'})
+	zw.Close()
+	msg := append([]byte{1, 0, 0, 0, byte(z.Len())}, z.Bytes()...)
+	fr.WriteData(1, false, msg)
+	hb.Reset()
+	enc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true, EndStream: true})
+	return out.Bytes()
+}
+
+func TestWireConnScriptGzip(t *testing.T) {
+	w := newWireConn(scriptConn{bytes.NewReader(gzipScript(t))})
+	defer w.close()
+	got, err := w.call(context.Background(), "/x/GetInfo", nil)
+	if want := []byte{0x0a, 0x01, 'T', 0x12, 0x01, 'N'}; err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("call = %x, %v; want %x", got, err, want)
+	}
 }
