@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
@@ -393,6 +392,6 @@ func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, s
 	if cut {
 		attrs = append(attrs, slog.Bool("cut", true))
 	}
-	m.h.log.LogAttrs(ctx, level, strings.ToValidUTF8(string(line), "\uFFFD"), attrs...)
+	m.h.log.LogAttrs(ctx, level, printable(string(line)), attrs...)
 	return nil
 }

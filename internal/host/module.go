@@ -411,7 +411,7 @@ func reason(b []byte) string {
 	if len(b) == 0 {
 		return "(no reason given)"
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return printable(string(b))
 }
 
 // run calls export fn in a pooled instance within CallTimeout and returns its status. A
@@ -777,6 +777,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	if err := checkManifest(mf); err != nil {
 		return nil, badModule(file, nil, "%v", err)
 	}
+	mf.Name, mf.Version = printable(mf.Name), printable(mf.Version) // shown in logs and tables
 	m.manifest = mf
 	for _, c := range caps {
 		for _, t := range mf.PluginTypes {

@@ -71,7 +71,8 @@ func TestRequestResultPublish(t *testing.T) {
 	if !errors.Is(err, registration.ErrRejected) {
 		t.Fatalf("ValidatePlugin = %v, want ErrRejected", err)
 	}
-	if got := strings.TrimPrefix(err.Error(), registration.ErrRejected.Error()+": "); got != want {
+	// The reason is the guest's text, its control characters escaped (printable).
+	if got := strings.TrimPrefix(err.Error(), registration.ErrRejected.Error()+": "); got != printable(want) {
 		t.Errorf("the guest read request %q, want %q", got, want)
 	}
 	_, err = m.RegisterPlugin(ctx, p)
