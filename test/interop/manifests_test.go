@@ -1,0 +1,135 @@
+package interop
+
+// Every Kubernetes manifest under examples/ decodes strictly into the k8s.io/api types (an
+// unknown or misspelt field is an error, as kubectl apply --validate=strict makes it), the
+// DaemonSets are what the issue that wrote them asked for. (The wasmhost config in each
+// ConfigMap is read by the daemon's own config package in internal/config's examples test.)
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// decodeStrict decodes one object's JSON into v, refusing unknown fields.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var daemonSets int
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("\nkind: ")) || !bytes.Contains(b, []byte("apiVersion: ")) || strings.Contains(file, "examples/config/") {
+			continue // not a Kubernetes manifest (the wasmhost config is checked below)
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for i := 0; ; i++ {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: document %d: %v", file, i, err)
+			}
+			if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+				continue
+			}
+			var meta struct{ APIVersion, Kind string }
+			_ = json.Unmarshal(raw, &meta)
+			where := file + ": " + meta.Kind
+			switch meta.APIVersion + " " + meta.Kind {
+			case "v1 Namespace":
+				err = decodeStrict(raw, new(corev1.Namespace))
+			case "v1 Secret":
+				err = decodeStrict(raw, new(corev1.Secret))
+			case "v1 ConfigMap":
+				var cm corev1.ConfigMap
+				err = decodeStrict(raw, &cm)
+			case "apps/v1 DaemonSet":
+				var ds appsv1.DaemonSet
+				if err = decodeStrict(raw, &ds); err == nil {
+					daemonSets++
+					checkDaemonSet(t, where, &ds)
+				}
+			default:
+				t.Errorf("%s: %s %s: no test decodes this kind; add it here", file, meta.APIVersion, meta.Kind)
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s: %v", where, err)
+			}
+		}
+	}
+	if daemonSets < 2 {
+		t.Errorf("found %d DaemonSets under examples/, want the image volume one and the handlers.sources one", daemonSets)
+	}
+}
+
+// checkDaemonSet checks what a wasmhost DaemonSet must have.
+func checkDaemonSet(t *testing.T, where string, ds *appsv1.DaemonSet) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%s: %d containers", where, len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Errorf("%s: no securityContext", where)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Errorf("%s: the root filesystem is writable", where)
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Errorf("%s: privilege escalation allowed", where)
+	case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) != 0:
+		t.Errorf("%s: capabilities not all dropped: %+v", where, sc.Capabilities)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool {
+		return tl.Operator == corev1.TolerationOpExists && tl.Key == ""
+	}) {
+		t.Errorf("%s: no toleration of every taint: it would not run on every node", where)
+	}
+	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+		t.Errorf("%s: probes missing", where)
+	}
+	hostPaths := map[string]bool{}
+	var imageVolume bool
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.HostPath.Path] = true
+		}
+		if v.Image != nil {
+			imageVolume = true
+		}
+		if v.ConfigMap != nil && v.Name == "handlers" {
+			t.Errorf("%s: handlers from a ConfigMap (it holds 1 MiB; a Go handler is 2 MB)", where)
+		}
+	}
+	for _, p := range []string{"/var/lib/wasmhost/plugins_registry", "/var/lib/wasmhost/state"} {
+		if !hostPaths[p] {
+			t.Errorf("%s: no hostPath for %s", where, p)
+		}
+	}
+	if strings.Contains(where, "daemonset.yaml") && !imageVolume {
+		t.Errorf("%s: the handlers are not an image volume", where)
+	}
+}
