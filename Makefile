@@ -11,7 +11,7 @@ BIN      := bin/wasmhost
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
-.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean image handlers-image
+.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean image handlers-image example-plugin-image
 
 all: build
 
@@ -76,6 +76,12 @@ image:
 
 handlers-image: handlers
 	$(GO) run ./hack/image --handlers $(subst $(eval) ,$(comma),$(HANDLERS)) --arch $(IMAGE_ARCH) --out $(HANDLERS_IMAGE_DIR) --tag $(IMAGE_TAG)
+
+# example-plugin-image: the example plugin (examples/plugin) in an image of the same kind, to
+# see a plugin registered on a cluster (README, "Deploying on Kubernetes").
+example-plugin-image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags='-s -w' -o bin/linux-$(IMAGE_ARCH)/example-plugin ./examples/plugin
+	$(GO) run ./hack/image --binary bin/linux-$(IMAGE_ARCH)/example-plugin --name example-plugin --arch $(IMAGE_ARCH) --version $(IMAGE_TAG) --out bin/example-plugin-image --tag $(IMAGE_TAG)
 
 comma := ,
 

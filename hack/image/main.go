@@ -44,6 +44,7 @@ type options struct {
 	Out      string   // the OCI layout directory (made, or appended to)
 	Tag      string   // org.opencontainers.image.ref.name of the image in the layout
 	Binary   string   // the daemon's static binary: builds the daemon's image
+	Name     string   // the binary's name in /usr/local/bin; defaults to wasmhost
 	Handlers []string // .wasm files: builds a handlers image
 	CACerts  string   // a CA bundle to include in the daemon's image ("" or missing: none)
 	Arch     string   // the image's architecture
@@ -51,10 +52,7 @@ type options struct {
 	Created  time.Time
 }
 
-const (
-	binaryPath = "/usr/local/bin/wasmhost"
-	nonRoot    = "65532:65532"
-)
+const nonRoot = "65532:65532"
 
 func main() {
 	var o options
@@ -62,6 +60,7 @@ func main() {
 	flag.StringVar(&o.Out, "out", "bin/image", "OCI image layout directory to write")
 	flag.StringVar(&o.Tag, "tag", "dev", "the image's name in the layout (org.opencontainers.image.ref.name)")
 	flag.StringVar(&o.Binary, "binary", "", "the static wasmhost binary (linux, CGO_ENABLED=0): build the daemon's image")
+	flag.StringVar(&o.Name, "name", "wasmhost", "the binary's name in /usr/local/bin (another program, e.g. the example plugin, in the same kind of image)")
 	flag.StringVar(&handlers, "handlers", "", "comma-separated .wasm files: build a handlers image for an image volume")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle for the daemon's image")
 	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "the image's architecture (the binary's GOARCH)")
@@ -109,6 +108,10 @@ func build(o options) error {
 		if err != nil {
 			return err
 		}
+		if o.Name == "" {
+			o.Name = "wasmhost"
+		}
+		binaryPath := "/usr/local/bin/" + o.Name
 		if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
 			return fmt.Errorf("%s is not a Linux (ELF) binary: build it with GOOS=linux CGO_ENABLED=0", o.Binary)
 		}
@@ -142,7 +145,9 @@ func build(o options) error {
 			}
 		}
 		cfg.Entrypoint = []string{binaryPath}
-		cfg.Cmd = []string{"run"}
+		if o.Name == "wasmhost" {
+			cfg.Cmd = []string{"run"}
+		}
 		cfg.User = nonRoot
 		cfg.WorkingDir = "/"
 		cfg.Env = []string{"PATH=/usr/local/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}

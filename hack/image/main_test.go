@@ -126,6 +126,14 @@ func TestDaemonImage(t *testing.T) {
 		t.Errorf("/tmp mode %o", modes["tmp/"])
 	}
 
+	// Another program in the same kind of image (the example plugin): no "run" argument.
+	if err := build(options{Out: out, Tag: "plugin", Binary: binPath, Name: "example-plugin", Arch: "amd64"}); err != nil {
+		t.Fatal(err)
+	}
+	if cf, _ := imageNamed(t, out, "plugin").ConfigFile(); !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/example-plugin"}) || len(cf.Config.Cmd) != 0 {
+		t.Errorf("example plugin image: entrypoint %q, cmd %q", cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+
 	if err := build(options{Out: out, Binary: filepath.Join(dir, "ca.crt")}); err == nil {
 		t.Error("a file that is not an ELF binary was taken for the daemon")
 	}
