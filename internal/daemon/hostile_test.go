@@ -199,6 +199,59 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	registered(plugin("min.example", "m"))
 }
 
+// TestHostileHandlersAtStart: a FIFO and the compile bomb present when the daemon starts do not
+// keep it from becoming ready, and the plugin of the type whose handler loaded registers.
+func TestHostileHandlersAtStart(t *testing.T) {
+	base, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
+	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Metrics.Listen = "off"
+	if err := syscall.Mkfifo(filepath.Join(cfg.HandlerDir, "a-fifo.wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bomb := append([]byte{0, 'a', 's', 'm', 1, 0, 0, 0, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0, 10}, nestedBlocks(100_000)...)
+	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "b-bomb.wasm"), bomb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := os.ReadFile(filepath.Join("..", "host", "testdata", "ok.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "c-ok.wasm"), ok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "a.sock"), registrationtest.Info{Type: "ok.example", Name: "a", Versions: []string{"v1"}}, registrationtest.Options{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, cfg, nil, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	if n := p.WaitNotification(t, hostileWait); !n.Registered {
+		t.Fatalf("the plugin of the type that loaded: %+v", n)
+	}
+	if err := d.Ready(); err != nil {
+		t.Errorf("not ready: %v", err)
+	}
+}
+
 // nestedBlocks is a code section of one function nesting depth blocks, with its size.
 func nestedBlocks(depth int) []byte {
 	body := []byte{0}
