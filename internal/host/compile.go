@@ -38,6 +38,7 @@ func (h *Host) compile(rt wazero.Runtime, file string, bin []byte) (_ wazero.Com
 	}
 	done := make(chan result, 1)
 	t0 := time.Now()
+	h.sums.verify() // before wazero may read an entry of the cache
 	go func() {
 		// The context is not what stops it: nothing does. It must not be canceled under it.
 		cm, err := rt.CompileModule(context.Background(), bin)
@@ -50,6 +51,7 @@ func (h *Host) compile(rt wazero.Runtime, file string, bin []byte) (_ wazero.Com
 		if r.err != nil {
 			return nil, false, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", r.err)
 		}
+		h.sums.record()
 		return r.cm, false, nil
 	case <-timer.C:
 	}

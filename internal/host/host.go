@@ -59,6 +59,7 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	cache      wazero.CompilationCache
+	sums       *cacheSums // the compile cache's integrity list (cacheintegrity.go); nil without CacheDir
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
@@ -113,6 +114,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
 			return nil, err
 		}
+		h.sums = newCacheSums(cfg.CacheDir, cfg.Logger)
+		h.sums.verify()
 		if h.cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
 			return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
 		}

@@ -103,7 +103,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
 	defer rt.Close(context.Background())
+	h.sums.verify()
 	cm, err := rt.CompileModule(ctx, bin)
+	h.sums.record()
 	if err != nil {
 		return nil, badModule(name, nil, "module not valid WebAssembly: %v", err)
 	}
