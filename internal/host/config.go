@@ -127,6 +127,10 @@ type Limits struct {
 	MaxNesting       int
 	MaxNestingWork   int64
 	MaxLocals        int
+	// MaxTableElements bounds the elements of a module's tables together (8 bytes each in
+	// every instance, outside MemoryLimit); a module that grows a table must declare a
+	// maximum within it. Defaults to 200,000.
+	MaxTableElements int
 	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) may log,
 	// through the log host function and stdout/stderr together; going over ends the call.
 	// Default to 1,000 lines and 64 KiB.
@@ -163,6 +167,7 @@ var DefaultLimits = Limits{
 	MaxNesting:              4096,
 	MaxNestingWork:          50_000_000,
 	MaxLocals:               50_000,
+	MaxTableElements:        200_000,
 	LogLinesPerCall:         1000,
 	LogBytesPerCall:         64 << 10,
 	KVKeysPerHandler:        abi.MaxKVEntries,
@@ -324,6 +329,7 @@ func (l *Limits) withDefaults() error {
 		fill(&l.MaxNesting, d.MaxNesting, "MaxNesting"),
 		fill64(&l.MaxNestingWork, d.MaxNestingWork, "MaxNestingWork"),
 		fill(&l.MaxLocals, d.MaxLocals, "MaxLocals"),
+		fill(&l.MaxTableElements, d.MaxTableElements, "MaxTableElements"),
 		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
 		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
 		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),
@@ -346,6 +352,7 @@ func (l *Limits) structure() structureLimits {
 	return structureLimits{
 		functions: l.MaxFunctions, functionBytes: l.MaxFunctionBytes,
 		nesting: l.MaxNesting, nestingWork: l.MaxNestingWork, locals: l.MaxLocals,
+		tableElements: l.MaxTableElements,
 	}
 }
 

@@ -162,6 +162,12 @@ func TestHostileFiles(t *testing.T) {
 			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
 			writeFile(t, path, b)
 		}, RefusedStructure, []string{"more than 1000 locals (handlers.limits.maxLocals)"}},
+		{"big-table", Config{}, func(t *testing.T, path string) {
+			copyFile(t, fixture("bigtable"), path, 0o644)
+		}, RefusedStructure, []string{"tables of 100000000 elements, over the limit of 200000 (handlers.limits.maxTableElements)"}},
+		{"table-grow", Config{}, func(t *testing.T, path string) {
+			copyFile(t, fixture("tablegrow"), path, 0o644)
+		}, RefusedStructure, []string{"grows table 0, which declares no maximum"}},
 		{"deep", Config{Limits: Limits{MaxNesting: 32}}, func(t *testing.T, path string) {
 			copyFile(t, fixture("deep"), path, 0o644)
 		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},

@@ -18,6 +18,7 @@ type structureLimits struct {
 	nesting       int   // blocks, loops, ifs and trys open at once in one function
 	nestingWork   int64 // the sum over the module of the depth of every block opened
 	locals        int   // locals declared by one function
+	tableElements int   // elements of all the tables together, at their largest
 }
 
 // structureInfo is what the walk found: the largest values, for the log and the tests.
@@ -27,6 +28,9 @@ type structureInfo struct {
 	nesting       int
 	nestingWork   int64 // the sum, over every block opened, of how deep it is
 	locals        int
+	tableElements uint64 // the sum of the tables' minimums
+	tableGrow     bool   // the code grows a table
+	tables        []tableInfo
 }
 
 // checkStructure walks the code section of b (a module whose header scanModule accepted) and
@@ -47,6 +51,12 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 		}
 		sec := reader{b: r.b[:size]}
 		r.b = r.b[size:]
+		if id == 4 {
+			if msg := checkTables(&sec, lim, &info); msg != "" {
+				return info, msg
+			}
+			continue
+		}
 		if id != 10 {
 			continue
 		}
@@ -70,7 +80,7 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 				return info, fmt.Sprintf("function %d has a body of %d bytes, over the limit of %d bytes (handlers.limits.maxFunctionSize)",
 					i, len(body), lim.functionBytes)
 			}
-			depth, work, locals, msg := walkBody(body, lim)
+			depth, work, locals, msg := walkBody(body, lim, &info)
 			info.nesting = max(info.nesting, depth)
 			info.nestingWork += work
 			info.locals = max(info.locals, locals)
@@ -89,7 +99,7 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 // walkBody returns how deeply the blocks of one function body nest, the sum of the depths of
 // its blocks and how many locals it declares, stopping with a message as soon as one exceeds
 // its limit, or at an instruction it does not know.
-func walkBody(body []byte, lim structureLimits) (deepest int, work int64, locals int, _ string) {
+func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest int, work int64, locals int, _ string) {
 	limit := lim.nesting
 	r := reader{b: body}
 	// Locals: a vector of (count, type).
@@ -179,7 +189,16 @@ func walkBody(body []byte, lim structureLimits) (deepest int, work int64, locals
 		case op == 0x44:
 			ok = r.skip(8)
 		case op == 0xfc:
-			ok = r.prefixFC()
+			var sub uint64
+			if sub, ok = r.uleb(32); ok {
+				if sub == 15 && !info.tableGrow { // table.grow
+					info.tableGrow = true
+					if msg := info.checkGrow(lim); msg != "" {
+						return deepest, work, locals, msg
+					}
+				}
+				ok = r.prefixFC(sub)
+			}
 		case op == 0xfd:
 			ok = r.prefixFD()
 		case op == 0xfe:
@@ -244,11 +263,8 @@ func (r *reader) memarg() bool {
 	return ok
 }
 
-func (r *reader) prefixFC() bool {
-	sub, ok := r.uleb(32)
-	if !ok {
-		return false
-	}
+func (r *reader) prefixFC(sub uint64) bool {
+	var ok bool
 	switch {
 	case sub <= 7: // saturating truncations
 		return true
@@ -297,4 +313,87 @@ func (r *reader) prefixFE() bool {
 		return r.memarg()
 	}
 	return false
+}
+
+// A table holds 8 bytes per element in every instance, outside the memory limit: a 250-byte
+// module declaring 100 million elements cost 763 MB per instance, and one growing its table in a
+// loop 2.4 GB in one call. So the tables' minimums together are bounded, and a module whose
+// code grows a table must declare a maximum within the bound for every table. (The shipped Go
+// handlers declare one table of 5,524 elements, with no maximum and no table.grow.)
+
+// tableInfo is one table's limits.
+type tableInfo struct {
+	min, max uint64
+	hasMax   bool
+}
+
+// checkTables reads the table section and checks the tables' minimums.
+func checkTables(sec *reader, lim structureLimits, info *structureInfo) string {
+	n, ok := sec.uleb(32)
+	if !ok {
+		return ""
+	}
+	for i := uint64(0); i < n; i++ {
+		c, ok := sec.byte()
+		if !ok || c == 0x40 { // a table with an initialiser: the compiler decides
+			return ""
+		}
+		if c == 0x63 || c == 0x64 { // (ref null ht), (ref ht)
+			if !sec.sleb() {
+				return ""
+			}
+		}
+		t, ok := sec.limits()
+		if !ok {
+			return ""
+		}
+		info.tables = append(info.tables, t)
+		info.tableElements += t.min
+		if lim.tableElements > 0 && info.tableElements > uint64(lim.tableElements) {
+			return fmt.Sprintf("tables of %d elements, over the limit of %d (handlers.limits.maxTableElements)", info.tableElements, lim.tableElements)
+		}
+	}
+	return ""
+}
+
+// checkGrow checks, for a module that grows a table, that every table has a maximum and that
+// together they stay within the limit.
+func (info *structureInfo) checkGrow(lim structureLimits) string {
+	if lim.tableElements <= 0 {
+		return ""
+	}
+	var sum uint64
+	for i, t := range info.tables {
+		if !t.hasMax {
+			return fmt.Sprintf("grows table %d, which declares no maximum (with table.grow, every table needs a maximum within handlers.limits.maxTableElements)", i)
+		}
+		sum += t.max
+	}
+	if sum > uint64(lim.tableElements) {
+		return fmt.Sprintf("grows its tables up to %d elements, over the limit of %d (handlers.limits.maxTableElements)", sum, lim.tableElements)
+	}
+	return ""
+}
+
+// limits reads table or memory limits.
+func (r *reader) limits() (tableInfo, bool) {
+	var t tableInfo
+	flag, ok := r.byte()
+	if !ok || flag > 7 {
+		return t, false
+	}
+	bits := uint(32)
+	if flag&4 != 0 {
+		bits = 64
+	}
+	if t.min, ok = r.uleb(bits); !ok {
+		return t, false
+	}
+	if flag&1 != 0 {
+		t.hasMax = true
+		if t.max, ok = r.uleb(bits); !ok {
+			return t, false
+		}
+	}
+	return t, true
 }
