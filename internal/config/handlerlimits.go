@@ -30,6 +30,10 @@ type HandlerLimits struct {
 	MaxNestingWork int64 `yaml:"maxNestingWork"`
 	// MaxLocals is the most locals one function may declare. Defaults to 50000.
 	MaxLocals int `yaml:"maxLocals"`
+	// MaxTableElements bounds a module's tables together (8 bytes an element in every
+	// instance, outside memoryLimit); a module that grows a table must declare a maximum
+	// within it. Defaults to 200000.
+	MaxTableElements int `yaml:"maxTableElements"`
 	// LogLinesPerCall and LogBytesPerCall bound what one call logs (log, stdout and stderr
 	// together); going over ends the call. Default to 1000 and 64Ki.
 	LogLinesPerCall int      `yaml:"logLinesPerCall"`
@@ -76,6 +80,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		MaxNesting:             4096,
 		MaxNestingWork:         50_000_000,
 		MaxLocals:              50_000,
+		MaxTableElements:       200_000,
 		LogLinesPerCall:        1000,
 		LogBytesPerCall:        64 << 10,
 		KVKeysPerHandler:       abi.MaxKVEntries,
@@ -105,6 +110,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.maxNesting":             int64(l.MaxNesting),
 		"handlers.limits.maxNestingWork":         l.MaxNestingWork,
 		"handlers.limits.maxLocals":              int64(l.MaxLocals),
+		"handlers.limits.maxTableElements":       int64(l.MaxTableElements),
 		"handlers.limits.logLinesPerCall":        int64(l.LogLinesPerCall),
 		"handlers.limits.logBytesPerCall":        int64(l.LogBytesPerCall),
 		"handlers.limits.kvKeysPerHandler":       int64(l.KVKeysPerHandler),

@@ -18,6 +18,7 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		MaxNesting:              l.MaxNesting,
 		MaxNestingWork:          l.MaxNestingWork,
 		MaxLocals:               l.MaxLocals,
+		MaxTableElements:        l.MaxTableElements,
 		LogLinesPerCall:         l.LogLinesPerCall,
 		LogBytesPerCall:         int(l.LogBytesPerCall),
 		KVKeysPerHandler:        l.KVKeysPerHandler,
