@@ -37,10 +37,13 @@ var errHandlerFailed = errors.New("handler")
 func newHandlerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "handler",
-		Short: "Test or inspect a handler module (.wasm) before installing it",
+		Short: "Test, inspect, push or pull a handler module (.wasm)",
 		Long: `Work with a handler module on its own, without a daemon: run its calls for a plugin
 you describe (test), or see what it is and whether the daemon would load it (inspect).
-Both run it in the sandbox the daemon uses, with the same limits and grants.`,
+Both run it in the sandbox the daemon uses, with the same limits and grants.
+
+Ship it through an OCI registry (push, signed as cosign signs), and fetch what a node
+would get with handlers.sources (pull, verified against your public keys).`,
 	}
 	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerPushCmd(), newHandlerPullCmd())
 	return cmd

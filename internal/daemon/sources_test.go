@@ -37,7 +37,7 @@ func TestHandlersFromRegistry(t *testing.T) {
 	wasmToOCI := ocitest.PushWasmToOCI(t, reg.Ref("h/echo:v1"), testdataModule(t, "echo"), oci.MediaTypeWasmToOCILayer) // echo.example
 	ocitest.Sign(t, wasmToOCI, trusted)
 	compat := ocitest.PushCompat(t, reg.Ref("h/kv:v1"), "plugin.wasm", testdataModule(t, "kv")) // kv.example, unsigned, allowed
-	unsigned := ocitest.PushArtifact(t, reg.Ref("h/min:v1"), testdataModule(t, "min"))         // min.example, unsigned
+	unsigned := ocitest.PushArtifact(t, reg.Ref("h/min:v1"), testdataModule(t, "min"))          // min.example, unsigned
 	wrongKey := ocitest.PushCompat(t, reg.Ref("h/reload:v1"), "plugin.wasm", testdataModule(t, "reload_v1"))
 	ocitest.Sign(t, wrongKey, stranger)
 
