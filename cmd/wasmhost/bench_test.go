@@ -660,3 +660,54 @@ func benchFairness(b *testing.B, n int, hung bool) {
 	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
 }
+
+// BenchmarkE2ELiveness: with N plugins registered, one is killed as SIGKILL does (its server
+// stops, its socket file stays); the time until its handler's DeRegisterPlugin is called.
+// The daemon's idle CPU with the same plugins watched is BenchmarkDaemonProcess's idle-cpu-%.
+func BenchmarkE2ELiveness(b *testing.B) {
+	for _, n := range []int{1000, 4000} {
+		b.Run("plugins="+strconv.Itoa(n), func(b *testing.B) { benchLiveness(b, n) })
+	}
+}
+
+func benchLiveness(b *testing.B, n int) {
+	dirs := benchDirs(b)
+	h := &noopHandler{}
+	rd := startBenchDaemon(b, dirs, h, nil)
+	plugins := make([]*registrationtest.Plugin, 0, n)
+	for i := range n {
+		sock := filepath.Join(dirs.Socket, "p"+strconv.Itoa(i)+".sock")
+		p, err := registrationtest.Start(sock, pluginInfo(fakeType, "p"+strconv.Itoa(i)), registrationtest.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		plugins = append(plugins, p)
+	}
+	for _, p := range plugins {
+		if note := p.WaitNotification(b, e2eWait); !note.Registered {
+			b.Fatalf("plugin %s: %+v", p.Path(), note)
+		}
+	}
+	waitFor(b, "every plugin registered", func() bool { return rd.d.State().Actual().Len() >= n })
+	if b.N > n {
+		b.Fatalf("-benchtime over %dx: each iteration kills one of the %d plugins", n, n)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		p := plugins[i]
+		ch := h.expectDeregister(p.Path())
+		start := time.Now()
+		p.Kill()
+		select {
+		case at := <-ch:
+			lat = append(lat, at.Sub(start))
+		case <-time.After(e2eWait):
+			b.Fatalf("no DeRegisterPlugin for %s within %v of its server stopping", p.Path(), e2eWait)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+}

@@ -393,12 +393,19 @@ func TestClientWatchJSON(t *testing.T) {
 	p := src.Plugins()[1]
 	p.State, p.LastError, p.Attempts = state.StateRegistered, "", 0
 	src.Upsert(p)
-	var ev eventView
-	if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
-		t.Fatal(err)
-	}
-	if ev.Type != "MODIFIED" || ev.Plugin.Socket != p.Socket || ev.Plugin.State != "registered" || ev.Time == nil {
-		t.Errorf("change = %+v", ev)
+	// The fake writes the socket's status and its plugin one after the other, so the watch
+	// may show the step between them first: MODIFIED events of that socket, then registered.
+	for {
+		var ev eventView
+		if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "MODIFIED" || ev.Plugin.Socket != p.Socket || ev.Time == nil {
+			t.Fatalf("change = %+v, want MODIFIED of %s", ev, p.Socket)
+		}
+		if ev.Plugin.State == "registered" {
+			break
+		}
 	}
 	if err := stop(); err != nil {
 		t.Errorf("watch after Ctrl-C: %v, want nil", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/liveness"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/watcher"
@@ -59,6 +60,7 @@ type Daemon struct {
 	oci      *ociSources // the handlers of handlers.sources (sources.go); nil without
 	admin    *admin.Server
 	metrics  *metrics.Metrics
+	liveness *liveness.Monitor
 }
 
 // New builds every part of the daemon for cfg (checked and made absolute by the caller);
@@ -76,6 +78,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		registry: registration.NewRegistry(),
 	}
 	d.desired, d.actual = d.state.Desired(), d.state.Actual()
+	defer func() {
+		if err != nil && d.liveness != nil {
+			d.liveness.Close()
+		}
+	}()
 	resync := time.Duration(cfg.Watcher.Resync)
 	if resync == 0 {
 		resync = -1 // 0 in the config file means off; in the watcher, a negative value does
@@ -108,8 +115,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	// One slot count per plugin type, shared: the registrar takes a slot after GetInfo, the
 	// reconciler queues a socket whose type had none behind its type.
 	typeSlots := reconciler.NewTypeSlots(cfg.Reconciler.MaxPerType)
+	// A registered plugin whose server goes while its socket stays is marked dead in the
+	// desired state: the reconciler deregisters it.
+	d.liveness, err = liveness.New(liveness.Config{
+		OnDead: func(path string, id state.Identity) { d.desired.MarkDead(path, id) },
+		Logger: log.With("component", "liveness"),
+	})
+	if err != nil {
+		return nil, err
+	}
 	reg, err := registrar.New(registrar.Config{
 		TypeSlots:      typeSlots,
+		Liveness:       d.liveness,
 		Handlers:       d.registry,
 		Actual:         d.actual,
 		Logger:         log.With("component", "registrar"),
@@ -192,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return d.rec.Run(gctx)
 	})
 	g.Go(func() error { return d.host.Run(gctx) })
+	g.Go(func() error { return d.liveness.Run(gctx) })
 	g.Go(func() error { return d.oci.run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })

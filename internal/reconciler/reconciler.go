@@ -32,6 +32,9 @@ import (
 type Desired interface {
 	Get(path string) (state.Socket, bool)
 	List() []state.Socket
+	// Dead reports whether the plugin at path stopped answering while its socket file stays
+	// (MarkDead): its registration is then undone, and what answers there later registered.
+	Dead(path string) bool
 	// Changed wakes the reconciler, which then calls TakeDirty.
 	Changed() <-chan struct{}
 	TakeDirty() []string
@@ -546,7 +549,7 @@ func (l *loop) evalPath(path string, logSkip bool) {
 	st8 := StatePending
 	if aOK {
 		hasHandler := r.handlers.Has(a.Type)
-		if dOK && a.ID == d.ID && hasHandler {
+		if dOK && a.ID == d.ID && hasHandler && !r.desired.Dead(path) {
 			st8 = StateRegistered
 			l.forgetFailure(s)
 		} else if s.backingOff(now) {
@@ -740,6 +743,9 @@ func (l *loop) registered(s *sock, res result, err error) {
 	}
 	s.attempts++
 	s.lastErr = err.Error()
+	if r.desired.Dead(s.path) {
+		s.lastErr = "plugin gone (its server stopped; its socket file stays): " + s.lastErr
+	}
 	if typ, name := pluginOf(err); typ != "" || name != "" {
 		s.pluginType, s.pluginName = typ, name
 		s.pluginVersions = versionsOf(err)
@@ -792,6 +798,11 @@ func (l *loop) deregistered(s *sock, res result) {
 	// A plugin of the same type and name that was refused (a duplicate waiting on a conflict)
 	// may be accepted now.
 	defer l.recheckRejected(pluginKey{p.Type, p.Name}, false)
+	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID && r.desired.Dead(p.Socket) {
+		s.lastErr = "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at " + p.Socket
+		r.log.Info("plugin deregistered: its server stopped answering (the socket file stays)",
+			"socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
+	}
 	// A plugin deregistered because its type lost its handler waits for a new one.
 	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID {
 		if ok := r.handlers.Has(p.Type); !ok {

@@ -184,7 +184,8 @@ type Store struct {
 	mu  sync.Mutex
 	rev uint64
 
-	sockets map[string]Socket // desired
+	sockets map[string]Socket   // desired
+	dead    map[string]Identity // sockets whose plugin stopped answering (the file stays)
 	dirty   map[string]struct{}
 	wake    chan struct{} // one slot: the desired state changed
 
@@ -213,6 +214,7 @@ type tomb struct {
 func New() *Store {
 	return &Store{
 		sockets:     make(map[string]Socket),
+		dead:        make(map[string]Identity),
 		dirty:       make(map[string]struct{}),
 		wake:        make(chan struct{}, 1),
 		plugins:     make(map[string]Plugin),
@@ -300,8 +302,35 @@ func (d *Desired) Upsert(sock Socket) bool {
 		return false
 	}
 	s.sockets[sock.Path] = sock
+	delete(s.dead, sock.Path)
 	s.markLocked(sock.Path)
 	return true
+}
+
+// MarkDead records that the plugin registered from the socket at path, with identity id,
+// stopped answering while its file stays: the reconciler deregisters it, and registers what
+// answers at path later. It reports whether the socket is still the one with that identity.
+func (d *Desired) MarkDead(path string, id Identity) bool {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.sockets[path]; !ok || cur.ID != id {
+		return false
+	}
+	if _, ok := s.dead[path]; ok {
+		return true
+	}
+	s.dead[path] = id
+	s.markLocked(path)
+	return true
+}
+
+// Dead reports whether the socket at path is known to have nobody answering.
+func (d *Desired) Dead(path string) bool {
+	d.s.mu.Lock()
+	defer d.s.mu.Unlock()
+	_, ok := d.s.dead[path]
+	return ok
 }
 
 // Remove forgets the socket at path and reports whether there was one.
@@ -313,6 +342,7 @@ func (d *Desired) Remove(path string) bool {
 		return false
 	}
 	delete(s.sockets, path)
+	delete(s.dead, path)
 	s.markLocked(path)
 	return true
 }
@@ -327,6 +357,7 @@ func (d *Desired) RemoveUnder(dir string) int {
 	for p := range s.sockets {
 		if strings.HasPrefix(p, prefix) {
 			delete(s.sockets, p)
+			delete(s.dead, p)
 			s.markLocked(p)
 			n++
 		}
@@ -393,6 +424,9 @@ func (a *Actual) Add(p Plugin) {
 	s := a.s
 	s.mu.Lock()
 	s.plugins[p.Socket] = p
+	if id, ok := s.dead[p.Socket]; ok && id == p.ID {
+		delete(s.dead, p.Socket) // it answered again
+	}
 	s.touchLocked(p.Socket)
 	s.mu.Unlock()
 	signal(s.actualWake)

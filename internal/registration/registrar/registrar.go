@@ -62,6 +62,10 @@ type Config struct {
 	HandlerTimeout time.Duration
 	// Now tells the time, for RegisteredAt and for ListenGrace. Defaults to time.Now.
 	Now func() time.Time
+	// Liveness, if set, watches every plugin registered, so that one whose server goes while
+	// its socket file stays is noticed (package liveness). Deregister forgets it. Defaults to
+	// nil: a plugin is known gone only when its socket file goes.
+	Liveness Liveness
 	// TypeSlots, if set, bounds the registrations in their handler phase per plugin type: a
 	// plugin whose type has no free slot is not called further after GetInfo (no handler
 	// call, no notification; its connection is closed) and Register returns an error
@@ -71,6 +75,12 @@ type Config struct {
 	// Observer is told how every handler call and every registration went, for metrics.
 	// Defaults to nil: nobody is told.
 	Observer Observer
+}
+
+// Liveness is what the registrar needs of a liveness monitor; *liveness.Monitor implements it.
+type Liveness interface {
+	Watch(ctx context.Context, path string, id state.Identity) error
+	Forget(path string)
 }
 
 // Observer receives the outcome of handler calls and registrations. Its methods are called on
@@ -249,6 +259,12 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
+	if lv := r.cfg.Liveness; lv != nil {
+		// Watched from now on: if its server goes while its socket stays, it is noticed.
+		if err := lv.Watch(ctx, s.Path, s.ID); err != nil {
+			log.Debug("plugin not watched for liveness", "error", err)
+		}
+	}
 	return nil
 }
 
@@ -291,6 +307,9 @@ func (e *PluginError) PluginVersions() []string { return e.Versions }
 // gone. A handler error is logged and returned; the plugin stays removed.
 func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	log := r.log.With("socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
+	if lv := r.cfg.Liveness; lv != nil {
+		lv.Forget(p.Socket)
+	}
 	r.cfg.Actual.Remove(p.Socket)
 	h := registration.HandlerOf(p)
 	if h == nil {
