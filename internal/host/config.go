@@ -131,6 +131,10 @@ type Limits struct {
 	// every instance, outside MemoryLimit); a module that grows a table must declare a
 	// maximum within it. Defaults to 200,000.
 	MaxTableElements int
+	// MaxEntries bounds the entries of every other section of a module (types, imports,
+	// globals, exports, element and data segments): wazero's decoder allocates about 100
+	// bytes for each (25 MB of globals took 540 MB to compile). Defaults to 100,000.
+	MaxEntries int
 	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) may log,
 	// through the log host function and stdout/stderr together; going over ends the call.
 	// Default to 1,000 lines and 64 KiB.
@@ -168,6 +172,7 @@ var DefaultLimits = Limits{
 	MaxNestingWork:          50_000_000,
 	MaxLocals:               50_000,
 	MaxTableElements:        200_000,
+	MaxEntries:              100_000,
 	LogLinesPerCall:         1000,
 	LogBytesPerCall:         64 << 10,
 	KVKeysPerHandler:        abi.MaxKVEntries,
@@ -330,6 +335,7 @@ func (l *Limits) withDefaults() error {
 		fill64(&l.MaxNestingWork, d.MaxNestingWork, "MaxNestingWork"),
 		fill(&l.MaxLocals, d.MaxLocals, "MaxLocals"),
 		fill(&l.MaxTableElements, d.MaxTableElements, "MaxTableElements"),
+		fill(&l.MaxEntries, d.MaxEntries, "MaxEntries"),
 		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
 		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
 		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),
@@ -352,7 +358,7 @@ func (l *Limits) structure() structureLimits {
 	return structureLimits{
 		functions: l.MaxFunctions, functionBytes: l.MaxFunctionBytes,
 		nesting: l.MaxNesting, nestingWork: l.MaxNestingWork, locals: l.MaxLocals,
-		tableElements: l.MaxTableElements,
+		tableElements: l.MaxTableElements, entries: l.MaxEntries,
 	}
 }
 

@@ -63,6 +63,39 @@ func bombModule(depth, funcs int, op byte) []byte {
 	return section(b, 10, code)
 }
 
+// manyEntries builds a module with one function and a section id of n entries: n globals
+// (each entry), or for id 9 one passive element segment of n references to the function.
+func manyEntries(id byte, n int, entry []byte) []byte {
+	uleb := func(b []byte, v uint64) []byte {
+		for {
+			c := byte(v & 0x7f)
+			v >>= 7
+			if v == 0 {
+				return append(b, c)
+			}
+			b = append(b, c|0x80)
+		}
+	}
+	section := func(b []byte, id byte, body []byte) []byte {
+		return append(uleb(append(b, id), uint64(len(body))), body...)
+	}
+	b := append([]byte(nil), wasmHeader...)
+	b = section(b, 1, []byte{1, 0x60, 0, 0})
+	b = section(b, 3, []byte{1, 0})
+	var body []byte
+	if id == 9 {
+		body = uleb([]byte{1, 1, 0}, uint64(n)) // one segment: passive, funcref, n entries
+		body = append(body, make([]byte, n)...)
+	} else {
+		body = uleb(nil, uint64(n))
+		for range n {
+			body = append(body, entry...)
+		}
+	}
+	b = section(b, id, body)
+	return section(b, 10, []byte{1, 2, 0, 0x0b})
+}
+
 // runningHost runs a host on a fresh handler directory serving ok.wasm (ok.example).
 func runningHost(t *testing.T, cfg Config) (h *Host, dir string, lg *logs, done <-chan error) {
 	t.Helper()
@@ -168,6 +201,12 @@ func TestHostileFiles(t *testing.T) {
 		{"table-grow", Config{}, func(t *testing.T, path string) {
 			copyFile(t, fixture("tablegrow"), path, 0o644)
 		}, RefusedStructure, []string{"grows table 0, which declares no maximum"}},
+		{"globals", Config{}, func(t *testing.T, path string) {
+			writeFile(t, path, manyEntries(6, 5_000_000, []byte{0x7f, 0, 0x41, 0, 0x0b})) // 25 MB, 540 MB to compile
+		}, RefusedStructure, []string{"global section of 5000000 entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
+		{"element-segment", Config{}, func(t *testing.T, path string) {
+			writeFile(t, path, manyEntries(9, 5_000_000, nil)) // 5 MB, 343 MB to compile
+		}, RefusedStructure, []string{"element segments of 5000000 entries, over the limit of 200000 (handlers.limits.maxTableElements)"}},
 		{"deep", Config{Limits: Limits{MaxNesting: 32}}, func(t *testing.T, path string) {
 			copyFile(t, fixture("deep"), path, 0o644)
 		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},
