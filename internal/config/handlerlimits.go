@@ -34,6 +34,9 @@ type HandlerLimits struct {
 	// instance, outside memoryLimit); a module that grows a table must declare a maximum
 	// within it. Defaults to 200000.
 	MaxTableElements int `yaml:"maxTableElements"`
+	// MaxEntries bounds the entries of every other section of a module (types, imports,
+	// globals, exports, segments). Defaults to 100000.
+	MaxEntries int `yaml:"maxEntries"`
 	// LogLinesPerCall and LogBytesPerCall bound what one call logs (log, stdout and stderr
 	// together); going over ends the call. Default to 1000 and 64Ki.
 	LogLinesPerCall int      `yaml:"logLinesPerCall"`
@@ -81,6 +84,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		MaxNestingWork:         50_000_000,
 		MaxLocals:              50_000,
 		MaxTableElements:       200_000,
+		MaxEntries:             100_000,
 		LogLinesPerCall:        1000,
 		LogBytesPerCall:        64 << 10,
 		KVKeysPerHandler:       abi.MaxKVEntries,
@@ -111,6 +115,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.maxNestingWork":         l.MaxNestingWork,
 		"handlers.limits.maxLocals":              int64(l.MaxLocals),
 		"handlers.limits.maxTableElements":       int64(l.MaxTableElements),
+		"handlers.limits.maxEntries":             int64(l.MaxEntries),
 		"handlers.limits.logLinesPerCall":        int64(l.LogLinesPerCall),
 		"handlers.limits.logBytesPerCall":        int64(l.LogBytesPerCall),
 		"handlers.limits.kvKeysPerHandler":       int64(l.KVKeysPerHandler),

@@ -19,6 +19,7 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		MaxNestingWork:          l.MaxNestingWork,
 		MaxLocals:               l.MaxLocals,
 		MaxTableElements:        l.MaxTableElements,
+		MaxEntries:              l.MaxEntries,
 		LogLinesPerCall:         l.LogLinesPerCall,
 		LogBytesPerCall:         int(l.LogBytesPerCall),
 		KVKeysPerHandler:        l.KVKeysPerHandler,
