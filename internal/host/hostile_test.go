@@ -83,6 +83,15 @@ func manyEntries(id byte, n int, entry []byte) []byte {
 	b = section(b, 1, []byte{1, 0x60, 0, 0})
 	b = section(b, 3, []byte{1, 0})
 	var body []byte
+	if id == 0 { // a name section naming the function n times
+		sub := uleb(nil, uint64(n))
+		for range n {
+			sub = append(sub, 0, 1, 'x')
+		}
+		body = append(uleb([]byte{4, 'n', 'a', 'm', 'e', 1}, uint64(len(sub))), sub...)
+		b = section(b, 10, []byte{1, 2, 0, 0x0b})
+		return section(b, 0, body)
+	}
 	if id == 9 {
 		body = uleb([]byte{1, 1, 0}, uint64(n)) // one segment: passive, funcref, n entries
 		body = append(body, make([]byte, n)...)
@@ -207,6 +216,9 @@ func TestHostileFiles(t *testing.T) {
 		{"element-segment", Config{}, func(t *testing.T, path string) {
 			writeFile(t, path, manyEntries(9, 5_000_000, nil)) // 5 MB, 343 MB to compile
 		}, RefusedStructure, []string{"element segments of 5000000 entries, over the limit of 200000 (handlers.limits.maxTableElements)"}},
+		{"names", Config{}, func(t *testing.T, path string) {
+			writeFile(t, path, manyEntries(0, 3_000_000, nil)) // 16 MB, 91 MB to compile
+		}, RefusedStructure, []string{"name section of 3000000 or more entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
 		{"deep", Config{Limits: Limits{MaxNesting: 32}}, func(t *testing.T, path string) {
 			copyFile(t, fixture("deep"), path, 0o644)
 		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},

@@ -59,6 +59,12 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 					sectionName(id), n, lim.entries)
 			}
 		}
+		if id == 0 && lim.entries > 0 {
+			if msg := checkNames(sec, lim); msg != "" {
+				return info, msg
+			}
+			continue
+		}
 		if id == 4 {
 			if msg := checkTables(&sec, lim, &info); msg != "" {
 				return info, msg
@@ -508,4 +514,59 @@ func (r *reader) constExpr() bool {
 			return false
 		}
 	}
+}
+
+// checkNames bounds the entries of the "name" custom section, which wazero decodes (function
+// and local names) at about 30 bytes an entry; other custom sections are skipped unread.
+func checkNames(sec reader, lim structureLimits) string {
+	name, ok := sec.name()
+	if !ok || name != "name" {
+		return ""
+	}
+	entries := uint64(0)
+	over := func() bool { return entries > uint64(lim.entries) }
+	for len(sec.b) > 0 {
+		id, ok := sec.byte()
+		if !ok {
+			return ""
+		}
+		size, ok := sec.uleb(32)
+		if !ok || size > uint64(len(sec.b)) {
+			return ""
+		}
+		sub := reader{b: sec.b[:size]}
+		sec.b = sec.b[size:]
+		n, ok := sub.uleb(32)
+		if !ok {
+			continue
+		}
+		switch id {
+		case 1: // function names: a name map
+			entries += n
+		case 2: // local names: an indirect name map
+			entries += n
+			for i := uint64(0); i < n && !over(); i++ {
+				if _, ok := sub.uleb(32); !ok {
+					break
+				}
+				k, ok := sub.uleb(32)
+				if !ok {
+					break
+				}
+				entries += k
+				for j := uint64(0); j < k && !over(); j++ {
+					if _, ok := sub.uleb(32); !ok {
+						break
+					}
+					if _, ok := sub.name(); !ok {
+						break
+					}
+				}
+			}
+		}
+		if over() {
+			return fmt.Sprintf("name section of %d or more entries, over the limit of %d (handlers.limits.maxEntries)", entries, lim.entries)
+		}
+	}
+	return ""
 }
