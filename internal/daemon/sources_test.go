@@ -108,7 +108,7 @@ func TestHandlersFromRegistry(t *testing.T) {
 	for {
 		hs := d.State().Handlers()
 		u, w := byFile(hs, unsigned.String()), byFile(hs, wrongKey.String())
-		if strings.Contains(u.LastError, "unsigned (no signature at") && strings.Contains(w.LastError, "no signature verifies with a configured key") {
+		if strings.Contains(u.LastError, "unsigned, and") && strings.Contains(w.LastError, "no signature verifies with a configured key") {
 			if a := byFile(hs, artifact.String()); !a.Serving || a.LastError != "" || len(a.PluginTypes) != 1 {
 				t.Errorf("the signed artifact: %+v", a)
 			}

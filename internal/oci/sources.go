@@ -339,10 +339,10 @@ func (s *Sources) stillUsed(sum string) bool {
 func (s *Sources) admit(ctx context.Context, ref string, pinned name.Digest, bin []byte, sigs []Signature) ([]string, error) {
 	types, err := s.cfg.PluginTypes(ctx, ref, bin)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadArtifact, pinned, err)
+		return nil, fmt.Errorf("%v (%w: %s)", err, ErrBadArtifact, pinned)
 	}
 	if len(types) == 0 {
-		return nil, fmt.Errorf("%w: %s declares no plugin type", ErrBadArtifact, pinned)
+		return nil, fmt.Errorf("the module declares no plugin type (%w: %s)", ErrBadArtifact, pinned)
 	}
 	signedBy, problems := Verify(sigs, pinned, s.cfg.Keys)
 	var names []string
@@ -361,13 +361,14 @@ func (s *Sources) admit(ctx context.Context, ref string, pinned name.Digest, bin
 		case len(signedBy) > 0:
 			refusals = append(refusals, fmt.Sprintf("plugin type %s: signed by %s, which may not sign handlers of %s (handlers.trust.keys[].pluginTypes)", t, strings.Join(names, ", "), t))
 		case len(sigs) == 0:
-			refusals = append(refusals, fmt.Sprintf("plugin type %s: unsigned (no signature at %s), and %s is not in handlers.trust.allowUnsigned", t, SignatureTag(pinned), t))
+			refusals = append(refusals, fmt.Sprintf("plugin type %s: unsigned, and %s is not in handlers.trust.allowUnsigned (no signature at %s)", t, t, SignatureTag(pinned)))
 		default:
-			refusals = append(refusals, fmt.Sprintf("plugin type %s: no signature verifies with a configured key (%s), and %s is not in handlers.trust.allowUnsigned", t, strings.Join(problems, "; "), t))
+			refusals = append(refusals, fmt.Sprintf("plugin type %s: no signature verifies with a configured key, and %s is not in handlers.trust.allowUnsigned (%s)", t, t, strings.Join(problems, "; ")))
 		}
 	}
 	if len(refusals) > 0 {
-		return nil, fmt.Errorf("%w: %s: %s", ErrPolicy, pinned, strings.Join(refusals, "; "))
+		// The reason first: a table cuts the message short.
+		return nil, fmt.Errorf("%s (%w: %s)", strings.Join(refusals, "; "), ErrPolicy, pinned)
 	}
 	if len(signedBy) == 0 {
 		s.log.Warn("serving an unsigned handler: its plugin types allow unsigned ones (handlers.trust.allowUnsigned)", "source", ref, "plugin_types", types)

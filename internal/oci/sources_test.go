@@ -84,7 +84,7 @@ func TestSourcesPolicy(t *testing.T) {
 	want := map[string]string{ // ref → "" (serves) or what the error says
 		signed.String():   "",
 		open.String():     "",
-		unsigned.String(): "unsigned (no signature at",
+		unsigned.String(): "unsigned, and",
 		wrong.String():    "no signature verifies with a configured key",
 		other.String():    "which may not sign handlers of other.example.com",
 	}
