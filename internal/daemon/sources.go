@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -26,7 +27,16 @@ import (
 type ociSources struct {
 	host    *host.Host
 	sources *oci.Sources
+	// gate is closed once the sources pulled at start are loaded (or refused), or after
+	// firstPullWait: registrations and readiness wait for it, as they wait for the handler
+	// directory's files, so that a plugin is not told "no handler" for a type whose handler is
+	// on its way.
+	gate chan struct{}
 }
+
+// firstPullWait bounds how long registrations wait for the first pull of the sources at start;
+// past it they start, and a source pulled later serves from then on.
+const firstPullWait = time.Minute
 
 // newSources builds the host that serves handlers.sources (hcfg is the first host's config)
 // and serves at once what was pulled before. It returns nil when no source is configured.
@@ -39,7 +49,7 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 	hcfg.CacheDir = filepath.Join(store, "cache")
 	hcfg.AllowInsecure = false // the daemon writes that directory itself, 0700
 	hcfg.Logger = d.log.With("component", "host", "handler_source", "oci")
-	o := &ociSources{}
+	o := &ociSources{gate: make(chan struct{})}
 	o.host, err = host.New(ctx, hcfg)
 	if err != nil {
 		return nil, err
@@ -109,16 +119,63 @@ func (o *ociSources) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return o.host.Run(gctx) })
 	g.Go(func() error { return o.sources.Run(gctx) })
+	g.Go(func() error {
+		defer close(o.gate)
+		t := time.NewTimer(firstPullWait)
+		defer t.Stop()
+		for _, ch := range []<-chan struct{}{o.host.Ready(), o.sources.Synced()} {
+			select {
+			case <-ch:
+			case <-t.C:
+				return nil
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		// The files written by the first pull are loaded by the host in the background.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !o.loaded() {
+			select {
+			case <-tick.C:
+			case <-t.C:
+				return nil
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
 	return g.Wait()
 }
 
-// waitReady waits until the pulled handlers present at start are loaded, or ctx is done.
+// loaded reports whether the host has loaded, or refused, the revision of every source that
+// has one on disk.
+func (o *ociSources) loaded() bool {
+	byFile := map[string]host.HandlerStatus{}
+	for _, hs := range o.host.Handlers() {
+		byFile[hs.File] = hs
+	}
+	for _, st := range o.sources.Statuses() {
+		if st.ModuleSHA256 == "" {
+			continue
+		}
+		hs, ok := byFile[st.File]
+		if !ok || !(hs.Serving && hs.SHA256 == st.ModuleSHA256) && hs.LastError == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// waitReady waits until the handlers from registries are loaded (or firstPullWait passed), or
+// ctx is done.
 func (o *ociSources) waitReady(ctx context.Context) error {
 	if o == nil {
 		return nil
 	}
 	select {
-	case <-o.host.Ready():
+	case <-o.gate:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -131,10 +188,10 @@ func (o *ociSources) notReady() error {
 		return nil
 	}
 	select {
-	case <-o.host.Ready():
+	case <-o.gate:
 		return nil
 	default:
-		return errors.New("the handlers pulled from registries are still loading")
+		return errors.New("the handlers from registries are still being pulled or loaded")
 	}
 }
 

@@ -79,6 +79,9 @@ type Sources struct {
 	idx    map[string]indexEntry    // by repository; Run's goroutine (and Prepare) only
 	todo   map[string]string        // repository → ref still to pull; Run's goroutine only
 	byRepo map[string]string        // repository → ref as configured
+
+	synced     chan struct{} // closed after Run's first pass over what was to pull
+	syncedOnce sync.Once
 }
 
 // indexEntry is the revision a repository serves, kept in StoreDir/index.json.
@@ -102,7 +105,7 @@ func NewSources(cfg SourcesConfig) (*Sources, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sources{cfg: cfg, log: cfg.Logger, status: map[string]*SourceStatus{}, idx: map[string]indexEntry{},
-		todo: map[string]string{}, byRepo: map[string]string{}}
+		todo: map[string]string{}, byRepo: map[string]string{}, synced: make(chan struct{})}
 	for _, ref := range cfg.Refs {
 		r, err := ParseReference(ref)
 		if err != nil {
@@ -209,13 +212,16 @@ func (s *Sources) serveStored(ctx context.Context, repo string, e indexEntry) er
 // Run pulls the sources not served yet, again after a registry could not be reached (with
 // backoff), until ctx is done.
 func (s *Sources) Run(ctx context.Context) error {
+	defer s.syncedOnce.Do(func() { close(s.synced) })
 	delay := s.cfg.Retry
 	for {
 		if len(s.todo) == 0 {
+			s.syncedOnce.Do(func() { close(s.synced) })
 			<-ctx.Done()
 			return nil
 		}
 		retry := s.Sync(ctx)
+		s.syncedOnce.Do(func() { close(s.synced) })
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -233,6 +239,10 @@ func (s *Sources) Run(ctx context.Context) error {
 		delay = min(2*delay, 5*time.Minute)
 	}
 }
+
+// Synced is closed once Run has tried every source that was still to pull once (whether the
+// pull succeeded or not), or has returned.
+func (s *Sources) Synced() <-chan struct{} { return s.synced }
 
 // Sync tries every source still to pull once, and reports whether one failed in a way that a
 // later try may fix (a registry down). Refused revisions are not pulled again.

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+)
+
+// TestE2EHandlersFromRegistry is the operator's story of issue 11: an author pushes the example
+// handler signed (wasmhost handler push --sign-key), someone else pushes a module unsigned; the
+// daemon, told to serve both by digest and to trust the author's key for example.wasmhost.dev,
+// registers an example plugin through the pulled handler and shows the unsigned one refused,
+// saying why, in wasmhost handlers.
+func TestE2EHandlersFromRegistry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example handler")
+	}
+	t.Parallel()
+	reg := ocitest.Start(t)
+	dirs := newE2EDirs(t, "/tmp")
+	keys := t.TempDir()
+	author := ocitest.NewKey(t, keys, "author")
+
+	file := filepath.Join(keys, "example.wasm")
+	if err := os.WriteFile(file, exampleWasm(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runRoot(t, "handler", "push", "--sign-key", author.PrivatePEM, file, reg.Ref("wasmhost/example:v1"))
+	if err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	pinned := strings.TrimSpace(strings.SplitN(strings.SplitN(out, "pinned: ", 2)[1], "\n", 2)[0])
+	minWasm, err := os.ReadFile(filepath.Join("..", "..", "internal", "host", "testdata", "min.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := ocitest.PushArtifact(t, reg.Ref("wasmhost/min:v1"), minWasm)
+
+	cfg := e2eConfig(dirs)
+	cfg.Handlers.Sources = []string{pinned, unsigned.String()}
+	cfg.Handlers.Trust.Keys = []config.TrustKey{{PublicKey: author.PublicPEM, PluginTypes: []string{"example.wasmhost.dev"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rd := startDaemon(t, cfg, testLog(t), nil)
+
+	sock := filepath.Join(dirs.Socket, "demo.sock")
+	p := registrationtest.Serve(t, sock, pluginInfo("example.wasmhost.dev", "demo"), registrationtest.Options{})
+	wantNotification(t, p, true, "")
+	rd.waitState(sock, reconciler.StateRegistered)
+
+	var table string
+	waitFor(t, "wasmhost handlers to show both sources", func() bool {
+		table, _, err = runClient(t.Context(), "handlers", "--admin-socket", rd.d.AdminSocket(), "-o", "wide")
+		return err == nil && strings.Contains(table, pinned) && strings.Contains(table, "plugin type min.example: unsigned")
+	})
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, pinned) && !strings.Contains(line, "example.wasmhost.dev") {
+			t.Errorf("the pulled handler's row does not serve example.wasmhost.dev:\n%s", table)
+		}
+	}
+}
