@@ -132,3 +132,65 @@ func TestHandlersFromRegistry(t *testing.T) {
 	}
 	waitServed(t, d)
 }
+
+// TestSourceRevisions: a new revision configured replaces the old one when the policy admits
+// it; refused, the old one keeps serving and the refusal is reported.
+func TestSourceRevisions(t *testing.T) {
+	reg := ocitest.Start(t)
+	tmp := t.TempDir()
+	key := ocitest.NewKey(t, tmp, "key")
+	v1bin, v2bin := testdataModule(t, "reload_v1"), testdataModule(t, "reload_v2")
+	v1 := ocitest.PushArtifact(t, reg.Ref("h/reload:v1"), v1bin)
+	ocitest.Sign(t, v1, key)
+	v2 := ocitest.PushArtifact(t, reg.Ref("h/reload:v2"), v2bin)
+
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(tmp, "s"), filepath.Join(tmp, "h"), filepath.Join(tmp, "st")
+	cfg.Metrics.Listen = "off"
+	cfg.Handlers.Trust.Keys = []config.TrustKey{{PublicKey: key.PublicPEM, PluginTypes: []string{"reload.example"}}}
+
+	// serving runs a daemon for sources and returns, once the gate is open, the sha256 of the
+	// module serving reload.example and the last error shown for the source.
+	serving := func(source string) (sha, lastErr string) {
+		t.Helper()
+		cfg.Handlers.Sources = []string{source}
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, cfg, nil, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		select {
+		case <-d.oci.gate:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("the sources' gate did not open")
+		}
+		d.publishHandlers()
+		h, _ := d.State().HandlerOf("reload.example")
+		for _, hs := range d.State().Handlers() {
+			if strings.HasPrefix(hs.File, source) {
+				lastErr = hs.LastError
+			}
+		}
+		return h.SHA256, lastErr
+	}
+	sha := func(b []byte) string { return oci.SHA256Hex(b) }
+
+	if got, e := serving(v1.String()); got != sha(v1bin) || e != "" {
+		t.Fatalf("v1: serving %s (%q), want %s", got, e, sha(v1bin))
+	}
+	if got, e := serving(v2.String()); got != sha(v1bin) || !strings.Contains(e, "plugin type reload.example: unsigned") {
+		t.Errorf("v2 unsigned: serving %s, error %q; want v1 %s serving and the refusal", got, e, sha(v1bin))
+	}
+	ocitest.Sign(t, v2, key)
+	if got, e := serving(v2.String()); got != sha(v2bin) || e != "" {
+		t.Errorf("v2 signed: serving %s (%q), want %s", got, e, sha(v2bin))
+	}
+}

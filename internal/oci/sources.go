@@ -495,6 +495,9 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
+// SHA256Hex is the sha256 of b, hex, as Pulled.ModuleSHA256 and SourceStatus name modules.
+func SHA256Hex(b []byte) string { return sha256hex(b) }
+
 func sha256hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
