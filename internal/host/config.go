@@ -115,7 +115,8 @@ type Limits struct {
 	// 20 s under the race detector on a busy machine.
 	CompileTimeout time.Duration
 	// MaxAbandonedCompiles is how many abandoned compiles may still be running; while that
-	// many are, new compiles are refused (and retried at the next re-scan). Defaults to 1.
+	// many are, no new compile starts: the file is refused for now and tried again a second
+	// later. Defaults to 1.
 	MaxAbandonedCompiles int
 	// MaxFunctions, MaxFunctionBytes, MaxNesting, MaxNestingWork and MaxLocals bound the code
 	// of a module, checked in one pass before it is compiled: the functions it defines, the
