@@ -56,6 +56,10 @@ const (
 	// changes, and otherwise at next_retry; a handler that failed (trapped, timed out) is
 	// PLUGIN_STATE_FAILING instead.
 	PluginState_PLUGIN_STATE_REJECTED PluginState = 6
+	// Another instance of the same plugin (same type and name, another socket: a rolling
+	// update) is the one its handler serves; this one is registered and takes over, without
+	// the handler being told of a deregistration, if that one goes.
+	PluginState_PLUGIN_STATE_STANDBY PluginState = 7
 )
 
 // Enum value maps for PluginState.
@@ -68,6 +72,7 @@ var (
 		4: "PLUGIN_STATE_WAITING_FOR_HANDLER",
 		5: "PLUGIN_STATE_GONE",
 		6: "PLUGIN_STATE_REJECTED",
+		7: "PLUGIN_STATE_STANDBY",
 	}
 	PluginState_value = map[string]int32{
 		"PLUGIN_STATE_UNSPECIFIED":         0,
@@ -77,6 +82,7 @@ var (
 		"PLUGIN_STATE_WAITING_FOR_HANDLER": 4,
 		"PLUGIN_STATE_GONE":                5,
 		"PLUGIN_STATE_REJECTED":            6,
+		"PLUGIN_STATE_STANDBY":             7,
 	}
 )
 
@@ -1039,7 +1045,7 @@ const file_admin_proto_rawDesc = "" +
 	"\bwatchers\x18\t \x01(\rR\bwatchers\x1aA\n" +
 	"\x13PluginsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01*\xd4\x01\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01*\xee\x01\n" +
 	"\vPluginState\x12\x1c\n" +
 	"\x18PLUGIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PLUGIN_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -1047,7 +1053,8 @@ const file_admin_proto_rawDesc = "" +
 	"\x14PLUGIN_STATE_FAILING\x10\x03\x12$\n" +
 	" PLUGIN_STATE_WAITING_FOR_HANDLER\x10\x04\x12\x15\n" +
 	"\x11PLUGIN_STATE_GONE\x10\x05\x12\x19\n" +
-	"\x15PLUGIN_STATE_REJECTED\x10\x06*\x9b\x01\n" +
+	"\x15PLUGIN_STATE_REJECTED\x10\x06\x12\x18\n" +
+	"\x14PLUGIN_STATE_STANDBY\x10\a*\x9b\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +

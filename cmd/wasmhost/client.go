@@ -466,7 +466,7 @@ func stateColor(state string) string {
 		return colorGreen
 	case "failing", "rejected":
 		return colorRed
-	case "pending", "waiting-for-handler":
+	case "pending", "waiting-for-handler", "standby":
 		return colorYellow
 	case "gone":
 		return colorGrey

@@ -169,39 +169,6 @@ func TestE2ESeveralPlugins(t *testing.T) {
 	}
 }
 
-func TestE2ESameNameAtTwoSockets(t *testing.T) {
-	t.Parallel()
-	dirs := newE2EDirs(t, "/tmp")
-	h := registrationtest.NewRecordingHandler()
-	rd := startWithHandler(t, e2eConfig(dirs), h, fakeType)
-
-	// The handler decides what a duplicate name means; a handler that accepts both gets both.
-	a := registrationtest.Serve(t, filepath.Join(dirs.Socket, "a.sock"), pluginInfo(fakeType, "same"), registrationtest.Options{})
-	b := registrationtest.Serve(t, filepath.Join(dirs.Socket, "b.sock"), pluginInfo(fakeType, "same"), registrationtest.Options{})
-	wantNotification(t, a, true, "")
-	wantNotification(t, b, true, "")
-	// A plugin hears Notify(true) a moment before the reconciler records the outcome.
-	rd.waitState(a.Path(), reconciler.StateRegistered)
-	rd.waitState(b.Path(), reconciler.StateRegistered)
-	regs := h.WaitCalls(t, registrationtest.MethodRegister, 2, e2eWait)
-	if regs[0].Info.Socket == regs[1].Info.Socket || regs[0].Info.Name != "same" || regs[1].Info.Name != "same" {
-		t.Fatalf("Register calls %+v, want one per socket", regs)
-	}
-
-	a.Close()
-	de := h.WaitCalls(t, registrationtest.MethodDeRegister, 1, e2eWait)
-	if de[0].Info.Socket != a.Path() {
-		t.Fatalf("DeRegister of %s, want %s", de[0].Info.Socket, a.Path())
-	}
-	rd.waitGone(a.Path())
-	if st, _ := rd.d.State().StatusOf(b.Path()); st.State != reconciler.StateRegistered {
-		t.Fatalf("the other plugin of the same name: %+v", st)
-	}
-	if _, ok := rd.d.State().Actual().Get(b.Path()); !ok {
-		t.Fatal("the other plugin of the same name left the actual state")
-	}
-}
-
 func TestE2EReregistration(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -198,6 +198,8 @@ func stateToProto(s state.PluginState) adminv1.PluginState {
 		return adminv1.PluginState_PLUGIN_STATE_GONE
 	case state.StateRejected:
 		return adminv1.PluginState_PLUGIN_STATE_REJECTED
+	case state.StateStandby:
+		return adminv1.PluginState_PLUGIN_STATE_STANDBY
 	default:
 		return adminv1.PluginState_PLUGIN_STATE_UNSPECIFIED
 	}

@@ -183,6 +183,7 @@ const (
 	StateFailing           = state.StateFailing
 	StateWaitingForHandler = state.StateWaitingForHandler
 	StateRejected          = state.StateRejected
+	StateStandby           = state.StateStandby
 	StateGone              = state.StateGone
 )
 
@@ -267,6 +268,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		waiting:  make(map[string]struct{}),
 		deferred: make(map[string][]string),
 		rejected: make(map[pluginKey]map[string]struct{}),
+		byGroup:  make(map[pluginKey]map[string]struct{}),
 		done:     make(chan result, r.cfg.MaxConcurrent),
 	}
 	l.run(ctx)
@@ -322,7 +324,8 @@ type sock struct {
 
 	pluginType, pluginName string
 	pluginVersions         []string
-	indexedType            string // the key of byType that lists this path, if any
+	indexedType            string    // the key of byType that lists this path, if any
+	indexedGroup           pluginKey // the key of byGroup that lists this path, if any
 
 	status SocketStatus // last published; State is empty before the first
 }
@@ -355,6 +358,9 @@ type loop struct {
 	retrying   int
 	// deferred lists, per plugin type, the sockets waiting for a slot of their type.
 	deferred map[string][]string
+	// byGroup lists, by plugin type and name, the paths with an actual plugin of it: the
+	// instances of one plugin, re-evaluated together when one of them changes.
+	byGroup map[pluginKey]map[string]struct{}
 	// rejected lists, by plugin type and name, the sockets their handler rejected.
 	rejected map[pluginKey]map[string]struct{}
 	done     chan result
@@ -529,9 +535,11 @@ func (l *loop) evalPath(path string, logSkip bool) {
 	}
 	if aOK {
 		l.index(s, a.Type)
+		l.indexGroup(s, pluginKey{a.Type, a.Name})
 		s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
 	} else {
 		l.index(s, "")
+		l.indexGroup(s, pluginKey{})
 	}
 
 	if s.busy || s.queued || (s.deferType != "" && dOK && !aOK && s.hasID) {
@@ -551,6 +559,9 @@ func (l *loop) evalPath(path string, logSkip bool) {
 		hasHandler := r.handlers.Has(a.Type)
 		if dOK && a.ID == d.ID && hasHandler && !r.desired.Dead(path) {
 			st8 = StateRegistered
+			if a.Standby {
+				st8 = StateStandby
+			}
 			l.forgetFailure(s)
 		} else if s.backingOff(now) {
 			st8 = StateFailing
@@ -724,6 +735,7 @@ func (l *loop) registered(s *sock, res result, err error) {
 		}
 		if a, ok := r.actual.Get(s.path); ok {
 			s.pluginType, s.pluginName, s.pluginVersions = a.Type, a.Name, a.Versions
+			defer l.evalGroup(pluginKey{a.Type, a.Name}, s.path) // the instance it replaced is a standby now
 		}
 		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
 		return
@@ -796,8 +808,9 @@ func (l *loop) deregistered(s *sock, res result) {
 		r.log.Debug("plugin deregistered", "socket", p.Socket, "plugin_type", p.Type, "plugin", p.Name)
 	}
 	// A plugin of the same type and name that was refused (a duplicate waiting on a conflict)
-	// may be accepted now.
+	// may be accepted now; another instance of it may have taken over.
 	defer l.recheckRejected(pluginKey{p.Type, p.Name}, false)
+	defer l.evalGroup(pluginKey{p.Type, p.Name}, p.Socket)
 	if d, ok := r.desired.Get(p.Socket); ok && d.ID == p.ID && r.desired.Dead(p.Socket) {
 		s.lastErr = "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at " + p.Socket
 		r.log.Info("plugin deregistered: its server stopped answering (the socket file stays)",
@@ -890,6 +903,39 @@ func (l *loop) setWaiting(s *sock, waiting bool, typ string) {
 	}
 }
 
+// indexGroup files s under its plugin's type and name in byGroup; the zero key takes it out.
+func (l *loop) indexGroup(s *sock, k pluginKey) {
+	if s.indexedGroup == k {
+		return
+	}
+	if set := l.byGroup[s.indexedGroup]; set != nil {
+		delete(set, s.path)
+		if len(set) == 0 {
+			delete(l.byGroup, s.indexedGroup)
+		}
+	}
+	s.indexedGroup = k
+	if k == (pluginKey{}) {
+		return
+	}
+	set := l.byGroup[k]
+	if set == nil {
+		set = make(map[string]struct{})
+		l.byGroup[k] = set
+	}
+	set[s.path] = struct{}{}
+}
+
+// evalGroup re-evaluates the other instances of the plugin k (one of them registered, or went:
+// another may have become the active one or a standby).
+func (l *loop) evalGroup(k pluginKey, except string) {
+	for _, p := range slices.Collect(maps.Keys(l.byGroup[k])) {
+		if p != except {
+			l.eval(p)
+		}
+	}
+}
+
 // index files s under plugin type typ in byType; an empty typ takes it out.
 func (l *loop) index(s *sock, typ string) {
 	if s.indexedType == typ {
@@ -916,6 +962,7 @@ func (l *loop) index(s *sock, typ string) {
 // forget drops s, whose socket and plugin are both gone, and reports it gone once.
 func (l *loop) forget(s *sock) {
 	l.index(s, "")
+	l.indexGroup(s, pluginKey{})
 	l.setWaiting(s, false, "")
 	l.setRejected(s, false)
 	delete(l.socks, s.path)

@@ -45,6 +45,10 @@ const (
 	// StateWaitingForHandler: the plugin's type has no handler; it is registered when one
 	// appears.
 	StateWaitingForHandler PluginState = "waiting-for-handler"
+	// StateStandby: the plugin is registered, but another instance of the same plugin (same
+	// type and name, on another socket) is the one its handler serves: it takes over, without
+	// the handler being told of a deregistration, if that one goes.
+	StateStandby PluginState = "standby"
 	// StateRejected: the handler refused the plugin (its own decision, with a reason). It is
 	// asked again when its handler, the socket, or a plugin of the same type and name
 	// changes, and otherwise at NextRetry.
@@ -99,7 +103,13 @@ type Plugin struct {
 	// Published is what the handler published about the plugin when it registered it.
 	Published    map[string]string
 	RegisteredAt time.Time
+	// Standby: another instance of the same plugin (type and name) is the active one, the one
+	// its handler was told of last; this one takes over if that one goes.
+	Standby bool
 }
+
+// GroupKey names the instances of one plugin: its type and name.
+type GroupKey struct{ Type, Name string }
 
 // Handler is one handler file as the host loaded it (or a native handler, with no File).
 type Handler struct {
@@ -190,6 +200,7 @@ type Store struct {
 	wake    chan struct{} // one slot: the desired state changed
 
 	plugins     map[string]Plugin // actual
+	groups      map[GroupKey]map[string]struct{}
 	actualWake  chan struct{}
 	status      map[string]Status
 	meta        map[string]viewMeta // of every path with a status
@@ -218,6 +229,7 @@ func New() *Store {
 		dirty:       make(map[string]struct{}),
 		wake:        make(chan struct{}, 1),
 		plugins:     make(map[string]Plugin),
+		groups:      make(map[GroupKey]map[string]struct{}),
 		actualWake:  make(chan struct{}, 1),
 		status:      make(map[string]Status),
 		meta:        make(map[string]viewMeta),
@@ -423,7 +435,11 @@ func (a *Actual) Store() *Store { return a.s }
 func (a *Actual) Add(p Plugin) {
 	s := a.s
 	s.mu.Lock()
+	if old, ok := s.plugins[p.Socket]; ok {
+		s.ungroupLocked(old)
+	}
 	s.plugins[p.Socket] = p
+	s.groupLocked(p)
 	if id, ok := s.dead[p.Socket]; ok && id == p.ID {
 		delete(s.dead, p.Socket) // it answered again
 	}
@@ -438,8 +454,11 @@ func (a *Actual) Update(socket string, fn func(*Plugin)) bool {
 	s.mu.Lock()
 	p, ok := s.plugins[socket]
 	if ok {
+		s.ungroupLocked(p)
 		fn(&p)
+		p.Socket = socket
 		s.plugins[socket] = p
+		s.groupLocked(p)
 		s.touchLocked(socket)
 	}
 	s.mu.Unlock()
@@ -455,6 +474,7 @@ func (a *Actual) Remove(socket string) (Plugin, bool) {
 	s.mu.Lock()
 	p, ok := s.plugins[socket]
 	if ok {
+		s.ungroupLocked(p)
 		delete(s.plugins, socket)
 		s.touchLocked(socket)
 	}
@@ -480,6 +500,40 @@ func (a *Actual) List() []Plugin {
 	a.s.mu.Unlock()
 	slices.SortFunc(out, func(x, y Plugin) int { return strings.Compare(x.Socket, y.Socket) })
 	return out
+}
+
+// Group returns the registered instances of the plugin of type typ and name name (one per
+// socket), sorted by socket.
+func (a *Actual) Group(typ, name string) []Plugin {
+	a.s.mu.Lock()
+	set := a.s.groups[GroupKey{typ, name}]
+	out := make([]Plugin, 0, len(set))
+	for sock := range set {
+		out = append(out, a.s.plugins[sock])
+	}
+	a.s.mu.Unlock()
+	slices.SortFunc(out, func(x, y Plugin) int { return strings.Compare(x.Socket, y.Socket) })
+	return out
+}
+
+func (s *Store) groupLocked(p Plugin) {
+	k := GroupKey{p.Type, p.Name}
+	set := s.groups[k]
+	if set == nil {
+		set = make(map[string]struct{})
+		s.groups[k] = set
+	}
+	set[p.Socket] = struct{}{}
+}
+
+func (s *Store) ungroupLocked(p Plugin) {
+	k := GroupKey{p.Type, p.Name}
+	if set := s.groups[k]; set != nil {
+		delete(set, p.Socket)
+		if len(set) == 0 {
+			delete(s.groups, k)
+		}
+	}
 }
 
 // Len returns the number of registered plugins.

@@ -195,3 +195,24 @@ func TestHammer(t *testing.T) {
 		t.Errorf("writer 0's paths ended as %v, want %v", got, want.List())
 	}
 }
+
+func TestActualGroups(t *testing.T) {
+	a := NewActual()
+	a.Add(Plugin{Socket: "/r/b.sock", Type: "DRAPlugin", Name: "gpu"})
+	a.Add(Plugin{Socket: "/r/a.sock", Type: "DRAPlugin", Name: "gpu"})
+	a.Add(Plugin{Socket: "/r/c.sock", Type: "DRAPlugin", Name: "other"})
+	if g := a.Group("DRAPlugin", "gpu"); len(g) != 2 || g[0].Socket != "/r/a.sock" || g[1].Socket != "/r/b.sock" {
+		t.Fatalf("group = %+v", g)
+	}
+	a.Update("/r/a.sock", func(p *Plugin) { p.Name = "renamed" })
+	if g := a.Group("DRAPlugin", "gpu"); len(g) != 1 || g[0].Socket != "/r/b.sock" {
+		t.Fatalf("group after a rename = %+v", g)
+	}
+	a.Remove("/r/b.sock")
+	if g := a.Group("DRAPlugin", "gpu"); len(g) != 0 {
+		t.Fatalf("group after removal = %+v", g)
+	}
+	if g := a.Group("DRAPlugin", "renamed"); len(g) != 1 {
+		t.Fatalf("renamed group = %+v", g)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -106,6 +107,49 @@ const (
 type Registrar struct {
 	cfg Config
 	log *slog.Logger
+
+	groupMu sync.Mutex
+	groups  map[state.GroupKey]*groupLock
+}
+
+// groupLock serializes the handler calls about the instances of one plugin (its sockets with
+// the same type and name), which the reconciler may run at once.
+type groupLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockGroup locks the group of plugin typ/name and returns its unlock.
+func (r *Registrar) lockGroup(typ, name string) (unlock func()) {
+	k := state.GroupKey{Type: typ, Name: name}
+	r.groupMu.Lock()
+	g := r.groups[k]
+	if g == nil {
+		g = &groupLock{}
+		r.groups[k] = g
+	}
+	g.refs++
+	r.groupMu.Unlock()
+	g.mu.Lock()
+	return func() {
+		g.mu.Unlock()
+		r.groupMu.Lock()
+		if g.refs--; g.refs == 0 {
+			delete(r.groups, k)
+		}
+		r.groupMu.Unlock()
+	}
+}
+
+// activeOf returns the instance of the plugin typ/name that its handler serves, other than
+// at socket except.
+func (r *Registrar) activeOf(typ, name, except string) (state.Plugin, bool) {
+	for _, p := range r.cfg.Actual.Group(typ, name) {
+		if p.Socket != except && !p.Standby {
+			return p, true
+		}
+	}
+	return state.Plugin{}, false
 }
 
 // New returns a Registrar for cfg, with defaults filled in.
@@ -125,7 +169,7 @@ func New(cfg Config) (*Registrar, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Registrar{cfg: cfg, log: log}, nil
+	return &Registrar{cfg: cfg, log: log, groups: make(map[state.GroupKey]*groupLock)}, nil
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -213,6 +257,11 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		defer release()
 	}
 
+	// Several instances of one plugin (a rolling update): the newest one registered is the
+	// one the handler serves; the one it replaces stays registered as a standby.
+	defer r.lockGroup(info.Type, info.Name)()
+	prev, hasPrev := r.activeOf(info.Type, info.Name, s.Path)
+
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := refused(info, "ValidatePlugin", herr)
 		log.Debug("plugin refused by its handler", "error", err)
@@ -230,6 +279,12 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		Handler:      h,
 		RegisteredAt: r.cfg.Now(),
 	})
+	setStandby := func(standby bool) {
+		if hasPrev {
+			r.cfg.Actual.Update(prev.Socket, func(p *state.Plugin) { p.Standby = standby })
+		}
+	}
+	setStandby(true)
 	var published map[string]string
 	herr := r.callHandler(ctx, info.Type, CallRegister, func(ctx context.Context) error {
 		var err error
@@ -238,6 +293,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	})
 	if herr != nil {
 		r.cfg.Actual.Remove(s.Path)
+		setStandby(false)
 		err := refused(info, "RegisterPlugin", herr)
 		log.Debug("plugin refused by its handler", "error", err)
 		r.notifyFalse(ctx, log, client, err)
@@ -250,6 +306,12 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 
 	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
 		r.cfg.Actual.Remove(s.Path)
+		defer func() {
+			if hasPrev {
+				// The instance it replaced serves again: the handler is told of it anew.
+				r.takeOver(ctx, prev, log)
+			}
+		}()
 		err := fmt.Errorf("%w: plugin %s (type %s) at socket %s: NotifyRegistrationStatus(true): %w", registration.ErrNotifyFailed, info.Name, info.Type, s.Path, nerr)
 		if derr := r.callHandler(ctx, info.Type, CallDeregister, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); derr != nil {
 			log.Warn("plugin did not take its registration; rolling back, DeRegisterPlugin failed", "error", err, "deregister_error", derr)
@@ -258,7 +320,12 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		}
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
-	log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
+	if hasPrev {
+		log.Info("plugin registered; the instance it replaces stays as a standby", "endpoint", info.Endpoint,
+			"versions", info.Versions, "standby", prev.Socket, "elapsed", time.Since(start))
+	} else {
+		log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
+	}
 	if lv := r.cfg.Liveness; lv != nil {
 		// Watched from now on: if its server goes while its socket stays, it is noticed.
 		if err := lv.Watch(ctx, s.Path, s.ID); err != nil {
@@ -310,7 +377,25 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	if lv := r.cfg.Liveness; lv != nil {
 		lv.Forget(p.Socket)
 	}
+	defer r.lockGroup(p.Type, p.Name)()
+	cur, ok := r.cfg.Actual.Get(p.Socket)
 	r.cfg.Actual.Remove(p.Socket)
+	if ok && cur.ID == p.ID && cur.Standby {
+		log.Info("standby instance deregistered (the handler serves another instance)")
+		return nil
+	}
+	// Another instance of the plugin takes over: the handler is told of it, not of this one's
+	// going.
+	var next state.Plugin
+	for _, q := range r.cfg.Actual.Group(p.Type, p.Name) {
+		if q.Standby && (next.Socket == "" || q.RegisteredAt.After(next.RegisteredAt)) {
+			next = q
+		}
+	}
+	if next.Socket != "" && r.takeOver(ctx, next, log) {
+		log.Info("plugin instance deregistered; another instance took over", "instance", next.Socket)
+		return nil
+	}
 	h := registration.HandlerOf(p)
 	if h == nil {
 		log.Info("plugin deregistered (it had no handler)")
@@ -324,6 +409,36 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	}
 	log.Info("plugin deregistered")
 	return nil
+}
+
+// takeOver makes the standby instance q the one its handler serves: ValidatePlugin and
+// RegisterPlugin of q. It reports whether that worked; if not, q leaves the actual state (the
+// reconciler registers it anew, with the usual outcomes).
+func (r *Registrar) takeOver(ctx context.Context, q state.Plugin, log *slog.Logger) bool {
+	h := registration.HandlerOf(q)
+	if h == nil {
+		return false
+	}
+	info := registration.InfoOf(q)
+	var published map[string]string
+	err := r.callHandler(ctx, q.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) })
+	if err == nil {
+		err = r.callHandler(ctx, q.Type, CallRegister, func(ctx context.Context) error {
+			var err error
+			published, err = h.RegisterPlugin(ctx, info)
+			return err
+		})
+	}
+	if err != nil {
+		log.Warn("standby instance could not take over; it will be registered anew", "instance", q.Socket, "error", err)
+		r.cfg.Actual.Remove(q.Socket)
+		return false
+	}
+	r.cfg.Actual.Update(q.Socket, func(p *state.Plugin) {
+		p.Standby = false
+		p.Published = maps.Clone(published)
+	})
+	return true
 }
 
 // getInfo asks the plugin who it is, within GetInfoTimeout, and checks the answer.
