@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -33,6 +34,9 @@ type ociSources struct {
 	// on its way.
 	gate chan struct{}
 }
+
+// publishMu serializes publishHandlers (views.go).
+var publishMu sync.Mutex
 
 // firstPullWait bounds how long registrations wait for the first pull of the sources at start;
 // past it they start, and a source pulled later serves from then on.

@@ -17,6 +17,10 @@ import (
 // publishHandlers puts the host's handler set into the state store; the host calls it after
 // every step of following the handler directory.
 func (d *Daemon) publishHandlers() {
+	// Two hosts and the sources call it from their goroutines: one at a time, so that an
+	// older list is never set after a newer one.
+	publishMu.Lock()
+	defer publishMu.Unlock()
 	hs := append(d.host.Handlers(), d.oci.handlers()...)
 	out := make([]state.Handler, 0, len(hs))
 	for _, h := range hs {
