@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -116,8 +117,14 @@ func resultOf(err error) string {
 		return metrics.ResultOK
 	case errors.Is(err, context.DeadlineExceeded):
 		return metrics.ResultTimeout
+	case errors.Is(err, host.ErrQuarantined):
+		return metrics.ResultQuarantined
 	case errors.Is(err, host.ErrTrap):
 		return metrics.ResultTrap
+	case errors.Is(err, reconciler.ErrTypeBusy):
+		return metrics.ResultTypeBusy
+	case errors.Is(err, registration.ErrProtocol):
+		return metrics.ResultProtocol
 	case errors.Is(err, registration.ErrNoHandler):
 		return metrics.ResultNoHandler
 	case errors.Is(err, registration.ErrRejected):

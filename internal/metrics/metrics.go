@@ -53,6 +53,9 @@ const (
 	ResultNotifyFailed = "notify_failed" // the plugin did not accept the notification
 	ResultTrap         = "trap"          // the handler's module trapped
 	ResultTimeout      = "timeout"       // the handler call ran out of time
+	ResultQuarantined  = "quarantined"   // the handler is quarantined: the call failed at once
+	ResultProtocol     = "protocol"      // the plugin's answer broke HTTP/2 or gRPC
+	ResultTypeBusy     = "type_busy"     // every slot of the plugin's type was taken: it waits
 )
 
 // The calls a handler answers, for ObserveHandlerCall.

@@ -104,11 +104,18 @@ func (m *Monitor) Len() int {
 }
 
 // Watch starts watching the plugin registered from the socket at path with identity id,
-// replacing any earlier watch of path. It dials the socket (within DialTimeout); an error
-// means the plugin could not be watched (it is then not known to be alive either).
+// replacing any earlier watch of path. It dials the socket (within DialTimeout); when nobody
+// listens any more (the plugin died right after it registered), OnDead is called at once.
+// An error means the plugin could not be watched.
 func (m *Monitor) Watch(ctx context.Context, path string, id state.Identity) error {
 	fd, err := m.connect(ctx, path)
 	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			// It went between its registration and now (it answered GetInfo and Notify a
+			// moment ago): dead already.
+			m.log.Info("plugin stopped answering right after it registered", "socket", path, "error", err)
+			m.cfg.OnDead(path, id)
+		}
 		return err
 	}
 	e := &entry{watched: watched{path: path, id: id}, fd: fd, gen: nextGen(), since: time.Now()}

@@ -187,12 +187,22 @@ func TestForgottenPluginIsNotReported(t *testing.T) {
 	}
 }
 
-func TestWatchOfNobodyFails(t *testing.T) {
+// A plugin that died between its registration and the watch (nobody listens any more) is
+// reported dead at once: it is not left registered.
+func TestWatchOfNobodyReportsDeath(t *testing.T) {
 	path := filepath.Join(tempDir(t), "p.sock")
 	s := listen(t, path)
 	s.kill()
-	m, _ := run(t)
+	m, d := run(t)
 	if err := m.Watch(t.Context(), path, state.Identity{}); err == nil {
 		t.Fatal("Watch of a socket nobody listens on succeeded")
+	}
+	select {
+	case got := <-d.ch:
+		if got != path {
+			t.Fatalf("OnDead(%s), want %s", got, path)
+		}
+	default:
+		t.Fatal("a plugin gone before its watch began was not reported dead")
 	}
 }
