@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 func sock(path string, ino uint64) Socket {
@@ -214,5 +215,169 @@ func TestActualGroups(t *testing.T) {
 	}
 	if g := a.Group("DRAPlugin", "renamed"); len(g) != 1 {
 		t.Fatalf("renamed group = %+v", g)
+	}
+}
+
+func status(path string, st PluginState, attempts int) Status {
+	return Status{Path: path, State: st, PluginType: "T", PluginName: "n", Attempts: attempts}
+}
+
+// A subscriber gets one newest view per socket changed since it last asked, in revision order;
+// a removal as Deleted with the last view; a socket added and removed in between not at all.
+func TestSubscriptionChanges(t *testing.T) {
+	s := New()
+	s.SetStatus(status("/a", StatePending, 0))
+	sub, list := s.Subscribe()
+	defer sub.Close()
+	if len(list) != 1 || list[0].Path != "/a" {
+		t.Fatalf("list = %+v", list)
+	}
+	s.SetStatus(status("/a", StateFailing, 1))
+	s.SetStatus(status("/a", StateFailing, 2))
+	s.SetStatus(status("/b", StatePending, 0))
+	s.SetStatus(status("/c", StatePending, 0))
+	s.DeleteStatus("/c", time.Time{})
+	select {
+	case <-sub.C():
+	default:
+		t.Fatal("no wake-up after changes")
+	}
+	changes, reset, _ := sub.Next()
+	if reset || len(changes) != 2 {
+		t.Fatalf("changes = %+v (reset %v), want /a modified and /b added", changes, reset)
+	}
+	if c := changes[0]; c.Type != Modified || c.View.Path != "/a" || c.View.Attempts != 2 {
+		t.Errorf("first change %+v, want /a at attempt 2", c)
+	}
+	if c := changes[1]; c.Type != Added || c.View.Path != "/b" {
+		t.Errorf("second change %+v, want /b added", c)
+	}
+	s.SetStatus(status("/a", StateFailing, 2)) // the same again: no change
+	if changes, _, _ := sub.Next(); len(changes) != 0 {
+		t.Errorf("changes after an equal status: %+v", changes)
+	}
+	s.DeleteStatus("/a", time.Time{})
+	changes, _, _ = sub.Next()
+	if len(changes) != 1 || changes[0].Type != Deleted || changes[0].View.State != StateGone || changes[0].View.PluginName != "n" {
+		t.Errorf("after a removal: %+v, want /a deleted with its last view", changes)
+	}
+}
+
+// A handler swap changes the views of the plugins of its type, and only those.
+func TestHandlerSwapChangesViews(t *testing.T) {
+	s := New()
+	for _, p := range []Plugin{{Socket: "/a", Type: "T", Name: "a"}, {Socket: "/b", Type: "U", Name: "b"}} {
+		s.Actual().Add(p)
+		s.SetStatus(Status{Path: p.Socket, State: StateRegistered})
+	}
+	s.SetHandlers([]Handler{{File: "/h/t.wasm", PluginTypes: []string{"T"}, SHA256: "01", Serving: true}})
+	sub, _ := s.Subscribe()
+	defer sub.Close()
+	s.SetHandlers([]Handler{{File: "/h/t.wasm", PluginTypes: []string{"T"}, SHA256: "02", Serving: true}})
+	changes, _, _ := sub.Next()
+	if len(changes) != 1 || changes[0].View.Path != "/a" || changes[0].View.HandlerSHA256 != "02" {
+		t.Fatalf("changes after a swap = %+v, want /a with the new module", changes)
+	}
+	s.SetHandlers([]Handler{{File: "/h/t.wasm", PluginTypes: []string{"T"}, SHA256: "02", Serving: true}})
+	if changes, _, _ := sub.Next(); len(changes) != 0 {
+		t.Errorf("changes after the same handler set: %+v", changes)
+	}
+}
+
+// A subscriber that fell behind more removals than the store keeps is reset with the list;
+// one that keeps up is not, however many removals there are.
+func TestSubscriptionReset(t *testing.T) {
+	s := New()
+	s.SetMaxTombstones(4)
+	slow, _ := s.Subscribe()
+	defer slow.Close()
+	fast, _ := s.Subscribe()
+	defer fast.Close()
+	s.SetStatus(status("/keep", StatePending, 0))
+	for i := range 10 {
+		p := fmt.Sprintf("/gone%d", i)
+		s.SetStatus(status(p, StatePending, 0))
+		if _, reset, _ := fast.Next(); reset {
+			t.Fatal("a subscriber that keeps up was reset")
+		}
+		s.DeleteStatus(p, time.Time{})
+		if _, reset, _ := fast.Next(); reset {
+			t.Fatal("a subscriber that keeps up was reset")
+		}
+	}
+	_, reset, list := slow.Next()
+	if !reset || len(list) != 1 || list[0].Path != "/keep" {
+		t.Fatalf("slow subscriber: reset %v, list %+v; want a reset with /keep", reset, list)
+	}
+	if changes, reset, _ := slow.Next(); reset || len(changes) != 0 {
+		t.Errorf("after the reset: %+v, %v", changes, reset)
+	}
+}
+
+// Writers of every kind and subscribers at once: no race, and a subscriber that reads to the
+// end holds exactly the views the store lists.
+func TestStoreHammer(t *testing.T) {
+	s := New()
+	s.SetMaxTombstones(8)
+	sub, list := s.Subscribe()
+	defer sub.Close()
+	held := map[string]PluginView{}
+	for _, v := range list {
+		held[v.Path] = v
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				p := fmt.Sprintf("/p%d", (w*7+i)%20)
+				switch i % 5 {
+				case 0, 1:
+					s.SetStatus(status(p, StateFailing, i))
+				case 2:
+					s.Actual().Add(Plugin{Socket: p, Type: "T", Name: p})
+				case 3:
+					s.DeleteStatus(p, time.Time{})
+					s.Actual().Remove(p)
+				case 4:
+					s.SetHandlers([]Handler{{File: "/h", PluginTypes: []string{"T"}, SHA256: fmt.Sprint(i), Serving: true}})
+				}
+			}
+		})
+	}
+	apply := func() {
+		changes, reset, list := sub.Next()
+		if reset {
+			clear(held)
+			for _, v := range list {
+				held[v.Path] = v
+			}
+		}
+		for _, c := range changes {
+			if c.Type == Deleted {
+				delete(held, c.View.Path)
+			} else {
+				held[c.View.Path] = c.View
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-sub.C():
+			apply()
+		case <-done:
+			running = false
+		}
+	}
+	apply()
+	want := s.Plugins()
+	if len(want) != len(held) {
+		t.Fatalf("subscriber holds %d views, the store lists %d", len(held), len(want))
+	}
+	for _, v := range want {
+		if h, ok := held[v.Path]; !ok || h.Rev != v.Rev || h.State != v.State || h.Attempts != v.Attempts {
+			t.Errorf("%s: subscriber holds %+v, the store lists %+v", v.Path, h, v)
+		}
 	}
 }
