@@ -140,6 +140,9 @@ type AdminConfig struct {
 type MetricsConfig struct {
 	// Listen is "off", "unix:/path", or host:port. Defaults to 127.0.0.1:9436.
 	Listen string `yaml:"listen"`
+	// MaxConnections bounds the connections served at once (more wait in the listen
+	// backlog), so that a local user cannot take the daemon's file descriptors. Defaults to 64.
+	MaxConnections int `yaml:"maxConnections"`
 }
 
 func Default() Config {
@@ -173,7 +176,7 @@ func Default() Config {
 			Limits:      DefaultHandlerLimits(),
 			Quarantine:  DefaultQuarantine(),
 		},
-		Metrics: MetricsConfig{Listen: "127.0.0.1:9436"},
+		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
 	}
 }
 
@@ -278,6 +281,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Reconciler.RejectedRecheck < Duration(time.Second) {
 		bad("reconciler.rejectedRecheck", "must be at least 1s, got %s", c.Reconciler.RejectedRecheck)
+	}
+	if c.Metrics.MaxConnections < 1 {
+		bad("metrics.maxConnections", "must be at least 1, got %d", c.Metrics.MaxConnections)
 	}
 	if c.Reconciler.MaxPerType < 1 {
 		bad("reconciler.maxPerType", "must be at least 1, got %d", c.Reconciler.MaxPerType)

@@ -99,6 +99,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	d.watcher = w
 	d.metrics, err = metrics.New(metrics.Config{
 		Addr:                cfg.Metrics.Listen,
+		MaxConnections:      cfg.Metrics.MaxConnections,
 		Logger:              log.With("component", "metrics"),
 		Version:             d.version,
 		Ready:               d.Ready,

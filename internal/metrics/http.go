@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/wasmhost/wasmhost/internal/unixsock"
+	"golang.org/x/net/netutil"
 )
 
 // Handler returns the HTTP handler of the endpoints:
@@ -86,12 +87,13 @@ func (m *Metrics) Run(ctx context.Context) error {
 		return err
 	}
 	defer cleanup()
+	lis = netutil.LimitListener(lis, m.cfg.MaxConnections)
 
 	srv := &http.Server{
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
 	var wg sync.WaitGroup

@@ -131,6 +131,11 @@ type Config struct {
 	// ShutdownTimeout is how long Run waits for open requests after its context is done
 	// before it closes the connections. Defaults to 5 s.
 	ShutdownTimeout time.Duration
+	// MaxConnections bounds the connections served at once: past it, new ones wait in the
+	// listen backlog, so that a local user holding connections open cannot take the daemon's
+	// file descriptors (each idle one is closed after 30 s, one that sends no request after
+	// 10 s). Defaults to 64.
+	MaxConnections int
 }
 
 func (c Config) withDefaults() Config {
@@ -142,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPluginTypes <= 0 {
 		c.MaxPluginTypes = 64
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 64
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 5 * time.Second

@@ -412,3 +412,63 @@ func BenchmarkObserveHandlerCall(b *testing.B) {
 		m.ObserveHandlerCall("CSIPlugin", metrics.CallValidate, metrics.ResultOK, 40*time.Microsecond)
 	}
 }
+
+// Connections past MaxConnections are not served (they wait in the backlog): a local user
+// holding connections open cannot take the daemon's descriptors. Served again once one goes.
+func TestRunCapsConnections(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "metrics.sock")
+	cfg := testConfig()
+	cfg.Addr = "unix:" + sock
+	cfg.MaxConnections = 1
+	m, err := metrics.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	get := func(timeout time.Duration) error {
+		c := &http.Client{Timeout: timeout, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", sock)
+			},
+			DisableKeepAlives: true,
+		}}
+		resp, err := c.Get("http://metrics/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for get(time.Second) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the metrics endpoint never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hog, err := net.Dial("unix", sock) // holds the one slot, sends nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := get(300 * time.Millisecond); err == nil {
+		t.Fatal("a request was served while the one connection allowed was held")
+	}
+	hog.Close()
+	if err := get(10 * time.Second); err != nil {
+		t.Fatalf("after the held connection went: %v", err)
+	}
+}
