@@ -1,10 +1,12 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ErrTypeBusy: every operation slot of the plugin's type is taken. The registrar returns it
@@ -21,6 +23,7 @@ type TypeSlots struct {
 	busy     map[string]int
 	released map[string]struct{}
 	wake     chan struct{}
+	freed    chan struct{} // closed and replaced at every release: wakes Acquire's waiters
 }
 
 // NewTypeSlots returns slots for at most per operations of each plugin type at once (at
@@ -31,6 +34,7 @@ func NewTypeSlots(per int) *TypeSlots {
 		busy:     make(map[string]int),
 		released: make(map[string]struct{}),
 		wake:     make(chan struct{}, 1),
+		freed:    make(chan struct{}),
 	}
 }
 
@@ -52,10 +56,48 @@ func (t *TypeSlots) release(pluginType string) {
 		delete(t.busy, pluginType)
 	}
 	t.released[pluginType] = struct{}{}
+	close(t.freed)
+	t.freed = make(chan struct{})
 	t.mu.Unlock()
 	select {
 	case t.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Acquire takes a slot of pluginType, waiting up to wait for one to be released. A type whose
+// operations are quick frees a slot within a few milliseconds, so a burst of its plugins does
+// not go round again through the queue (and dial and GetInfo again); a slow type's plugins
+// give up soon and wait behind their type without holding anything.
+func (t *TypeSlots) Acquire(ctx context.Context, pluginType string, wait time.Duration) (release func(), ok bool) {
+	var timer *time.Timer
+	for {
+		if release, ok := t.TryAcquire(pluginType); ok {
+			if timer != nil {
+				timer.Stop()
+			}
+			return release, true
+		}
+		if timer == nil {
+			if wait <= 0 {
+				return nil, false
+			}
+			timer = time.NewTimer(wait)
+		}
+		t.mu.Lock()
+		freed := t.freed
+		t.mu.Unlock()
+		if t.Free(pluginType) > 0 {
+			continue // released between TryAcquire and here
+		}
+		select {
+		case <-freed:
+		case <-timer.C:
+			return t.TryAcquire(pluginType)
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, false
+		}
 	}
 }
 

@@ -51,4 +51,5 @@ func (c Config) withDefaults() Config {
 type watched struct {
 	path string
 	id   state.Identity
+	gen  uint64 // tells this watch from a later one of the same path
 }

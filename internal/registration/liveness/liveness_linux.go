@@ -32,12 +32,13 @@ type Monitor struct {
 	want    map[string]uint64 // path -> generation of its current watch; gone once forgotten
 	probing sync.WaitGroup
 	ran     bool
+	pending []watched     // watches asked for and not made yet, in order
+	kick    chan struct{} // one slot: pending is not empty
 }
 
 type entry struct {
 	watched
 	fd    int
-	gen   uint64
 	since time.Time // when the connection was made
 	drops int       // connections in a row that the server dropped soon after they were made
 	acked bool      // the server's SETTINGS were acknowledged (Run's goroutine only)
@@ -93,7 +94,8 @@ func New(cfg Config) (*Monitor, error) {
 		return nil, fmt.Errorf("liveness: epoll_ctl: %w", err)
 	}
 	return &Monitor{cfg: cfg, log: cfg.Logger, epfd: epfd, wake: wake,
-		byFD: make(map[int]*entry), byPath: make(map[string]*entry), want: make(map[string]uint64)}, nil
+		byFD: make(map[int]*entry), byPath: make(map[string]*entry), want: make(map[string]uint64),
+		kick: make(chan struct{}, 1)}, nil
 }
 
 // Len returns how many plugins are watched.
@@ -103,26 +105,137 @@ func (m *Monitor) Len() int {
 	return len(m.want)
 }
 
-// Watch starts watching the plugin registered from the socket at path with identity id,
-// replacing any earlier watch of path. It dials the socket (within DialTimeout); when nobody
-// listens any more (the plugin died right after it registered), OnDead is called at once.
-// An error means the plugin could not be watched.
-func (m *Monitor) Watch(ctx context.Context, path string, id state.Identity) error {
+// Watch asks for the plugin registered from the socket at path with identity id to be watched,
+// replacing any earlier watch of path, and returns at once: Run's worker dials the socket, one
+// at a time, so that watching costs a burst of registrations nothing on their way (they are
+// notified first). When nobody listens any more (the plugin died right after it registered),
+// OnDead is called then. It returns an error only when the monitor has stopped.
+func (m *Monitor) Watch(_ context.Context, path string, id state.Identity) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errors.New("liveness: monitor stopped")
+	}
+	w := watched{path: path, id: id, gen: nextGen()}
+	m.want[path] = w.gen
+	m.pending = append(m.pending, w)
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Adopt watches the plugin registered from the socket at path with identity id over c, a
+// connection to it that the caller opened and is done with (the registration's, which said
+// the HTTP/2 preface and acknowledged the server's settings): it costs the plugin nothing
+// more. The monitor owns c from then on (it keeps a duplicate of its descriptor and closes c).
+func (m *Monitor) Adopt(path string, id state.Identity, c net.Conn) error {
+	defer c.Close()
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("liveness: %s: not a unix connection", path)
+	}
+	fd, err := dupConn(uc)
+	if err != nil {
+		return err
+	}
+	w := watched{path: path, id: id, gen: nextGen()}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		unix.Close(fd)
+		return errors.New("liveness: monitor stopped")
+	}
+	m.want[path] = w.gen
+	m.mu.Unlock()
+	return m.add(&entry{watched: w, fd: fd, since: time.Now(), acked: true})
+}
+
+// dupConn returns a close-on-exec duplicate of c's descriptor.
+func dupConn(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) {
+		fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	if dupErr != nil {
+		return -1, fmt.Errorf("liveness: dup: %w", dupErr)
+	}
+	return fd, nil
+}
+
+// work makes the watches asked for, until ctx is done.
+func (m *Monitor) work(ctx context.Context) {
+	for {
+		select {
+		case <-m.kick:
+		case <-ctx.Done():
+			return
+		}
+		for {
+			m.mu.Lock()
+			if len(m.pending) == 0 {
+				m.pending = nil
+				m.mu.Unlock()
+				break
+			}
+			w := m.pending[0]
+			m.pending = m.pending[1:]
+			stale := m.want[w.path] != w.gen
+			m.mu.Unlock()
+			if stale || ctx.Err() != nil {
+				continue
+			}
+			if err := m.watchNow(ctx, w); err != nil {
+				m.log.Debug("plugin not watched", "socket", w.path, "error", err)
+			}
+		}
+	}
+}
+
+// watchNow dials w's socket and adds the connection to the epoll set.
+func (m *Monitor) watchNow(ctx context.Context, w watched) error {
+	path, id := w.path, w.id
 	fd, err := m.connect(ctx, path)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			// It went between its registration and now (it answered GetInfo and Notify a
-			// moment ago): dead already.
+		if !nobodyListens(err) {
+			// Something is there but dropped the connection at once: follow it as a probe
+			// does, backing off.
+			m.mu.Lock()
+			if m.closed || m.want[path] != w.gen {
+				m.mu.Unlock()
+				return err
+			}
+			m.probing.Add(1)
+			m.mu.Unlock()
+			go func() {
+				defer m.probing.Done()
+				m.probe(ctx, &entry{watched: w, since: time.Now()})
+			}()
+			return err
+		}
+		// Nobody listens: it went between its registration and now (it answered GetInfo and
+		// Notify a moment ago), dead already.
+		m.mu.Lock()
+		current := m.want[path] == w.gen
+		if current {
+			delete(m.want, path)
+		}
+		m.mu.Unlock()
+		if current {
 			m.log.Info("plugin stopped answering right after it registered", "socket", path, "error", err)
 			m.cfg.OnDead(path, id)
 		}
 		return err
 	}
-	e := &entry{watched: watched{path: path, id: id}, fd: fd, gen: nextGen(), since: time.Now()}
-	m.mu.Lock()
-	m.want[path] = e.gen
-	m.mu.Unlock()
-	return m.add(e)
+	return m.add(&entry{watched: w, fd: fd, since: time.Now()})
 }
 
 func (m *Monitor) add(e *entry) error {
@@ -183,21 +296,7 @@ func (m *Monitor) connect(ctx context.Context, path string) (int, error) {
 	if _, err := c.Write(http2Preface); err != nil {
 		return -1, err
 	}
-	raw, err := c.(*net.UnixConn).SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	var dupErr error
-	if err := raw.Control(func(s uintptr) {
-		fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
-		return -1, err
-	}
-	if dupErr != nil {
-		return -1, fmt.Errorf("liveness: dup: %w", dupErr)
-	}
-	return fd, nil
+	return dupConn(c.(*net.UnixConn))
 }
 
 // Close releases what New took, for a monitor that will not Run (Run releases it itself).
@@ -246,6 +345,14 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		unix.Close(m.wake)
 		unix.Close(m.epfd)
+	}()
+
+	wctx, stopWork := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	workers.Go(func() { m.work(wctx) })
+	defer func() {
+		stopWork()
+		workers.Wait()
 	}()
 
 	events := make([]unix.EpollEvent, 128)
@@ -313,43 +420,57 @@ func (m *Monitor) probe(ctx context.Context, e *entry) {
 	if time.Since(e.since) < shortLived {
 		drops = e.drops + 1
 	}
-	if d := redialDelay(drops); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+	for {
+		if d := redialDelay(drops); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		fd, err := m.connect(ctx, e.path)
+		if ctx.Err() != nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 			return
 		}
-	}
-	fd, err := m.connect(ctx, e.path)
-	if ctx.Err() != nil {
-		if fd >= 0 {
-			unix.Close(fd)
+		m.mu.Lock()
+		superseded := m.want[e.path] != e.gen // forgotten, or watched anew, meanwhile
+		m.mu.Unlock()
+		if superseded {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return
 		}
-		return
-	}
-	m.mu.Lock()
-	superseded := m.want[e.path] != e.gen // forgotten, or watched anew, meanwhile
-	m.mu.Unlock()
-	if superseded {
-		if fd >= 0 {
-			unix.Close(fd)
+		if err == nil {
+			if err := m.add(&entry{watched: e.watched, fd: fd, since: time.Now(), drops: drops}); err != nil {
+				m.log.Debug("liveness: watch not renewed", "socket", e.path, "error", err)
+			}
+			return
 		}
-		return
-	}
-	if err == nil {
-		if err := m.add(&entry{watched: e.watched, fd: fd, gen: e.gen, since: time.Now(), drops: drops}); err != nil {
-			m.log.Debug("liveness: watch not renewed", "socket", e.path, "error", err)
+		if nobodyListens(err) {
+			break
 		}
-		return
+		// Something is there but dropped the connection at once, or its backlog is full:
+		// not dead; try again, backing off.
+		drops++
 	}
 	m.log.Info("plugin stopped answering: its connection closed and nobody listens at its socket",
-		"socket", e.path, "error", err)
+		"socket", e.path)
 	m.mu.Lock()
 	if m.want[e.path] == e.gen {
 		delete(m.want, e.path)
 	}
 	m.mu.Unlock()
 	m.cfg.OnDead(e.path, e.id)
+}
+
+// nobodyListens reports whether a dial error says that no server is at the socket (refused,
+// or the file is gone), as opposed to one that is there but busy or rude.
+func nobodyListens(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
 }

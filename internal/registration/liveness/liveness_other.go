@@ -5,6 +5,7 @@ package liveness
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -23,6 +24,9 @@ func New(cfg Config) (*Monitor, error) {
 
 // Watch does nothing here.
 func (m *Monitor) Watch(context.Context, string, state.Identity) error { return nil }
+
+// Adopt closes c: nothing is watched here.
+func (m *Monitor) Adopt(_ string, _ state.Identity, c net.Conn) error { return c.Close() }
 
 // Forget does nothing here.
 func (m *Monitor) Forget(string) {}

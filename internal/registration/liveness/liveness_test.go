@@ -194,15 +194,15 @@ func TestWatchOfNobodyReportsDeath(t *testing.T) {
 	s := listen(t, path)
 	s.kill()
 	m, d := run(t)
-	if err := m.Watch(t.Context(), path, state.Identity{}); err == nil {
-		t.Fatal("Watch of a socket nobody listens on succeeded")
+	if err := m.Watch(t.Context(), path, state.Identity{}); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case got := <-d.ch:
 		if got != path {
 			t.Fatalf("OnDead(%s), want %s", got, path)
 		}
-	default:
+	case <-time.After(wait):
 		t.Fatal("a plugin gone before its watch began was not reported dead")
 	}
 }

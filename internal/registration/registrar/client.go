@@ -156,7 +156,30 @@ func newWireConn(c net.Conn) *wireConn {
 
 // close says goodbye (a GOAWAY, as grpc-go does, within a short write deadline) and closes
 // the connection.
+// detach hands over the connection, open and idle, to a caller that keeps it (the liveness
+// monitor): no GOAWAY, no close. It returns nil when the connection is broken (then closed).
+// close is a no-op afterwards.
+func (w *wireConn) detach() net.Conn {
+	if w.bufs == nil {
+		return nil
+	}
+	if w.broken != nil {
+		w.close()
+		return nil
+	}
+	c := w.c
+	_ = c.SetDeadline(time.Time{})
+	w.bufs.r.Reset(nil)
+	w.bufs.w.Reset(nil)
+	bufPool.Put(w.bufs)
+	w.bufs = nil
+	return c
+}
+
 func (w *wireConn) close() {
+	if w.bufs == nil {
+		return // detached, or closed already
+	}
 	if w.broken == nil {
 		w.c.SetWriteDeadline(time.Now().Add(goAwayDeadline))
 		w.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
