@@ -177,6 +177,13 @@ func benchRegister(b *testing.B, useWasm bool) {
 		typ = exampleType
 	}
 	rd := startBenchDaemon(b, dirs, h, wasm)
+	registerOneByOne(b, rd, dirs, typ)
+}
+
+// registerOneByOne is BenchmarkE2ERegister's measure: b.N plugins of typ, one at a time,
+// each from its socket's creation to its Notify(true), the next after the previous was
+// deregistered; it reports p50-ms and p99-ms.
+func registerOneByOne(b *testing.B, rd *runningDaemon, dirs e2eDirs, typ string) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
@@ -638,29 +645,7 @@ func benchFairness(b *testing.B, n int, hung bool) {
 		b.Cleanup(p.Close)
 	}
 	waitFor(b, "the busy sockets to be known", func() bool { return len(rd.d.State().Statuses()) >= n })
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		sock := filepath.Join(dirs.Socket, "p"+strconv.Itoa(i)+".sock")
-		start := time.Now()
-		p, err := registrationtest.Start(sock, pluginInfo(fakeType, "p"+strconv.Itoa(i)), registrationtest.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		note := p.WaitNotification(b, e2eWait)
-		lat = append(lat, time.Since(start))
-		b.StopTimer()
-		if !note.Registered {
-			b.Fatalf("plugin %s: %+v", sock, note)
-		}
-		rd.waitState(sock, reconciler.StateRegistered)
-		p.Close()
-		rd.waitGone(sock)
-		b.StartTimer()
-	}
-	b.StopTimer()
-	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+	registerOneByOne(b, rd, dirs, fakeType)
 }
 
 // BenchmarkE2ELiveness: with N plugins registered, one is killed as SIGKILL does (its server
