@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -111,7 +112,7 @@ func TestExamplePluginRefusedKeepsServing(t *testing.T) {
 	dir := registrationtest.SocketDir(t)
 	socket, logs := startPlugin(t, config{socketDir: dir, pluginTyp: "example.com/demo", name: "demo-2", endpoint: "/run/demo.sock"})
 	h := registrationtest.NewRecordingHandler()
-	h.SetError(registrationtest.MethodValidate, errors.New("not today"))
+	h.SetError(registrationtest.MethodValidate, fmt.Errorf("%w: not today", registration.ErrRejected))
 	reg, _ := newRegistrar(t, "example.com/demo", h)
 	s := state.Socket{Path: socket, Seen: time.Now()}
 	if err := reg.Register(context.Background(), s); !errors.Is(err, registration.ErrRejected) {
