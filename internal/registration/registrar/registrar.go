@@ -331,8 +331,10 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 	if hasPrev {
-		log.Info("plugin registered; the instance it replaces stays as a standby", "endpoint", info.Endpoint,
-			"versions", info.Versions, "standby", prev.Socket, "elapsed", time.Since(start))
+		// The message is the same as for any registration (operators search for it); the
+		// instance it replaces, now a standby, is named.
+		log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions,
+			"replaces_as_standby", prev.Socket, "elapsed", time.Since(start))
 	} else {
 		log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
 	}
@@ -394,7 +396,7 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	cur, ok := r.cfg.Actual.Get(p.Socket)
 	r.cfg.Actual.Remove(p.Socket)
 	if ok && cur.ID == p.ID && cur.Standby {
-		log.Info("standby instance deregistered (the handler serves another instance)")
+		log.Info("plugin deregistered", "standby", true, "note", "a standby instance: its handler serves another instance and was not called")
 		return nil
 	}
 	// Another instance of the plugin takes over: the handler is told of it, not of this one's
@@ -406,7 +408,7 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 		}
 	}
 	if next.Socket != "" && r.takeOver(ctx, next, log) {
-		log.Info("plugin instance deregistered; another instance took over", "instance", next.Socket)
+		log.Info("plugin deregistered", "taken_over_by", next.Socket, "note", "another instance of the plugin took over: its handler was told of that one, not of this one's going")
 		return nil
 	}
 	h := registration.HandlerOf(p)
