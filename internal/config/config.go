@@ -128,6 +128,11 @@ type HandlersConfig struct {
 type TypeConfig struct {
 	// Capabilities the handler of this type may import, e.g. [plugin_call]. Defaults to none.
 	Capabilities []string `yaml:"capabilities"`
+	// PluginCallEndpoints are the path prefixes (directories) under which plugin_call may
+	// dial a plugin's endpoint besides the plugin's own registration socket, e.g.
+	// [/var/lib/kubelet/plugins/] for CSI drivers. Never the daemon's own sockets. Defaults to
+	// none: a handler may call only the socket its plugin registered from.
+	PluginCallEndpoints []string `yaml:"pluginCallEndpoints"`
 }
 
 // AdminConfig places the admin API.
@@ -309,6 +314,11 @@ func (c *Config) Validate() error {
 		for _, capName := range tc.Capabilities {
 			if _, ok := abi.CapabilityImports[capName]; !ok {
 				bad("handlers.types."+typ+".capabilities", "unknown capability %q (known: %s)", capName, strings.Join(KnownCapabilities(), ", "))
+			}
+		}
+		for _, prefix := range tc.PluginCallEndpoints {
+			if !filepath.IsAbs(prefix) || filepath.Clean(prefix) == "/" {
+				bad("handlers.types."+typ+".pluginCallEndpoints", "%q: want an absolute directory other than /", prefix)
 			}
 		}
 	}

@@ -164,19 +164,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	})
 	// The host comes last: it is the only part that holds resources before Run.
 	hcfg := host.Config{
-		HandlerDir:    cfg.HandlerDir,
-		CacheDir:      filepath.Join(cfg.StateDir, "cache"),
-		Registry:      d.registry,
-		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
-		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
-		PoolSize:      cfg.Handlers.PoolSize,
-		Grants:        cfg.Grants(),
-		AllowInsecure: cfg.Handlers.AllowInsecure,
-		Limits:        hostLimits(cfg.Handlers.Limits),
-		Quarantine:    hostQuarantine(cfg.Handlers.Quarantine),
-		PluginCaller:  registrar.PluginCaller{},
-		OnChange:      d.publishHandlers,
-		Logger:        log.With("component", "host"),
+		HandlerDir:       cfg.HandlerDir,
+		CacheDir:         filepath.Join(cfg.StateDir, "cache"),
+		Registry:         d.registry,
+		CallTimeout:      time.Duration(cfg.Handlers.CallTimeout),
+		MemoryLimit:      int64(cfg.Handlers.MemoryLimit),
+		PoolSize:         cfg.Handlers.PoolSize,
+		Grants:           cfg.Grants(),
+		AllowInsecure:    cfg.Handlers.AllowInsecure,
+		Limits:           hostLimits(cfg.Handlers.Limits),
+		Quarantine:       hostQuarantine(cfg.Handlers.Quarantine),
+		PluginCaller:     registrar.PluginCaller{},
+		PluginCallPolicy: pluginCallPolicy(cfg),
+		OnChange:         d.publishHandlers,
+		Logger:           log.With("component", "host"),
 	}
 	d.host, err = host.New(ctx, hcfg)
 	if err != nil {

@@ -69,6 +69,13 @@ type Config struct {
 	// abi.CapabilityPluginCall capability cannot be granted (New fails if it is).
 	PluginCaller PluginCaller
 
+	// PluginCallPolicy, if set, decides whether plugin_call may dial endpoint for the plugin
+	// of pluginType registered from socket: it returns the path to dial (symlinks resolved,
+	// so that what was checked is what is dialled) or an error saying why not, which the
+	// guest reads with error_read (the call returns CodeDenied). Defaults to nil: any
+	// endpoint (the conformance kit and `wasmhost handler test` use a fixture).
+	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
+
 	// OnChange, if set, is called from Run's goroutine after each step of following the
 	// handler directory (a load, a replacement, a removal, a refusal), so that the caller can
 	// publish Handlers() at once; it must be quick and must not call back into Run. The

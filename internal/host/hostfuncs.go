@@ -22,6 +22,7 @@ type callState struct {
 	pluginType string // the type whose handler runs; "" outside plugin calls
 	plugin     string // the plugin's name
 	endpoint   string // the plugin's endpoint, for plugin_call
+	socket     string // the plugin's registration socket, for plugin_call's policy
 
 	req []byte // the encoded abi.PluginRequest
 
@@ -291,6 +292,19 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ret(stack, abi.CodeFailed)
 		return
 	}
+	endpoint := st.endpoint
+	if policy := m.h.cfg.PluginCallPolicy; policy != nil {
+		ep, err := policy(st.pluginType, st.socket, st.endpoint)
+		if err != nil {
+			st.pluginCallErr = err.Error()
+			m.h.log.LogAttrs(ctx, slog.LevelWarn, "plugin_call refused",
+				slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
+				slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
+			ret(stack, abi.CodeDenied)
+			return
+		}
+		endpoint = ep
+	}
 	maxResp := m.h.cfg.Limits.PluginCallResponseBytes
 	if st.pluginCalls++; st.pluginCalls > m.h.cfg.Limits.PluginCallsPerCall {
 		lim := m.h.cfg.Limits.PluginCallsPerCall
@@ -298,7 +312,7 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	// The guest's memory may move while the call runs (it cannot: the instance is blocked
 	// here), but the caller must not retain req, so pass a copy.
-	out, err := caller.Call(ctx, st.endpoint, string(method), append([]byte(nil), req...), maxResp)
+	out, err := caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
 	if err != nil {
 		st.pluginCallErr = err.Error()
 		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",

@@ -347,7 +347,7 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 	}
 	st := &callState{
 		m: m, export: exportNames[fn], pluginType: pluginType,
-		plugin: p.Name, endpoint: p.Endpoint, req: req,
+		plugin: p.Name, endpoint: p.Endpoint, socket: p.Socket, req: req,
 	}
 	if fn == fnRegister {
 		st.published = make(map[string]string)

@@ -74,7 +74,10 @@ func TestCSIPluginWithDaemon(t *testing.T) {
 	d := newDirs(t)
 	dm := startDaemon(t, d, daemonOptions{
 		Handlers: []string{"csi"},
-		Config:   "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  types:\n    CSIPlugin:\n      capabilities: [plugin_call]\n",
+		// The driver serves CSI on a socket of its own, under d.Data: plugin_call may dial
+		// there only because the operator allows that directory for CSIPlugin.
+		Config: "apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  types:\n    CSIPlugin:\n" +
+			"      capabilities: [plugin_call]\n      pluginCallEndpoints: [" + d.Data + "]\n",
 	})
 	const driver = "csi.interop.dev"
 	p := startCSI(t, d, driver)
