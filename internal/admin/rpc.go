@@ -2,9 +2,11 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -141,27 +143,27 @@ func eventType(t state.ChangeType) adminv1.EventType {
 
 func pluginToProto(p state.PluginView) *adminv1.Plugin {
 	return &adminv1.Plugin{
-		Socket:         p.Path,
-		Type:           p.PluginType,
-		Name:           p.PluginName,
-		Endpoint:       p.Endpoint,
-		Versions:       p.PluginVersions,
+		Socket:         text(p.Path),
+		Type:           text(p.PluginType),
+		Name:           text(p.PluginName),
+		Endpoint:       text(p.Endpoint),
+		Versions:       texts(p.PluginVersions),
 		State:          stateToProto(p.State),
-		LastError:      p.LastError,
+		LastError:      text(p.LastError),
 		Attempts:       uint32(max(p.Attempts, 0)),
 		NextRetry:      timeToProto(p.NextRetry),
 		LastTransition: timeToProto(p.Since),
-		HandlerFile:    p.HandlerFile,
+		HandlerFile:    text(p.HandlerFile),
 		HandlerSha256:  p.HandlerSHA256,
-		Published:      p.Published,
+		Published:      textMap(p.Published),
 		RegisteredAt:   timeToProto(p.RegisteredAt),
 	}
 }
 
 func handlerToProto(h state.Handler) *adminv1.Handler {
 	return &adminv1.Handler{
-		PluginTypes:  h.PluginTypes,
-		File:         h.File,
+		PluginTypes:  texts(h.PluginTypes),
+		File:         text(h.File),
 		Sha256:       h.SHA256,
 		Size:         h.Size,
 		AbiVersion:   h.ABIVersion,
@@ -172,11 +174,11 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		Failures:     h.Counters.Failures,
 		Traps:        h.Counters.Traps,
 		Timeouts:     h.Counters.Timeouts,
-		LastError:    h.LastError,
+		LastError:    text(h.LastError),
 
 		Quarantined:      h.Counters.Quarantined,
 		QuarantinedUntil: timeToProto(h.Counters.QuarantinedUntil),
-		QuarantineReason: h.Counters.QuarantineReason,
+		QuarantineReason: text(h.Counters.QuarantineReason),
 		Quarantines:      h.Counters.Quarantines,
 		FastFailed:       h.Counters.FastFailed,
 		KvKeys:           uint64(max(h.Counters.KVKeys, 0)),
@@ -211,4 +213,54 @@ func timeToProto(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+// text makes s fit a protobuf string, which must be UTF-8 (a message with one that is not
+// cannot be sent, and the whole list would fail): bytes that are not UTF-8 (a socket or file
+// name is any bytes; a handler publishes what it likes) are written as \xNN, and in such a
+// string a backslash as \\, so that it reads back unambiguously. Valid text is passed as it is.
+func text(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\\':
+			b.WriteString("\\\\")
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func texts(ss []string) []string {
+	for i, s := range ss {
+		if !utf8.ValidString(s) {
+			out := slices.Clone(ss)
+			for j := i; j < len(out); j++ {
+				out[j] = text(out[j])
+			}
+			return out
+		}
+	}
+	return ss
+}
+
+func textMap(m map[string]string) map[string]string {
+	for k, v := range m {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			out := make(map[string]string, len(m))
+			for k, v := range m {
+				out[text(k)] = text(v)
+			}
+			return out
+		}
+	}
+	return m
 }

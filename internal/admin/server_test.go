@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -591,4 +592,37 @@ func TestRunStopsWithStuckWatcher(t *testing.T) {
 			LastError: strings.Repeat("x", 100), Attempts: i})
 	}
 	ts.stop(t) // checks that Run returns and leaves no goroutine behind
+}
+
+// Names and values that are not UTF-8 (a socket file name is any bytes; a handler publishes
+// what it likes) cannot go into a protobuf string as they are: they are escaped, and the list
+// and the watch go on for every plugin.
+func TestNotUTF8IsEscaped(t *testing.T) {
+	src := &admintest.Source{}
+	odd := plugin("bad\xff\\-reg.sock", state.StateRegistered)
+	odd.Published = map[string]string{"key\xfe": "value\xfd"}
+	src.SetPlugins(plugin("good-reg.sock", state.StateRegistered), odd)
+	ts := start(t, src, nil)
+	c := ts.dial(t)
+	resp, err := c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{})
+	if err != nil {
+		t.Fatalf("ListPlugins with a name that is not UTF-8: %v", err)
+	}
+	var socks []string
+	for _, p := range resp.Plugins {
+		socks = append(socks, p.Socket)
+		if strings.Contains(p.Socket, "bad") && p.Published[`key\xfe`] != `value\xfd` {
+			t.Errorf("published %q, want the bytes escaped", p.Published)
+		}
+	}
+	if !slices.Contains(socks, `/plugins/bad\xff\\-reg.sock`) || !slices.Contains(socks, "/plugins/good-reg.sock") {
+		t.Errorf("sockets %q, want both, the odd one escaped", socks)
+	}
+	w, err := c.WatchPlugins(t.Context(), &adminv1.WatchPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := recvUntilSynced(t, w); len(list) != 2 {
+		t.Errorf("watch listed %d plugins, want 2", len(list))
+	}
 }
