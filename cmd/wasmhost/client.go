@@ -511,6 +511,9 @@ func (t *table) writeTo(w io.Writer) error {
 }
 
 func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now time.Time) error {
+	for _, p := range ps {
+		safeMessage(p)
+	}
 	tw := newTable()
 	header := []string{"SOCKET", "TYPE", "NAME", paint("STATE", colorNone, color), "VERSIONS", "AGE"}
 	if wide {
@@ -556,6 +559,9 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 }
 
 func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.Time) error {
+	for _, h := range hs {
+		safeMessage(h)
+	}
 	tw := newTable()
 	header := []string{"HANDLER", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE"}
 	if wide {
@@ -616,6 +622,7 @@ func publishedText(m map[string]string) string {
 
 // writeEventLine prints one watch event; listed counts the plugins since the last RESET.
 func writeEventLine(w io.Writer, ev *adminv1.PluginEvent, listed int, color bool) {
+	safeMessage(ev)
 	when := "-"
 	if t := ev.GetTime(); t != nil {
 		when = t.AsTime().Local().Format("15:04:05.000")
@@ -642,6 +649,7 @@ func writeEventLine(w io.Writer, ev *adminv1.PluginEvent, listed int, color bool
 }
 
 func writeStatus(w io.Writer, st *adminv1.Status) {
+	safeMessage(st)
 	ready := "yes"
 	if !st.GetReady() {
 		ready = "no: " + st.GetNotReadyReason()
