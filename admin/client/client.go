@@ -63,6 +63,10 @@ type Client struct {
 	dialErr atomic.Pointer[error] // why the last connection attempt failed
 }
 
+// MaxMessageSize is the largest answer the client takes (a list is one message). The daemon
+// sends what it has; this bounds what a client holds.
+const MaxMessageSize = 256 << 20
+
 // Dial returns a client of the daemon whose admin socket is socketPath. It does not connect
 // yet: the first call does, and fails with an explained error if no daemon is there. Close it
 // when done.
@@ -73,6 +77,9 @@ func Dial(socketPath string) (*Client, error) {
 	c := &Client{socket: socketPath}
 	conn, err := grpc.NewClient("passthrough:///wasmhost-admin",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A list is one message: with thousands of sockets, or plugins whose handlers publish
+		// up to the ABI's 64 keys of 64 KiB each, it goes past gRPC's default 4 MiB.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", socketPath)
 			if err != nil {

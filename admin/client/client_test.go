@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -208,5 +209,30 @@ func TestNotRunning(t *testing.T) {
 
 	if _, err := client.Dial(""); err == nil {
 		t.Error("Dial(\"\") succeeded")
+	}
+}
+
+// bigList answers ListPlugins with one plugin that publishes what the ABI allows at most (64
+// keys of 64 KiB), over gRPC's default 4 MiB for a message.
+type bigList struct {
+	adminv1.UnimplementedAdminServer
+}
+
+func (bigList) ListPlugins(context.Context, *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
+	pub := make(map[string]string, 64)
+	for i := range 64 {
+		pub[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", 64<<10)
+	}
+	return &adminv1.ListPluginsResponse{Plugins: []*adminv1.Plugin{{Socket: "/r/big.sock", Published: pub}}}, nil
+}
+
+func TestListOverFourMiB(t *testing.T) {
+	c := dial(t, serve(t, bigList{}))
+	resp, err := c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{})
+	if err != nil {
+		t.Fatalf("ListPlugins of a plugin publishing 4 MiB: %v", err)
+	}
+	if n := len(resp.Plugins[0].Published); n != 64 {
+		t.Errorf("%d published keys, want 64", n)
 	}
 }
