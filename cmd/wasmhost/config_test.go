@@ -113,3 +113,21 @@ func TestDefaultAdminSocket(t *testing.T) {
 		t.Errorf("client.DefaultSocketPath = %q, the daemon's default admin socket is %q", got, want)
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		configured, cgroup int64
+		env                string
+		want               int64
+		from               string
+	}{
+		{0, 0, "", 0, ""},
+		{0, 256 << 20, "", 256 << 20 / 10 * 9, "cgroup memory.max"},
+		{100 << 20, 256 << 20, "", 100 << 20, "memoryLimit"},
+		{100 << 20, 256 << 20, "50MiB", 0, ""},
+	} {
+		if got, from := memoryLimit(tc.configured, tc.env, tc.cgroup); got != tc.want || from != tc.from {
+			t.Errorf("memoryLimit(%d, %q, %d) = %d, %q; want %d, %q", tc.configured, tc.env, tc.cgroup, got, from, tc.want, tc.from)
+		}
+	}
+}

@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,6 +51,10 @@ Settings come from the defaults, then --config, then the flags.`,
 				return err
 			}
 			tuneGC()
+			if limit, from := memoryLimit(int64(cfg.MemoryLimit), os.Getenv("GOMEMLIMIT"), cgroupMemoryMax()); limit > 0 {
+				debug.SetMemoryLimit(limit)
+				log.Info("soft memory limit set", "bytes", limit, "from", from)
+			}
 			return daemon.RunWithShutdownDeadline(cmd.Context(), cfg, log, buildVersion())
 		},
 	}
@@ -93,6 +100,44 @@ func overlayFlags(cmd *cobra.Command, cfg *config.Config) error {
 const daemonGCPercent = 50
 
 // tuneGC sets the daemon's GC target, leaving an operator's GOGC alone.
+// memoryLimit returns the soft memory limit to set and where it comes from: the config's
+// memoryLimit, else 90% of the cgroup's memory.max (cgroupMax, 0 when there is none); 0 when
+// GOMEMLIMIT is set in the environment (Go applied it already) or there is nothing to go by.
+func memoryLimit(configured int64, env string, cgroupMax int64) (int64, string) {
+	switch {
+	case env != "":
+		return 0, ""
+	case configured > 0:
+		return configured, "memoryLimit"
+	case cgroupMax > 0:
+		return cgroupMax / 10 * 9, "cgroup memory.max"
+	}
+	return 0, ""
+}
+
+// cgroupMemoryMax reads the memory.max of the daemon's cgroup (v2), 0 when there is none or
+// it is "max".
+func cgroupMemoryMax() int64 {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", rest, "memory.max"))
+			if err != nil {
+				return 0
+			}
+			n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+			if err != nil {
+				return 0 // "max"
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(daemonGCPercent)

@@ -37,6 +37,11 @@ type Config struct {
 	StateDir string `yaml:"stateDir"`
 	// ShutdownTimeout bounds a graceful shutdown; past it the daemon exits. Defaults to 10s.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+	// MemoryLimit is the daemon's soft memory limit (Go's GOMEMLIMIT): past it the garbage
+	// collector works harder rather than let the heap grow into an OOM kill. Defaults to 0:
+	// 90% of the cgroup's memory.max when one is set, else none. GOMEMLIMIT in the
+	// environment wins over both.
+	MemoryLimit ByteSize `yaml:"memoryLimit"`
 
 	Log          LogConfig          `yaml:"log"`
 	Watcher      WatcherConfig      `yaml:"watcher"`
