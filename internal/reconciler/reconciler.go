@@ -264,11 +264,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r:        r,
 		ctx:      opCtx,
 		socks:    make(map[string]*sock),
-		byType:   make(map[string]map[string]struct{}),
+		byType:   make(pathIndex[string]),
 		waiting:  make(map[string]struct{}),
 		deferred: make(map[string][]string),
-		rejected: make(map[pluginKey]map[string]struct{}),
-		byGroup:  make(map[pluginKey]map[string]struct{}),
+		rejected: make(pathIndex[pluginKey]),
+		byGroup:  make(pathIndex[pluginKey]),
 		done:     make(chan result, r.cfg.MaxConcurrent),
 	}
 	l.run(ctx)
@@ -347,8 +347,8 @@ type loop struct {
 	ctx context.Context // cancelled when Run ends; operations run under it
 
 	socks   map[string]*sock
-	byType  map[string]map[string]struct{} // plugin type -> paths with an actual plugin of it
-	waiting map[string]struct{}            // paths waiting for a handler
+	byType  pathIndex[string]   // plugin type -> paths with an actual plugin of it
+	waiting map[string]struct{} // paths waiting for a handler
 
 	queue    []string // paths waiting for a free slot, in order
 	inflight int
@@ -360,9 +360,9 @@ type loop struct {
 	deferred map[string][]string
 	// byGroup lists, by plugin type and name, the paths with an actual plugin of it: the
 	// instances of one plugin, re-evaluated together when one of them changes.
-	byGroup map[pluginKey]map[string]struct{}
+	byGroup pathIndex[pluginKey]
 	// rejected lists, by plugin type and name, the sockets their handler rejected.
-	rejected map[pluginKey]map[string]struct{}
+	rejected pathIndex[pluginKey]
 	done     chan result
 	ops      sync.WaitGroup
 
@@ -857,24 +857,49 @@ type pluginKey struct{ typ, name string }
 // setRejected files s as rejected under its plugin type and name, or takes it out.
 func (l *loop) setRejected(s *sock, rejected bool) {
 	if s.rejected {
-		if set := l.rejected[s.rejectedKey]; set != nil {
-			delete(set, s.path)
-			if len(set) == 0 {
-				delete(l.rejected, s.rejectedKey)
-			}
-		}
+		l.rejected.remove(s.rejectedKey, s.path)
 	}
 	s.rejected = rejected
-	if !rejected {
-		return
+	if rejected {
+		s.rejectedKey = pluginKey{s.pluginType, s.pluginName}
+		l.rejected.add(s.rejectedKey, s.path)
 	}
-	s.rejectedKey = pluginKey{s.pluginType, s.pluginName}
-	set := l.rejected[s.rejectedKey]
+}
+
+// pathIndex files socket paths under keys (a plugin type, a plugin's type and name).
+type pathIndex[K comparable] map[K]map[string]struct{}
+
+func (ix pathIndex[K]) add(k K, path string) {
+	set := ix[k]
 	if set == nil {
 		set = make(map[string]struct{})
-		l.rejected[s.rejectedKey] = set
+		ix[k] = set
 	}
-	set[s.path] = struct{}{}
+	set[path] = struct{}{}
+}
+
+func (ix pathIndex[K]) remove(k K, path string) {
+	if set := ix[k]; set != nil {
+		delete(set, path)
+		if len(set) == 0 {
+			delete(ix, k)
+		}
+	}
+}
+
+// move refiles path from key *cur to key to (the zero key: filed nowhere), and sets *cur.
+func (ix pathIndex[K]) move(cur *K, to K, path string) {
+	var zero K
+	if *cur == to {
+		return
+	}
+	if *cur != zero {
+		ix.remove(*cur, path)
+	}
+	*cur = to
+	if to != zero {
+		ix.add(to, path)
+	}
 }
 
 // recheckRejected asks again at once about the rejected sockets of key (any key when all).
@@ -904,27 +929,7 @@ func (l *loop) setWaiting(s *sock, waiting bool, typ string) {
 }
 
 // indexGroup files s under its plugin's type and name in byGroup; the zero key takes it out.
-func (l *loop) indexGroup(s *sock, k pluginKey) {
-	if s.indexedGroup == k {
-		return
-	}
-	if set := l.byGroup[s.indexedGroup]; set != nil {
-		delete(set, s.path)
-		if len(set) == 0 {
-			delete(l.byGroup, s.indexedGroup)
-		}
-	}
-	s.indexedGroup = k
-	if k == (pluginKey{}) {
-		return
-	}
-	set := l.byGroup[k]
-	if set == nil {
-		set = make(map[string]struct{})
-		l.byGroup[k] = set
-	}
-	set[s.path] = struct{}{}
-}
+func (l *loop) indexGroup(s *sock, k pluginKey) { l.byGroup.move(&s.indexedGroup, k, s.path) }
 
 // evalGroup re-evaluates the other instances of the plugin k (one of them registered, or went:
 // another may have become the active one or a standby).
@@ -937,27 +942,7 @@ func (l *loop) evalGroup(k pluginKey, except string) {
 }
 
 // index files s under plugin type typ in byType; an empty typ takes it out.
-func (l *loop) index(s *sock, typ string) {
-	if s.indexedType == typ {
-		return
-	}
-	if set := l.byType[s.indexedType]; set != nil {
-		delete(set, s.path)
-		if len(set) == 0 {
-			delete(l.byType, s.indexedType)
-		}
-	}
-	s.indexedType = typ
-	if typ == "" {
-		return
-	}
-	set := l.byType[typ]
-	if set == nil {
-		set = make(map[string]struct{})
-		l.byType[typ] = set
-	}
-	set[s.path] = struct{}{}
-}
+func (l *loop) index(s *sock, typ string) { l.byType.move(&s.indexedType, typ, s.path) }
 
 // forget drops s, whose socket and plugin are both gone, and reports it gone once.
 func (l *loop) forget(s *sock) {
