@@ -35,18 +35,19 @@ func (d *Daemon) publishHandlers() {
 	d.state.SetHandlers(out)
 }
 
-// handlerCounters reads the running totals of one handler file from the host, for the store.
-func (d *Daemon) handlerCounters(file string) state.HandlerCounters {
-	for _, h := range append(d.host.Handlers(), d.oci.handlers()...) {
-		if h.File == file {
-			return state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
-				Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
-				Quarantined: h.Quarantine.Quarantined, QuarantinedUntil: h.Quarantine.Until,
-				QuarantineReason: h.Quarantine.Reason, Quarantines: h.Quarantine.Count,
-				FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes}
-		}
+// handlerCounters reads the running totals of every handler file from the hosts, by file,
+// for the store (one pass, whatever the number of files).
+func (d *Daemon) handlerCounters() map[string]state.HandlerCounters {
+	hs := append(d.host.Handlers(), d.oci.handlers()...)
+	out := make(map[string]state.HandlerCounters, len(hs))
+	for _, h := range hs {
+		out[h.File] = state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
+			Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
+			Quarantined: h.Quarantine.Quarantined, QuarantinedUntil: h.Quarantine.Until,
+			QuarantineReason: h.Quarantine.Reason, Quarantines: h.Quarantine.Count,
+			FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes}
 	}
-	return state.HandlerCounters{}
+	return out
 }
 
 // Ready returns nil once the socket directory was listed in full and the

@@ -206,7 +206,7 @@ type Store struct {
 	meta        map[string]viewMeta // of every path with a status
 	handlers    map[string]Handler  // by file
 	servingType map[string]string   // plugin type -> file serving it
-	counters    func(file string) HandlerCounters
+	counters    func() map[string]HandlerCounters
 
 	tombs      []tomb // removed views, in revision order
 	maxTombs   int
@@ -680,7 +680,7 @@ func (s *Store) SetHandlers(hs []Handler) {
 
 // SetHandlerCounters sets where Handlers reads each file's running totals (the host's
 // counters); they change with every call, so they are read, not stored.
-func (s *Store) SetHandlerCounters(fn func(file string) HandlerCounters) {
+func (s *Store) SetHandlerCounters(fn func() map[string]HandlerCounters) {
 	s.mu.Lock()
 	s.counters = fn
 	s.mu.Unlock()
@@ -694,8 +694,9 @@ func (s *Store) Handlers() []Handler {
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b Handler) int { return strings.Compare(a.File, b.File) })
 	if counters != nil {
+		byFile := counters()
 		for i := range out {
-			out[i].Counters = counters(out[i].File)
+			out[i].Counters = byFile[out[i].File]
 		}
 	}
 	return out

@@ -124,7 +124,7 @@ func (s *Source) SetHandlers(hs ...state.Handler) {
 	for _, h := range hs {
 		counters[h.File] = h.Counters
 	}
-	s.store.SetHandlerCounters(func(file string) state.HandlerCounters { return counters[file] })
+	s.store.SetHandlerCounters(func() map[string]state.HandlerCounters { return counters })
 	s.publishLocked()
 }
 
