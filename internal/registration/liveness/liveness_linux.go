@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,15 +26,14 @@ type Monitor struct {
 	epfd int
 	wake int // an eventfd in the epoll set: Run's stop signal
 
-	mu      sync.Mutex
-	closed  bool
-	byFD    map[int]*entry
-	byPath  map[string]*entry
-	want    map[string]uint64 // path -> generation of its current watch; gone once forgotten
-	probing sync.WaitGroup
-	ran     bool
-	pending []watched     // watches asked for and not made yet, in order
-	kick    chan struct{} // one slot: pending is not empty
+	mu       sync.Mutex
+	closed   bool
+	byFD     map[int]*entry
+	byPath   map[string]*entry
+	want     map[string]uint64 // path -> generation of its current watch; gone once forgotten
+	probing  sync.WaitGroup
+	ran      bool
+	stopping bool // Run is ending: no more probes
 }
 
 type entry struct {
@@ -61,17 +61,9 @@ func redialDelay(drops int) time.Duration {
 	return min(100*time.Millisecond<<min(drops-2, 10), time.Minute)
 }
 
-var gen struct {
-	sync.Mutex
-	n uint64
-}
+var gens atomic.Uint64
 
-func nextGen() uint64 {
-	gen.Lock()
-	defer gen.Unlock()
-	gen.n++
-	return gen.n
-}
+func nextGen() uint64 { return gens.Add(1) }
 
 // New returns a monitor. It holds an epoll set and an eventfd until Run returns (or Close).
 func New(cfg Config) (*Monitor, error) {
@@ -94,8 +86,7 @@ func New(cfg Config) (*Monitor, error) {
 		return nil, fmt.Errorf("liveness: epoll_ctl: %w", err)
 	}
 	return &Monitor{cfg: cfg, log: cfg.Logger, epfd: epfd, wake: wake,
-		byFD: make(map[int]*entry), byPath: make(map[string]*entry), want: make(map[string]uint64),
-		kick: make(chan struct{}, 1)}, nil
+		byFD: make(map[int]*entry), byPath: make(map[string]*entry), want: make(map[string]uint64)}, nil
 }
 
 // Len returns how many plugins are watched.
@@ -105,25 +96,20 @@ func (m *Monitor) Len() int {
 	return len(m.want)
 }
 
-// Watch asks for the plugin registered from the socket at path with identity id to be watched,
-// replacing any earlier watch of path, and returns at once: Run's worker dials the socket, one
-// at a time, so that watching costs a burst of registrations nothing on their way (they are
-// notified first). When nobody listens any more (the plugin died right after it registered),
-// OnDead is called then. It returns an error only when the monitor has stopped.
-func (m *Monitor) Watch(_ context.Context, path string, id state.Identity) error {
+// Watch dials the socket at path and watches the plugin registered from it with identity id
+// over that connection, replacing any earlier watch of path. (The daemon uses Adopt, with the
+// connection the plugin registered over.) When nobody listens any more, OnDead is called
+// before Watch returns the dial's error.
+func (m *Monitor) Watch(ctx context.Context, path string, id state.Identity) error {
+	w := watched{path: path, id: id, gen: nextGen()}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return errors.New("liveness: monitor stopped")
 	}
-	w := watched{path: path, id: id, gen: nextGen()}
 	m.want[path] = w.gen
-	m.pending = append(m.pending, w)
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
-	return nil
+	m.mu.Unlock()
+	return m.watchNow(ctx, w)
 }
 
 // Adopt watches the plugin registered from the socket at path with identity id over c, a
@@ -171,35 +157,6 @@ func dupConn(c *net.UnixConn) (int, error) {
 	return fd, nil
 }
 
-// work makes the watches asked for, until ctx is done.
-func (m *Monitor) work(ctx context.Context) {
-	for {
-		select {
-		case <-m.kick:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			m.mu.Lock()
-			if len(m.pending) == 0 {
-				m.pending = nil
-				m.mu.Unlock()
-				break
-			}
-			w := m.pending[0]
-			m.pending = m.pending[1:]
-			stale := m.want[w.path] != w.gen
-			m.mu.Unlock()
-			if stale || ctx.Err() != nil {
-				continue
-			}
-			if err := m.watchNow(ctx, w); err != nil {
-				m.log.Debug("plugin not watched", "socket", w.path, "error", err)
-			}
-		}
-	}
-}
-
 // watchNow dials w's socket and adds the connection to the epoll set.
 func (m *Monitor) watchNow(ctx context.Context, w watched) error {
 	path, id := w.path, w.id
@@ -209,7 +166,7 @@ func (m *Monitor) watchNow(ctx context.Context, w watched) error {
 			// Something is there but dropped the connection at once: follow it as a probe
 			// does, backing off.
 			m.mu.Lock()
-			if m.closed || m.want[path] != w.gen {
+			if m.closed || m.stopping || m.want[path] != w.gen {
 				m.mu.Unlock()
 				return err
 			}
@@ -336,6 +293,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if !stop() {
 			<-woken
 		}
+		m.mu.Lock()
+		m.stopping = true // no probe starts after this
+		m.mu.Unlock()
 		m.probing.Wait()
 		m.mu.Lock()
 		m.closed = true
@@ -345,14 +305,6 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		unix.Close(m.wake)
 		unix.Close(m.epfd)
-	}()
-
-	wctx, stopWork := context.WithCancel(ctx)
-	var workers sync.WaitGroup
-	workers.Go(func() { m.work(wctx) })
-	defer func() {
-		stopWork()
-		workers.Wait()
 	}()
 
 	events := make([]unix.EpollEvent, 128)
@@ -405,6 +357,10 @@ func (m *Monitor) readable(ctx context.Context, fd int, buf []byte) {
 		return
 	}
 	m.dropLocked(e)
+	if m.stopping {
+		m.mu.Unlock()
+		return
+	}
 	m.probing.Add(1)
 	m.mu.Unlock()
 	go func() {
