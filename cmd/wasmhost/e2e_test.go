@@ -561,11 +561,13 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 		}
 		return nil
 	})
-	startWithHandler(t, cfg, h, fakeType)
+	rd := startWithHandler(t, cfg, h, fakeType)
 	good := registrationtest.Serve(t, filepath.Join(dirs.Socket, "good.sock"), pluginInfo(fakeType, "good"), registrationtest.Options{})
 	bad := registrationtest.Serve(t, filepath.Join(dirs.Socket, "bad.sock"), pluginInfo(fakeType, "bad"), registrationtest.Options{})
 	wantNotification(t, good, true, "")
 	wantNotification(t, bad, false, "version v1 is too old")
+	// A plugin hears Notify(true) a moment before the reconciler records the outcome.
+	rd.waitState(good.Path(), reconciler.StateRegistered)
 
 	// The CLI may ask before the admin socket listens, or before the failure is published.
 	var views []pluginView
