@@ -87,9 +87,17 @@ type Config struct {
 	// can still be deregistered through it. Defaults to 1 minute.
 	RetireGrace time.Duration
 
-	// Debounce is how long a handler file must be quiet after a write before Run loads it.
-	// A file that arrives whole (by rename or a ConfigMap update) is loaded at once.
-	// Defaults to 100 ms.
+	// RemovalGrace is how long a handler file must stay gone before Run removes it (its plugin
+	// types leave the registry): a file that comes back within it (unlinked and created again
+	// by install, its directory deleted and made again) is a replacement, not a removal. A
+	// deleted handler directory counts as the removal of every file in it. Defaults to 10 s.
+	RemovalGrace time.Duration
+
+	// Debounce is how long a handler file must not have changed (its size, modification
+	// time, inode) before Run loads it: a file being written is complete once it is quiet. A
+	// file that arrives whole (renamed into place, a ConfigMap update) and was written before
+	// is loaded at once. A load that fails while the file still changes is tried again
+	// quietly; only a file that stays broken is refused. Defaults to 100 ms.
 	Debounce time.Duration
 
 	// Resync is the interval of Run's periodic re-scan of HandlerDir, which repairs anything
@@ -215,8 +223,10 @@ const (
 	DefaultCallTimeout = 5 * time.Second
 	DefaultMemoryLimit = 64 << 20
 	DefaultRetireGrace = time.Minute
-	DefaultDebounce    = 100 * time.Millisecond
-	DefaultResync      = time.Minute
+	// DefaultRemovalGrace is the default of Config.RemovalGrace.
+	DefaultRemovalGrace = 10 * time.Second
+	DefaultDebounce     = 100 * time.Millisecond
+	DefaultResync       = time.Minute
 )
 
 const pageSize = 65536
@@ -250,14 +260,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetireGrace == 0 {
 		c.RetireGrace = DefaultRetireGrace
 	}
+	if c.RemovalGrace == 0 {
+		c.RemovalGrace = DefaultRemovalGrace
+	}
 	if c.Debounce == 0 {
 		c.Debounce = DefaultDebounce
 	}
 	if c.Resync == 0 {
 		c.Resync = DefaultResync
 	}
-	if c.RetireGrace < 0 || c.Debounce < 0 || c.Resync < 0 {
-		return c, fmt.Errorf("host: Config.RetireGrace, Debounce and Resync must not be negative")
+	if c.RetireGrace < 0 || c.RemovalGrace < 0 || c.Debounce < 0 || c.Resync < 0 {
+		return c, fmt.Errorf("host: Config.RetireGrace, RemovalGrace, Debounce and Resync must not be negative")
 	}
 	if err := c.Limits.withDefaults(); err != nil {
 		return c, err

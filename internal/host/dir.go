@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -94,6 +95,12 @@ type fileEntry struct {
 	conflict  string    // a plugin type another file held when this one was refused
 	loading   bool
 	again     bool // the file changed while it was loading
+
+	// What the directory shows of the name (the desired state), as the last passes saw it.
+	seen      fileIdent // the file as last seen
+	seenAt    time.Time // when seen was first seen: the file is complete once quiet for Debounce
+	seenOK    bool      // seen is set
+	goneSince time.Time // zero while the name is in the directory; else when it was first missed (written under Host.mu)
 }
 
 // isHandlerName: *.wasm, not hidden (ConfigMap volumes keep their real files in dot-names).
@@ -102,11 +109,20 @@ func isHandlerName(name string) bool {
 }
 
 // Run loads the handler files in HandlerDir, registers a handler for each plugin type they
-// declare, and then follows the directory: a *.wasm file added is loaded (in the background)
-// and serves; replaced, it is swapped in when it loads (the old version keeps serving if it
-// does not); removed, its plugin types leave the registry and are retired after RetireGrace.
-// Run returns when ctx is done or the host is closed, after all its goroutines have exited.
-// The handlers stay registered and serving until Close.
+// declare, and then follows the directory, level-triggered as the socket watcher is: the
+// desired state is the set of complete regular *.wasm files in the directory (symbolic links
+// followed, as in a ConfigMap volume), the actual state the modules loaded from them, and every
+// pass makes one follow the other, whatever event woke it (inotify events only wake it; a
+// periodic re-scan repairs anything missed). A file is complete once it has not changed for
+// Debounce; a file that fails to load while it is still changing is tried again quietly.
+//
+// A file added is loaded (in the background) and serves; replaced, in whatever way (written in
+// place, unlinked and created again by install, renamed over, a ConfigMap's ..data swap), it is
+// swapped in when it loads, behind the same registered handler (the old version keeps serving
+// if it does not load); removed, and not back within RemovalGrace, its plugin types leave the
+// registry and are retired after RetireGrace. A handler directory that is deleted counts as the
+// removal of every file in it. Run returns when ctx is done or the host is closed, after all
+// its goroutines have exited. The handlers stay registered and serving until Close.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.running.CompareAndSwap(false, true) {
 		return errors.New("host: Run called twice")
@@ -158,16 +174,17 @@ func (h *Host) Run(ctx context.Context) error {
 		cancel:   cancel,
 		dir:      dir,
 		handlers: make(map[string]*typeHandler),
-		quiet:    make(map[string]time.Time),
 		results:  make(chan loadResult),
 		sem:      make(chan struct{}, runtime.NumCPU()),
 		initial:  make(map[string]bool),
 	}
 	defer r.stop()
 	h.log.Info("loading handlers", "dir", dir)
-	r.shrinkAt = time.Now().Add(h.cfg.Limits.IdleInstanceTimeout / 2)
-	r.rescan(time.Now(), true)
-	r.checkReady()
+	start := time.Now()
+	r.shrinkAt = start.Add(h.cfg.Limits.IdleInstanceTimeout / 2)
+	r.initialBy = start.Add(max(initialWait, 10*h.cfg.Debounce))
+	r.rescan(start, true)
+	r.flushInitial()
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -181,25 +198,24 @@ func (h *Host) Run(ctx context.Context) error {
 			return nil
 		case <-h.closing:
 			return nil
-		case ev, ok := <-w.Events:
+		case _, ok := <-w.Events:
 			if !ok {
 				return errors.New("host: handler directory watcher closed")
 			}
-			now := time.Now()
-			r.event(ev, now)
+			// An event only wakes the pass: what it does depends on what the directory
+			// holds now. A burst of events (a file written in pieces) makes one pass.
 		drain:
 			for range 4096 {
 				select {
-				case ev, ok := <-w.Events:
+				case _, ok := <-w.Events:
 					if !ok {
 						break drain
 					}
-					r.event(ev, now)
 				default:
 					break drain
 				}
 			}
-			r.rescan(now, false)
+			r.rescan(time.Now(), false)
 		case err, ok := <-w.Errors:
 			if !ok {
 				return errors.New("host: handler directory watcher closed")
@@ -225,27 +241,28 @@ func (h *Host) Run(ctx context.Context) error {
 
 // reloader is Run's state; only Run's goroutine uses it.
 type reloader struct {
-	w        *fsnotify.Watcher
-	watched  os.FileInfo // the directory the watch is on; nil when it is lost
-	lost     bool        // the watched directory went away
-	insecure bool        // the watched directory's mode or owner became insecure
-	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once
-	h        *Host
-	ctx      context.Context // of Run; canceled before Run waits for its loads
-	cancel   context.CancelFunc
-	dir      string
-	handlers map[string]*typeHandler // the registered handler of each plugin type
-	retiring []retiringHandler
-	quiet    map[string]time.Time // a file written to recently is loaded after this time
-	results  chan loadResult
-	sem      chan struct{} // bounds concurrent loads
-	inflight int
-	initial  map[string]bool // files present at start whose load has not returned yet
-	pending  []loadResult    // their results, applied together
-	ready    bool
-	dirty    bool // a file changed while it was loading: re-scan
-	resyncAt time.Time
-	shrinkAt time.Time // the next look for idle instances (idle.go)
+	w         *fsnotify.Watcher
+	watched   os.FileInfo // the directory the watch is on; nil when it is lost
+	lost      bool        // the watched directory went away
+	insecure  bool        // the watched directory's mode or owner became insecure
+	refused   os.FileInfo // a directory found in its place but refused (insecure), logged once
+	h         *Host
+	ctx       context.Context // of Run; canceled before Run waits for its loads
+	cancel    context.CancelFunc
+	dir       string
+	handlers  map[string]*typeHandler // the registered handler of each plugin type
+	retiring  []retiringHandler
+	results   chan loadResult
+	sem       chan struct{} // bounds concurrent loads
+	inflight  int
+	initial   map[string]bool // files present at start whose load has not returned yet
+	pending   []loadResult    // their results, applied together
+	ready     bool
+	dirty     bool      // a file changed while it was loading: re-scan
+	initialBy time.Time // files still being written at start are waited for until then
+	resyncAt  time.Time
+	dueAt     time.Time // the next time a file becomes complete or its removal grace ends
+	shrinkAt  time.Time // the next look for idle instances (idle.go)
 }
 
 type retiringHandler struct {
@@ -259,56 +276,46 @@ type loadResult struct {
 	sum         string
 	unchanged   bool // the file has the serving version's bytes
 	sameFailure bool // the file has the bytes that failed last time
+	changed     bool // the file changed while it was read: the result is dropped, quietly
 	err         error
 }
 
-func (r *reloader) event(ev fsnotify.Event, now time.Time) {
-	name := filepath.Base(ev.Name)
-	if !isHandlerName(name) {
-		return // it still makes Run re-scan: a ConfigMap update swaps "..data"
-	}
-	switch {
-	case ev.Has(fsnotify.Write):
-		r.quiet[name] = now.Add(r.h.cfg.Debounce)
-	case ev.Has(fsnotify.Create):
-		// Created empty: it is being written; created whole: it arrived by rename.
-		if fi, err := os.Stat(ev.Name); err == nil && fi.Size() == 0 {
-			r.quiet[name] = now.Add(r.h.cfg.Debounce)
-		}
-	case ev.Has(fsnotify.Remove), ev.Has(fsnotify.Rename):
-		delete(r.quiet, name)
-	}
-}
-
-// rescan compares the directory with what is loaded: it starts loads of new and changed
-// files and retires removed ones.
+// rescan is one pass of the reconcile: it lists the directory (the desired state) and makes
+// the loaded files follow it. A file that is new or changed is loaded once it is complete (it
+// has not changed for Debounce); a file that is gone is removed once it has stayed gone for
+// RemovalGrace, so that a file replaced by unlinking and creating it again (install), or a
+// directory deleted and made again, is a replacement and not a removal.
 func (r *reloader) rescan(now time.Time, initial bool) {
 	r.resyncAt = now.Add(r.h.cfg.Resync)
-	if !r.rewatch() {
-		r.resyncAt = now.Add(min(r.h.cfg.Resync, lostDirRetry))
-		return
-	}
-	entries, err := os.ReadDir(r.dir)
-	if err != nil {
-		r.h.log.Error("reading handler directory; keeping the handlers loaded", "dir", r.dir, "error", err)
-		r.resyncAt = now.Add(min(r.h.cfg.Resync, lostDirRetry))
-		return
-	}
-	var names []string
-	seen := make(map[string]bool, len(entries))
-	for _, de := range entries {
-		if name := de.Name(); isHandlerName(name) {
-			names = append(names, name)
-			seen[name] = true
-		}
+	r.dueAt = time.Time{}
+	present, ok := r.list()
+	if !ok {
+		return // the directory cannot be read for now: nothing is known to be gone
 	}
 	// Removals first: a plugin type they free may be claimed by a file refused for it.
 	for name, e := range r.h.files {
-		if !seen[name] {
+		if _, ok := present[name]; ok {
+			continue
+		}
+		if e.goneSince.IsZero() {
+			r.setGone(e, now)
+			if e.cur != nil {
+				r.h.log.Info("handler file gone; its plugin types are removed unless it is back within the removal grace",
+					"handler", e.path, "plugin_types", e.types, "grace", r.h.cfg.RemovalGrace)
+			}
+		}
+		switch due := e.goneSince.Add(r.h.cfg.RemovalGrace); {
+		case e.loading:
+			e.again = true
+		case e.cur == nil || !now.Before(due):
 			r.remove(e)
+		default:
+			r.due(due)
 		}
 	}
+	names := slices.Sorted(maps.Keys(present))
 	for _, name := range names {
+		fi := present[name]
 		e := r.h.files[name]
 		if e == nil {
 			e = &fileEntry{name: name, path: filepath.Join(r.dir, name), stats: new(stats)}
@@ -316,31 +323,103 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 			r.h.files[name] = e
 			r.h.mu.Unlock()
 		}
-		if q, ok := r.quiet[name]; ok {
-			if q.After(now) {
-				continue
+		if !e.goneSince.IsZero() {
+			r.setGone(e, time.Time{})
+			if e.cur != nil {
+				r.h.log.Info("handler file is back; its plugin types were kept", "handler", e.path)
 			}
-			delete(r.quiet, name)
+		}
+		id := identOf(fi)
+		if !e.seenOK || id != e.seen {
+			e.seen, e.seenAt, e.seenOK = id, now, true
+		}
+		if initial {
+			r.initial[name] = true
+		}
+		// Complete once it has not changed for Debounce: since its modification time, or
+		// since it was first seen so (a modification time in the future proves nothing).
+		if complete := minTime(e.seenAt, fi.ModTime()).Add(r.h.cfg.Debounce); complete.After(now) {
+			r.due(complete)
+			continue
 		}
 		if e.loading {
 			e.again = true
 			continue
 		}
-		fi, err := os.Stat(e.path) // follows the symlinks of ConfigMap volumes
-		if err != nil {
-			continue // gone or dangling for a moment: an event follows
-		}
-		id := identOf(fi)
-		force := e.conflict != "" && r.handlers[e.conflict] == nil
+		// A file refused for a plugin type another file held is tried again once it is free.
+		force := e.conflict != "" && !r.h.cfg.Registry.Has(e.conflict)
 		if e.tried && id == e.ident && !force {
 			continue
 		}
 		e.ident, e.tried = id, true
 		r.startLoad(e, force)
-		if initial {
-			r.initial[name] = true
+	}
+	if !r.ready {
+		for name := range r.initial {
+			e := r.h.files[name]
+			// Gone, or still being written long after start: loaded when it is complete,
+			// but the handlers present at start do not wait for it.
+			if e == nil || !e.goneSince.IsZero() || (!e.loading && !now.Before(r.initialBy)) {
+				delete(r.initial, name)
+			}
+		}
+		if len(r.initial) > 0 {
+			r.due(r.initialBy)
+		}
+		r.flushInitial()
+	}
+}
+
+// setGone records when e went from the directory (zero: it is there).
+func (r *reloader) setGone(e *fileEntry, t time.Time) {
+	r.h.mu.Lock()
+	e.goneSince = t
+	r.h.mu.Unlock()
+}
+
+// due asks for a pass at t.
+func (r *reloader) due(t time.Time) {
+	if r.dueAt.IsZero() || t.Before(r.dueAt) {
+		r.dueAt = t
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// list returns the handler files the directory holds now, by name, with what stat says of
+// them (symbolic links followed); a name whose stat fails (a dangling link, for a moment, in a
+// ConfigMap update) is not there. ok is false when the directory cannot be read, or may not be
+// read: then nothing is known to be gone. A directory that does not exist holds nothing.
+func (r *reloader) list() (map[string]os.FileInfo, bool) {
+	if !r.rewatch() {
+		r.resyncAt = time.Now().Add(min(r.h.cfg.Resync, lostDirRetry))
+		return nil, r.lost
+	}
+	entries, err := os.ReadDir(r.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true // deleted since rewatch looked: the next pass sees it lost
+	}
+	if err != nil {
+		r.h.log.Error("reading handler directory; keeping the handlers loaded", "dir", r.dir, "error", err)
+		r.resyncAt = time.Now().Add(min(r.h.cfg.Resync, lostDirRetry))
+		return nil, false
+	}
+	present := make(map[string]os.FileInfo, len(entries))
+	for _, de := range entries {
+		name := de.Name()
+		if !isHandlerName(name) {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(r.dir, name)); err == nil {
+			present[name] = fi
 		}
 	}
+	return present, true
 }
 
 func (r *reloader) startLoad(e *fileEntry, force bool) {
@@ -350,12 +429,12 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 	if e.cur != nil {
 		curSHA = e.cur.sum
 	}
-	failedSHA := e.failedSHA
+	failedSHA, ident := e.failedSHA, e.ident
 	go func() {
 		res := loadResult{e: e}
 		select {
 		case r.sem <- struct{}{}:
-			res = r.load(e, curSHA, failedSHA, force)
+			res = r.load(e, ident, curSHA, failedSHA, force)
 			<-r.sem
 		case <-r.ctx.Done():
 			res.err = r.ctx.Err()
@@ -364,7 +443,7 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 	}()
 }
 
-func (r *reloader) load(e *fileEntry, curSHA, failedSHA string, force bool) loadResult {
+func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string, force bool) loadResult {
 	res := loadResult{e: e}
 	if !r.h.beginWork() {
 		res.err = ErrClosed
@@ -372,6 +451,13 @@ func (r *reloader) load(e *fileEntry, curSHA, failedSHA string, force bool) load
 	}
 	defer r.h.wg.Done()
 	bin, err := r.h.readHandlerFile(e.path)
+	// The bytes are the file's only if it did not change while they were read (a writer
+	// between two writes, a rename over it): else the result is dropped and the next pass
+	// tries again once the file is complete.
+	if fi, serr := os.Stat(e.path); serr != nil || identOf(fi) != ident {
+		res.changed = true
+		return res
+	}
 	if err != nil {
 		res.err = err
 		return res
@@ -390,38 +476,43 @@ func (r *reloader) load(e *fileEntry, curSHA, failedSHA string, force bool) load
 }
 
 // receive takes the result of a load. The files present at start are applied together, in
-// name order, so that of two files that claim one plugin type the first by name wins.
+// name order, so that of two files that claim one plugin type the first by name wins, as it
+// would had they arrived in that order.
 func (r *reloader) receive(res loadResult) {
 	r.inflight--
 	e := res.e
 	e.loading = false
-	if e.again {
+	if e.again || res.changed {
 		e.again, r.dirty = false, true
 	}
-	if r.ready {
-		r.apply(res)
-		return
-	}
-	if r.initial[e.name] {
+	if !r.ready && r.initial[e.name] {
 		delete(r.initial, e.name)
 		r.pending = append(r.pending, res)
-	} else {
+		r.flushInitial()
+		return
+	}
+	r.apply(res)
+}
+
+// flushInitial applies the results of the files present at start once they are all in, in
+// name order, and then says the host is ready.
+func (r *reloader) flushInitial() {
+	if r.ready || len(r.initial) > 0 {
+		return
+	}
+	slices.SortFunc(r.pending, func(a, b loadResult) int { return strings.Compare(a.e.name, b.e.name) })
+	for _, res := range r.pending {
 		r.apply(res)
 	}
-	if len(r.initial) == 0 {
-		slices.SortFunc(r.pending, func(a, b loadResult) int { return strings.Compare(a.e.name, b.e.name) })
-		for _, res := range r.pending {
-			r.apply(res)
-		}
-		r.pending = nil
-		r.checkReady()
-	}
+	r.pending = nil
+	r.checkReady()
 }
 
 // apply installs the result of a load, or logs why it failed.
 func (r *reloader) apply(res loadResult) {
 	e := res.e
-	if r.h.files[e.name] != e { // removed while it loaded
+	if r.h.files[e.name] != e || !e.goneSince.IsZero() || res.changed {
+		// Removed, gone or changed while it loaded: the next pass looks again.
 		if res.m != nil {
 			res.m.retire()
 		}
@@ -546,7 +637,9 @@ func (r *reloader) expire(now time.Time) {
 	})
 }
 
+// remove takes a file that is gone out of the handler set: its plugin types are retired.
 func (r *reloader) remove(e *fileEntry) {
+	served := e.cur != nil
 	for _, t := range e.types {
 		r.retireType(t, fmt.Sprintf("handler file %s was removed", e.path))
 	}
@@ -555,8 +648,9 @@ func (r *reloader) remove(e *fileEntry) {
 	delete(r.h.files, e.name)
 	e.cur = nil
 	r.h.mu.Unlock()
-	delete(r.quiet, e.name)
-	r.h.log.Info("handler file removed", "handler", e.path)
+	if served {
+		r.h.log.Info("handler file removed", "handler", e.path, "gone_for", time.Since(e.goneSince).Round(time.Millisecond))
+	}
 }
 
 // lostDirRetry is how soon the handler directory is looked at again while it is missing (or
@@ -574,7 +668,8 @@ func (r *reloader) rewatch() bool {
 	fi, err := os.Stat(r.dir)
 	if err != nil || !fi.IsDir() {
 		if r.watched != nil {
-			r.h.log.Warn("handler directory is gone; keeping the handlers loaded until it is back", "dir", r.dir)
+			r.h.log.Warn("handler directory is gone; its handlers are removed unless it is back within the removal grace",
+				"dir", r.dir, "grace", r.h.cfg.RemovalGrace)
 			_ = r.w.Remove(r.dir)
 			r.watched, r.lost = nil, true
 		}
@@ -610,7 +705,7 @@ func (r *reloader) rewatch() bool {
 				r.h.countRefusal(RefusedDirectory)
 				r.h.setDirError(err)
 			}
-			r.refused = fi
+			r.refused, r.lost = fi, false // what it holds is not known: nothing is gone
 			return false
 		}
 	}
@@ -635,10 +730,8 @@ func (r *reloader) nextWake(now time.Time) time.Duration {
 	if r.shrinkAt.Before(next) {
 		next = r.shrinkAt
 	}
-	for _, q := range r.quiet {
-		if q.Before(next) {
-			next = q
-		}
+	if !r.dueAt.IsZero() && r.dueAt.Before(next) {
+		next = r.dueAt
 	}
 	for _, rh := range r.retiring {
 		if rh.at.Before(next) {
@@ -670,3 +763,7 @@ func (r *reloader) stop() {
 		}
 	}
 }
+
+// initialWait is how long Run's readiness waits at least for the files present at start that
+// are still being written (10 × Debounce when that is longer).
+const initialWait = time.Second

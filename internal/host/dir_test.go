@@ -146,14 +146,15 @@ func TestRunMissingDirIsMade(t *testing.T) {
 	handlerFor(t, h.Registry(), "reload.example")
 }
 
-// TestRunDirRecreated: the handler directory deleted under the host keeps the handlers loaded;
-// made again, it is watched again, and what is in it then is what serves.
+// TestRunDirRecreated: the handler directory deleted under the host keeps the handlers loaded
+// for the removal grace; made again, it is watched again, and what is in it then is what
+// serves.
 func TestRunDirRecreated(t *testing.T) {
 	dir := filepath.Join(tempDir(t), "handlers")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h, logs := newTestHost(t, Config{HandlerDir: dir})
+	h, logs := newTestHost(t, Config{HandlerDir: dir, RemovalGrace: time.Hour})
 	startRun(t, h)
 	installFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"))
 	hd := handlerFor(t, h.Registry(), "reload.example")
@@ -162,7 +163,7 @@ func TestRunDirRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the loss to be logged", func() bool {
-		_, ok := logs.find("handler directory is gone; keeping the handlers loaded until it is back")
+		_, ok := logs.find("handler directory is gone; its handlers are removed unless it is back within the removal grace")
 		return ok
 	})
 	if err := hd.ValidatePlugin(context.Background(), info("reload.example", "p")); err != nil {
@@ -170,13 +171,15 @@ func TestRunDirRecreated(t *testing.T) {
 	}
 
 	// Made again, with another handler in it: that one loads (events are seen again), and the
-	// old one, no longer in the directory, leaves.
+	// old one, no longer in the directory, is gone and waits for the end of its grace.
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	installFile(t, fixture("min"), filepath.Join(dir, "min.wasm"))
 	handlerFor(t, h.Registry(), "min.example")
-	waitFor(t, "the old type to leave", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
+	if s, _ := status(h, filepath.Join(dir, "reload.wasm")); !s.Serving || s.GoneSince.IsZero() {
+		t.Errorf("the file deleted with its directory: %+v, want serving and gone", s)
+	}
 	if _, ok := logs.find("handler directory is back; watching it again"); !ok {
 		t.Error("the return of the directory was not logged")
 	}
@@ -247,7 +250,7 @@ func isV2(err error) bool {
 
 func TestRunAddReplaceRemove(t *testing.T) {
 	dir := tempDir(t)
-	h, logs := newTestHost(t, Config{HandlerDir: dir, RetireGrace: 2 * time.Second})
+	h, logs := newTestHost(t, Config{HandlerDir: dir, RetireGrace: 2 * time.Second, RemovalGrace: 100 * time.Millisecond})
 	startRun(t, h)
 	ctx := context.Background()
 	path := filepath.Join(dir, "reload.wasm")
@@ -332,7 +335,7 @@ func TestRunConflict(t *testing.T) {
 	a, b := filepath.Join(dir, "a.wasm"), filepath.Join(dir, "b.wasm")
 	copyFile(t, fixture("reload_v1"), a, 0o644)
 	copyFile(t, fixture("reload_v2"), b, 0o644)
-	h, _ := newTestHost(t, Config{HandlerDir: dir})
+	h, _ := newTestHost(t, Config{HandlerDir: dir, RemovalGrace: 100 * time.Millisecond})
 	startRun(t, h)
 
 	// Of the files present at start, the first by name wins.
@@ -370,7 +373,7 @@ func TestRunConfigMap(t *testing.T) {
 	if err := os.Symlink("..data/reload.wasm", filepath.Join(dir, "reload.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := newTestHost(t, Config{HandlerDir: dir})
+	h, _ := newTestHost(t, Config{HandlerDir: dir, RemovalGrace: 100 * time.Millisecond})
 	startRun(t, h)
 	ctx := context.Background()
 	hd := handlerFor(t, h.Registry(), "reload.example")

@@ -352,6 +352,10 @@ type HandlerStatus struct {
 	Timeouts     uint64    // calls that ran over the deadline
 	LastError    string    // the last load or call error, if any
 	LastErrorAt  time.Time // when
+	// GoneSince is when the file went from the directory, zero while it is there: it is
+	// removed (its plugin types leave the registry) at GoneSince + RemovalGrace unless it is
+	// back by then.
+	GoneSince time.Time
 
 	// Quarantine: whether its calls fail at once after repeated traps or timeouts, until
 	// when, and why (Config.Quarantine).
@@ -389,6 +393,7 @@ func (h *Host) Handlers() []HandlerStatus {
 		if last := e.stats.last.Load(); last != nil {
 			s.LastError, s.LastErrorAt = last.msg, last.at
 		}
+		s.GoneSince = e.goneSince
 		s.Quarantine = e.stats.q.status()
 		s.KVKeys, s.KVBytes = kvUsage(&e.stats.kv)
 		out = append(out, s)
