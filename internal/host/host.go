@@ -86,6 +86,8 @@ type Host struct {
 	refusals map[string]uint64 // refused handler files by reason, under mu
 	dirErr   string            // why the handler directory is refused now, under mu
 
+	revs *revisions // revisions kept, rollback pins and shadow runs (revisions.go, shadow.go)
+
 	compileMu         sync.Mutex
 	abandoned         int
 	abandonedTotal    uint64
@@ -110,6 +112,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		kv:         make(map[string]*kvStore),
 		refusals:   make(map[string]uint64),
 	}
+	h.revs = newRevisions(h)
 	if cfg.CacheDir != "" {
 		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
 			return nil, err

@@ -241,6 +241,9 @@ func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) 
 }
 
 func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) {
+	if m.shadowDenied(ctx, stack) {
+		return
+	}
 	key := guestBytes(mod, abi.ImportKVSet, "key", arg(stack, 0), arg(stack, 1))
 	val := guestBytes(mod, abi.ImportKVSet, "value", arg(stack, 2), arg(stack, 3))
 	kv := m.kvFor(stateOf(ctx))
@@ -260,6 +263,9 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 }
 
 func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint64) {
+	if m.shadowDenied(ctx, stack) {
+		return
+	}
 	key := guestBytes(mod, abi.ImportKVDelete, "key", arg(stack, 0), arg(stack, 1))
 	kv := m.kvFor(stateOf(ctx))
 	if code := kvKeyCode(kv, key); code != abi.StatusOK {
@@ -271,6 +277,9 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 }
 
 func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uint64) {
+	if m.shadowDenied(ctx, stack) {
+		return
+	}
 	method := guestBytes(mod, abi.ImportPluginCall, "method", arg(stack, 0), arg(stack, 1))
 	req := guestBytes(mod, abi.ImportPluginCall, "request", arg(stack, 2), arg(stack, 3))
 	resp := guestBytes(mod, abi.ImportPluginCall, "response buffer", arg(stack, 4), arg(stack, 5))

@@ -14,6 +14,9 @@ import (
 // once cannot both act on the same reading (two copies of one CSI driver registering in the
 // same instant).
 func (m *Module) hostKVCompareAndSet(ctx context.Context, mod api.Module, stack []uint64) {
+	if m.shadowDenied(ctx, stack) {
+		return
+	}
 	key := guestBytes(mod, abi.ImportKVCompareAndSet, "key", arg(stack, 0), arg(stack, 1))
 	old, oldCode := casOperand(mod, "old value", arg(stack, 2), arg(stack, 3))
 	val, valCode := casOperand(mod, "new value", arg(stack, 4), arg(stack, 5))

@@ -68,6 +68,15 @@ type Module struct {
 	// holders counts the per-type handlers that point at the module. Only Run's goroutine
 	// uses it; at zero, the module is retired.
 	holders int
+
+	// Revisions (revisions.go, shadow.go): the bytes until the revision store keeps them, the
+	// revision whose counters its calls add to, its watch in its first minutes, and whether
+	// it is a shadow candidate (its calls change nothing).
+	bin       []byte
+	rev       atomic.Pointer[revision]
+	probation atomic.Pointer[probation]
+	shadow    bool
+	pins      atomic.Pointer[map[string]*Module] // plugin types a rollback serves with another module
 }
 
 // File returns the path the module was loaded from.
@@ -336,8 +345,18 @@ func (m *Module) refill() {
 }
 
 // invoke calls a plugin export (validate, register, deregister) on behalf of pluginType's
-// handler. The caller has entered the module.
-func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (map[string]string, error) {
+// handler. The caller has entered the module. A type pinned to an older revision by a rollback
+// is served by that revision's module (revisions.go); a candidate named for the type sees the
+// same Validate in a shadow run (shadow.go).
+func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (_ map[string]string, err error) {
+	if pm := m.pinFor(pluginType); pm != nil && pm.enter() {
+		defer pm.leave()
+		return pm.invoke(ctx, fn, pluginType, p)
+	}
+	if fn == fnValidate && !m.shadow {
+		done := m.h.startShadow(pluginType, p)
+		defer func() { done(err) }()
+	}
 	req := abi.AppendPluginRequest(nil, abi.PluginRequest{
 		Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions,
 	})
@@ -356,24 +375,27 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 	probe, err := m.stats.q.admit(time.Now(), m.file)
 	if err != nil {
 		m.stats.failures.Add(1)
+		m.observe(err)
 		return nil, err
 	}
 	status, err := m.run(ctx, st, fn, uint64(len(req)))
 	m.quarantineOutcome(probe, err)
+	if err == nil {
+		switch status {
+		case abi.StatusRejected:
+			m.stats.rejected.Add(1)
+			err = fmt.Errorf("%w: %s", registration.ErrRejected, reason(st.result))
+		case abi.StatusError: // run refused any other status
+			err = fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
+			m.stats.failed(err)
+		}
+	}
+	m.observe(err)
 	if err != nil {
 		return nil, err
 	}
-	switch status {
-	case abi.StatusOK:
-		return st.published, nil
-	case abi.StatusRejected:
-		m.stats.rejected.Add(1)
-		return nil, fmt.Errorf("%w: %s", registration.ErrRejected, reason(st.result))
-	default: // abi.StatusError; run refused any other status
-		err := fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
-		m.stats.failed(err)
-		return nil, err
-	}
+	m.registered(fn, p)
+	return st.published, nil
 }
 
 // quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
@@ -701,7 +723,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	}
 
 	m := &Module{
-		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)),
+		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)), bin: bin,
 		caps: caps, stats: st, rt: rt, cm: cm,
 		slots: make(chan struct{}, h.cfg.PoolSize),
 		idle:  make(chan *instance, h.cfg.PoolSize),

@@ -1,0 +1,842 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// Revisions: the host keeps the last few good revisions of the handler of each plugin type,
+// content-addressed (RevisionConfig.Dir/<sha256>.wasm), so that an operator can go back to one
+// (Rollback), and so that a new revision that traps or times out too often in its first minutes
+// is rolled back to the previous good one automatically.
+//
+// A rollback pins the plugin type to the older revision: the handler file still holds the newer
+// bytes (and their module stays loaded for the file's other types), but the type's calls go to
+// the pinned revision until the file changes again (a new revision is installed: the operator's
+// newest word wins and the pin is cleared), or the operator clears the pin (Unpin). Pins are
+// kept in the revision index and outlive a restart.
+
+// Sentinel errors of revisions. Callers decide with errors.Is.
+var (
+	// ErrNoRevision: the plugin type has no handler, no such revision is kept, or no earlier
+	// good revision is left to go back to.
+	ErrNoRevision = errors.New("host: no such revision")
+)
+
+// RevisionConfig configures the revisions a Host keeps and its automatic rollback.
+type RevisionConfig struct {
+	// Dir keeps the bytes of each revision, <Dir>/<sha256>.wasm, and the index of revisions
+	// and pins (index.json). Created with mode 0700. Defaults to "": the bytes are kept in
+	// memory and nothing outlives the host.
+	Dir string
+	// Keep is how many revisions are kept per plugin type, the serving one included.
+	// Defaults to 5.
+	Keep int
+	// RollbackWindow is how long after it starts serving a new revision is watched; 0 turns
+	// automatic rollback off. Defaults to 0 (the daemon's config default is 5 minutes).
+	RollbackWindow time.Duration
+	// RollbackThreshold is the share of calls that trap or time out (or fail at once in
+	// quarantine) within RollbackWindow that rolls the revision back. Defaults to 0.5.
+	RollbackThreshold float64
+	// RollbackMinCalls is how many calls the revision must have had in the window before its
+	// rate is judged. Defaults to 5.
+	RollbackMinCalls int
+	// OnRegistered, if set, is called when a revision's RegisterPlugin of the plugin at socket
+	// succeeded, with its file and SHA-256: the revision that registered the plugin and
+	// published what it returned (the daemon records both in the plugin's entry). It must be
+	// quick. Defaults to nil.
+	OnRegistered func(socket, file, sha256 string)
+}
+
+func (c RevisionConfig) withDefaults() RevisionConfig {
+	if c.Keep <= 0 {
+		c.Keep = 5
+	}
+	if c.RollbackThreshold <= 0 {
+		c.RollbackThreshold = 0.5
+	}
+	if c.RollbackMinCalls <= 0 {
+		c.RollbackMinCalls = 5
+	}
+	return c
+}
+
+// Revision is one revision of a plugin type's handler, as History lists it.
+type Revision struct {
+	SHA256      string
+	File        string // the handler file it was loaded from
+	Name        string // the manifest's
+	Version     string
+	PluginTypes []string
+	Size        int64
+	FirstLoaded time.Time
+	// Calls, Failures, Traps and Timeouts counted while the revision served (any of its
+	// types), across its activations.
+	Calls, Failures, Traps, Timeouts uint64
+	Serving                          bool   // it serves the type now
+	Pinned                           bool   // it serves the type because of a rollback
+	InFile                           bool   // the handler file holds it now
+	Bad                              string // why it was rolled back automatically: not a revision to go back to
+}
+
+// Pin is a plugin type served by an older revision than its file holds.
+type Pin struct {
+	PluginType string
+	SHA256     string // the revision serving
+	FileSHA256 string // the revision the file held when it was pinned
+	Auto       bool   // an automatic rollback, not the operator's
+	Reason     string
+	At         time.Time
+}
+
+// revision is the record of one digest; its counters are shared by every module of it.
+type revision struct {
+	Digest      string    `json:"sha256"`
+	File        string    `json:"file"`
+	Name        string    `json:"name,omitempty"`
+	Version     string    `json:"version,omitempty"`
+	Types       []string  `json:"pluginTypes"`
+	Size        int64     `json:"size"`
+	FirstLoaded time.Time `json:"firstLoaded"`
+	Bad         string    `json:"rolledBack,omitempty"`
+	Counts      revCounts `json:"counts"`
+
+	calls, failures, traps, timeouts atomic.Uint64
+}
+
+type revCounts struct{ Calls, Failures, Traps, Timeouts uint64 }
+
+// count adds the outcome of one call of a module of the revision.
+func (r *revision) count(o callOutcome) {
+	r.calls.Add(1)
+	if o.failed {
+		r.failures.Add(1)
+	}
+	if o.trap {
+		r.traps.Add(1)
+	}
+	if o.timeout {
+		r.timeouts.Add(1)
+	}
+}
+
+// callOutcome classifies a plugin call's error for the revision counters and the probation.
+type callOutcome struct{ failed, trap, timeout, quarantined bool }
+
+func outcomeOf(err error) callOutcome {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired) {
+		return callOutcome{}
+	}
+	o := callOutcome{
+		timeout:     errors.Is(err, context.DeadlineExceeded),
+		trap:        errors.Is(err, ErrTrap) || errors.Is(err, ErrBudget),
+		quarantined: errors.Is(err, ErrQuarantined),
+	}
+	o.failed = o.timeout || o.trap || o.quarantined || errors.Is(err, ErrHandlerFailed) || errors.Is(err, ErrBadResult)
+	return o
+}
+
+// fault: what a new revision is judged by.
+func (o callOutcome) fault() bool { return o.trap || o.timeout || o.quarantined }
+
+// probation watches a new revision in its first RollbackWindow.
+type probation struct {
+	until        time.Time
+	calls, fault atomic.Int64
+	fired        atomic.Bool
+}
+
+// pinned is a type served by an older revision: the calls of that type that reach fileM (the
+// module of the file's revision) go to m instead.
+type pinned struct {
+	Pin
+	m     *Module // nil until loaded (a pin read from the index waits for its file's revision)
+	fileM *Module
+}
+
+// pinFor returns the module that serves plugin type t in m's place, or nil.
+func (m *Module) pinFor(t string) *Module {
+	if pins := m.pins.Load(); pins != nil {
+		return (*pins)[t]
+	}
+	return nil
+}
+
+// setPin makes pm serve plugin type t in m's place (nil: m serves it again). Its callers
+// hold revisions.mu.
+func (m *Module) setPin(t string, pm *Module) {
+	next := make(map[string]*Module)
+	if pins := m.pins.Load(); pins != nil {
+		maps.Copy(next, *pins)
+	}
+	if pm == nil {
+		delete(next, t)
+	} else {
+		next[t] = pm
+	}
+	m.pins.Store(&next)
+}
+
+// revisions is the host's revision store. Its mu guards the maps; pinMu serializes what loads
+// and swaps modules (rollbacks, pins, shadows), which may take a compile.
+type revisions struct {
+	h        *Host
+	cfg      RevisionConfig
+	onChange func() // Config.OnChange
+	pinMu    sync.Mutex
+
+	mu      sync.Mutex
+	bySHA   map[string]*revision
+	byType  map[string][]string // digests, newest first
+	pins    map[string]*pinned
+	shadows map[string]*shadowRun // shadow.go
+	mem     map[string][]byte     // the bytes, when there is no Dir
+}
+
+// newRevisions makes h's store and follows Run's steps through Config.OnChange: after each,
+// sync records the revisions Run installed.
+func newRevisions(h *Host) *revisions {
+	rs := &revisions{
+		h: h, cfg: RevisionConfig{}.withDefaults(), onChange: h.cfg.OnChange,
+		bySHA: make(map[string]*revision), byType: make(map[string][]string),
+		pins: make(map[string]*pinned), shadows: make(map[string]*shadowRun), mem: make(map[string][]byte),
+	}
+	h.cfg.OnChange = func() {
+		rs.sync()
+		if rs.onChange != nil {
+			rs.onChange()
+		}
+	}
+	return rs
+}
+
+// ConfigureRevisions sets how revisions are kept and rolled back, and reads the index kept in
+// cfg.Dir (its revisions, and the pins that outlive a restart). Call it before Run.
+func (h *Host) ConfigureRevisions(cfg RevisionConfig) error {
+	rs := h.revs
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.cfg = cfg.withDefaults()
+	if rs.cfg.Dir == "" {
+		return nil
+	}
+	if err := ensurePrivateDir(rs.cfg.Dir); err != nil {
+		rs.cfg.Dir = ""
+		return fmt.Errorf("host: revision directory: %w", err)
+	}
+	rs.readIndex()
+	return nil
+}
+
+// index is the persisted form of the store.
+type index struct {
+	Revisions []*revision         `json:"revisions"`
+	Types     map[string][]string `json:"pluginTypes"`
+	Pins      []Pin               `json:"pins,omitempty"`
+}
+
+func (rs *revisions) indexPath() string { return filepath.Join(rs.cfg.Dir, "index.json") }
+
+func (rs *revisions) readIndex() {
+	b, err := os.ReadFile(rs.indexPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var ix index
+	if err == nil {
+		err = json.Unmarshal(b, &ix)
+	}
+	if err != nil {
+		rs.h.log.Warn("revision index unreadable; starting a new one", "file", rs.indexPath(), "error", err)
+		return
+	}
+	for _, r := range ix.Revisions {
+		if !isDigest(r.Digest) {
+			continue
+		}
+		r.calls.Store(r.Counts.Calls)
+		r.failures.Store(r.Counts.Failures)
+		r.traps.Store(r.Counts.Traps)
+		r.timeouts.Store(r.Counts.Timeouts)
+		rs.bySHA[r.Digest] = r
+	}
+	for t, ds := range ix.Types {
+		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return rs.bySHA[d] == nil })
+		if len(ds) > 0 {
+			rs.byType[t] = ds
+		}
+	}
+	for _, p := range ix.Pins {
+		if rs.bySHA[p.SHA256] != nil {
+			rs.pins[p.PluginType] = &pinned{Pin: p}
+		}
+	}
+}
+
+// writeIndexLocked persists the store (rs.mu held). Errors are logged: the revisions serve on.
+func (rs *revisions) writeIndexLocked() {
+	if rs.cfg.Dir == "" {
+		return
+	}
+	ix := index{Types: rs.byType}
+	for _, d := range slices.Sorted(mapKeys(rs.bySHA)) {
+		r := rs.bySHA[d]
+		r.Counts = revCounts{r.calls.Load(), r.failures.Load(), r.traps.Load(), r.timeouts.Load()}
+		ix.Revisions = append(ix.Revisions, r)
+	}
+	for _, t := range slices.Sorted(mapKeys(rs.pins)) {
+		ix.Pins = append(ix.Pins, rs.pins[t].Pin)
+	}
+	b, err := json.MarshalIndent(ix, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(rs.indexPath(), b)
+	}
+	if err != nil {
+		rs.h.log.Error("writing the revision index", "file", rs.indexPath(), "error", err)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// writeFileAtomic writes b to path by a temporary file and a rename, mode 0600.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
+
+func isDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func (rs *revisions) binPath(digest string) string {
+	return filepath.Join(rs.cfg.Dir, digest+".wasm")
+}
+
+// keepBytes stores the bytes of a revision (once; the name is their digest).
+func (rs *revisions) keepBytes(digest string, bin []byte) error {
+	if rs.cfg.Dir == "" {
+		rs.mu.Lock()
+		rs.mem[digest] = bin
+		rs.mu.Unlock()
+		return nil
+	}
+	if _, err := os.Stat(rs.binPath(digest)); err == nil {
+		return nil
+	}
+	return writeFileAtomic(rs.binPath(digest), bin)
+}
+
+// bytesOf reads the bytes of a revision back and checks them against their digest.
+func (rs *revisions) bytesOf(digest string) ([]byte, error) {
+	var bin []byte
+	if rs.cfg.Dir == "" {
+		rs.mu.Lock()
+		bin = rs.mem[digest]
+		rs.mu.Unlock()
+		if bin == nil {
+			return nil, fmt.Errorf("%w: the bytes of revision %s are not kept", ErrNoRevision, digest)
+		}
+	} else {
+		var err error
+		if bin, err = os.ReadFile(rs.binPath(digest)); err != nil {
+			return nil, fmt.Errorf("%w: the bytes of revision %s: %w", ErrNoRevision, digest, err)
+		}
+	}
+	if sum := sha256.Sum256(bin); hex.EncodeToString(sum[:]) != digest {
+		return nil, fmt.Errorf("%w: %s holds bytes of another digest (changed on disk?)", ErrNoRevision, rs.binPath(digest))
+	}
+	return bin, nil
+}
+
+// forgetLocked drops the revisions no type, pin or shadow refers to any more.
+func (rs *revisions) forgetLocked() {
+	used := make(map[string]bool)
+	for _, ds := range rs.byType {
+		for _, d := range ds {
+			used[d] = true
+		}
+	}
+	for _, p := range rs.pins {
+		used[p.SHA256], used[p.FileSHA256] = true, true
+	}
+	for _, s := range rs.shadows {
+		used[s.rev.Digest] = true
+	}
+	for d := range rs.bySHA {
+		if !used[d] {
+			delete(rs.bySHA, d)
+			delete(rs.mem, d)
+			if rs.cfg.Dir != "" {
+				_ = os.Remove(rs.binPath(d))
+			}
+		}
+	}
+}
+
+// recordLocked returns the record of m's digest, made from m if new.
+func (rs *revisions) recordLocked(m *Module, file string) *revision {
+	r := rs.bySHA[m.sum]
+	if r == nil {
+		r = &revision{Digest: m.sum, File: file, FirstLoaded: m.loadedAt, Size: m.size}
+		rs.bySHA[m.sum] = r
+	}
+	r.Name, r.Version, r.Types = m.manifest.Name, m.manifest.Version, slices.Clone(m.manifest.PluginTypes)
+	return r
+}
+
+// registered tells the daemon which revision registered a plugin (Config.OnRegistered).
+func (m *Module) registered(fn int, p registration.PluginInfo) {
+	if f := m.h.revs.cfg.OnRegistered; fn == fnRegister && !m.shadow && f != nil {
+		f(p.Socket, m.file, m.sum)
+	}
+}
+
+// installed is called by Run when m starts serving the plugin types of file (a new file, or a
+// new revision of it). It keeps m's bytes and records the revision first in the history of each
+// type; it clears the pins the new revision overrides, re-applies a pin the index kept for
+// this very revision (a restart), and puts m on probation when it replaces a good revision.
+func (rs *revisions) installed(file string, m *Module) {
+	bin := m.bin
+	m.bin = nil
+	rs.pinMu.Lock()
+	defer rs.pinMu.Unlock()
+	if bin == nil {
+		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum)
+	} else if err := rs.keepBytes(m.sum, bin); err != nil {
+		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum, "error", err)
+	}
+	rs.mu.Lock()
+	r := rs.recordLocked(m, file)
+	m.rev.Store(r)
+	if r.Bad != "" {
+		// Installed again by the operator after it was rolled back: it gets another chance.
+		rs.h.log.Info("handler revision installed again after an automatic rollback", "handler", file, "sha256", m.sum, "rolled_back_because", r.Bad)
+		r.Bad = ""
+	}
+	var probationFor, repin []string
+	for _, t := range m.manifest.PluginTypes {
+		ds := rs.byType[t]
+		if prev := rs.previousGoodLocked(t, m.sum); prev != nil {
+			probationFor = append(probationFor, t)
+		}
+		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return d == m.sum })
+		ds = append([]string{m.sum}, ds...)
+		if len(ds) > rs.cfg.Keep {
+			ds = ds[:rs.cfg.Keep]
+		}
+		rs.byType[t] = ds
+		switch p := rs.pins[t]; {
+		case p == nil:
+		case p.FileSHA256 == m.sum && p.SHA256 != m.sum:
+			repin = append(repin, t)
+		default:
+			rs.h.log.Info("rollback pin cleared: the handler file holds a new revision", "plugin_type", t,
+				"handler", file, "pinned_sha256", p.SHA256, "sha256", m.sum)
+			rs.unpinLocked(t)
+		}
+	}
+	rs.forgetLocked()
+	rs.writeIndexLocked()
+	rs.mu.Unlock()
+	for _, t := range repin {
+		rs.mu.Lock()
+		p := rs.pins[t]
+		delete(rs.pins, t)
+		rs.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		if _, err := rs.pinLocked(rs.h.ctx, t, p.SHA256, p.Auto, p.Reason); err != nil {
+			rs.h.log.Error("rollback pin kept across the restart could not be applied; the file's revision serves",
+				"plugin_type", t, "pinned_sha256", p.SHA256, "error", err)
+		}
+	}
+	if len(probationFor) > 0 && rs.cfg.RollbackWindow > 0 && len(repin) == 0 {
+		m.probation.Store(&probation{until: time.Now().Add(rs.cfg.RollbackWindow)})
+	}
+}
+
+// previousGoodLocked is the newest revision of t other than digest that was not rolled back
+// automatically and whose bytes are kept.
+func (rs *revisions) previousGoodLocked(t, digest string) *revision {
+	for _, d := range rs.byType[t] {
+		if r := rs.bySHA[d]; d != digest && r != nil && r.Bad == "" {
+			return r
+		}
+	}
+	return nil
+}
+
+// observe counts one plugin call of m in its revision and its probation; a revision on
+// probation whose fault rate crosses the threshold is rolled back, once, in the background.
+func (m *Module) observe(err error) {
+	o := outcomeOf(err)
+	if r := m.rev.Load(); r != nil {
+		r.count(o)
+	}
+	p := m.probation.Load()
+	if p == nil {
+		return
+	}
+	if time.Now().After(p.until) {
+		m.probation.CompareAndSwap(p, nil)
+		return
+	}
+	calls := p.calls.Add(1)
+	faults := p.fault.Load()
+	if o.fault() {
+		faults = p.fault.Add(1)
+	}
+	rs := m.h.revs
+	if calls < int64(rs.cfg.RollbackMinCalls) || float64(faults) < rs.cfg.RollbackThreshold*float64(calls) {
+		return
+	}
+	if !p.fired.CompareAndSwap(false, true) {
+		return
+	}
+	reason := fmt.Sprintf("%d of its first %d calls trapped or timed out (threshold %.0f%% within %v of loading)",
+		faults, calls, rs.cfg.RollbackThreshold*100, rs.cfg.RollbackWindow)
+	m.h.goAsync(func() { rs.autoRollback(m, reason, err) })
+}
+
+// autoRollback pins every type m serves to its previous good revision.
+func (rs *revisions) autoRollback(m *Module, reason string, last error) {
+	rs.pinMu.Lock()
+	defer rs.pinMu.Unlock()
+	rs.mu.Lock()
+	if r := rs.bySHA[m.sum]; r != nil {
+		r.Bad = reason
+	}
+	rs.mu.Unlock()
+	for _, t := range m.manifest.PluginTypes {
+		th := rs.h.typeHandlerOf(t)
+		if th == nil || th.cur.Load() != m || m.pinFor(t) != nil {
+			continue
+		}
+		rs.mu.Lock()
+		prev := rs.previousGoodLocked(t, m.sum)
+		rs.mu.Unlock()
+		if prev == nil {
+			rs.h.log.Error("handler revision fails, and there is no earlier good revision to roll back to",
+				"plugin_type", t, "handler", m.file, "sha256", m.sum, "reason", reason, "last_error", last)
+			continue
+		}
+		if _, err := rs.pinLocked(rs.h.ctx, t, prev.Digest, true, reason); err != nil {
+			rs.h.log.Error("automatic rollback failed; the new revision keeps serving",
+				"plugin_type", t, "handler", m.file, "sha256", m.sum, "to_sha256", prev.Digest, "error", err)
+			continue
+		}
+		rs.h.log.Warn("handler revision rolled back automatically", "plugin_type", t, "handler", m.file,
+			"from_sha256", m.sum, "to_sha256", prev.Digest, "to_version", prev.Version, "reason", reason, "last_error", last)
+	}
+	rs.changed()
+}
+
+// changed tells the daemon the handler set changed (a pin), as Run does after its steps.
+func (rs *revisions) changed() {
+	if rs.onChange != nil {
+		rs.onChange()
+	}
+}
+
+// sync runs after each of Run's steps, on its goroutine: it records the modules Run installed
+// since (installed), and clears the pins of files whose revision changed or that are gone.
+func (rs *revisions) sync() {
+	h := rs.h
+	live := make(map[*Module]string)
+	h.mu.Lock()
+	for _, e := range h.files {
+		if e.cur != nil {
+			live[e.cur] = e.path
+		}
+	}
+	h.mu.Unlock()
+	for m, file := range live {
+		if m.rev.Load() == nil {
+			rs.installed(file, m)
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for t, p := range rs.pins {
+		if p.fileM != nil && live[p.fileM] == "" {
+			h.log.Info("rollback pin cleared: its handler file was replaced or removed", "plugin_type", t, "pinned_sha256", p.SHA256)
+			rs.unpinLocked(t)
+			rs.writeIndexLocked()
+		}
+	}
+}
+
+// typeHandlerOf returns the registered handler of t when it is one of this host's.
+func (h *Host) typeHandlerOf(t string) *typeHandler {
+	hd, ok := h.cfg.Registry.Get(t)
+	if !ok {
+		return nil
+	}
+	th, _ := hd.(*typeHandler)
+	if th == nil || th.cur.Load() == nil || th.cur.Load().h != h {
+		return nil
+	}
+	return th
+}
+
+// pinLocked makes the revision digest serve t (rs.pinMu held): its module is loaded from the
+// kept bytes and swapped in front of the file's. Pinning the revision the file holds clears
+// the pin instead.
+func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool, reason string) (*revision, error) {
+	th := rs.h.typeHandlerOf(t)
+	if th == nil {
+		return nil, fmt.Errorf("%w: plugin type %s has no handler file in this host", ErrNoRevision, t)
+	}
+	cur := th.cur.Load()
+	rs.mu.Lock()
+	r := rs.bySHA[digest]
+	rs.mu.Unlock()
+	if r == nil || !slices.Contains(r.Types, t) {
+		return nil, fmt.Errorf("%w: revision %s is not kept for plugin type %s (see: wasmhost handlers history %s)", ErrNoRevision, short(digest), t, t)
+	}
+	if cur.sum == digest {
+		rs.mu.Lock()
+		rs.unpinLocked(t)
+		rs.writeIndexLocked()
+		rs.mu.Unlock()
+		return r, nil
+	}
+	bin, err := rs.bytesOf(digest)
+	if err != nil {
+		return nil, fmt.Errorf("plugin type %s, revision %s: %w", t, short(digest), err)
+	}
+	m, err := rs.h.load(ctx, cur.file, bin, cur.stats)
+	if err != nil {
+		return nil, fmt.Errorf("plugin type %s, revision %s did not load: %w", t, short(digest), err)
+	}
+	if !slices.Contains(m.manifest.PluginTypes, t) {
+		m.retire()
+		return nil, fmt.Errorf("%w: revision %s does not declare plugin type %s", ErrNoRevision, short(digest), t)
+	}
+	m.rev.Store(r)
+	m.bin = nil
+	cur.stats.q.reset() // the older revision is not quarantined for what the newer one did
+	rs.mu.Lock()
+	rs.unpinLocked(t)
+	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.sum, Auto: auto, Reason: reason, At: time.Now()}, m: m, fileM: cur}
+	cur.setPin(t, m)
+	rs.writeIndexLocked()
+	rs.mu.Unlock()
+	return r, nil
+}
+
+// unpinLocked drops t's pin (rs.mu held): the file's revision serves again.
+func (rs *revisions) unpinLocked(t string) {
+	p := rs.pins[t]
+	if p == nil {
+		return
+	}
+	delete(rs.pins, t)
+	if p.fileM != nil && p.fileM.pinFor(t) == p.m {
+		p.fileM.setPin(t, nil)
+	}
+	if p.m != nil {
+		p.m.retire()
+	}
+}
+
+// Rollback makes plugin type t served by revision digest (a prefix of at least 6 hex digits
+// will do), or by the previous good revision when digest is "". It pins t until the handler
+// file changes again or Unpin. It returns the revision now serving.
+func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error) {
+	if !h.beginWork() {
+		return Revision{}, ErrClosed
+	}
+	defer h.wg.Done()
+	rs := h.revs
+	rs.pinMu.Lock()
+	defer rs.pinMu.Unlock()
+	th := h.typeHandlerOf(t)
+	if th == nil {
+		return Revision{}, fmt.Errorf("%w: plugin type %s has no handler file in this host", ErrNoRevision, t)
+	}
+	serving := th.cur.Load().sum
+	if pm := th.cur.Load().pinFor(t); pm != nil {
+		serving = pm.sum
+	}
+	rs.mu.Lock()
+	if digest == "" {
+		if prev := rs.previousGoodLocked(t, serving); prev != nil {
+			// The one after the serving one in the history, not the newest other one.
+			ds := rs.byType[t]
+			i := slices.Index(ds, serving)
+			for _, d := range ds[i+1:] {
+				if r := rs.bySHA[d]; r != nil && r.Bad == "" {
+					prev = r
+					break
+				}
+			}
+			digest = prev.Digest
+		}
+	} else {
+		digest = rs.resolveLocked(t, digest)
+	}
+	rs.mu.Unlock()
+	if digest == "" {
+		return Revision{}, fmt.Errorf("%w: plugin type %s has no earlier good revision to roll back to (see: wasmhost handlers history %s)", ErrNoRevision, t, t)
+	}
+	r, err := rs.pinLocked(ctx, t, digest, false, "rolled back by the operator")
+	if err != nil {
+		return Revision{}, err
+	}
+	h.log.Warn("handler rolled back by the operator", "plugin_type", t, "from_sha256", serving, "to_sha256", r.Digest,
+		"to_version", r.Version, "handler", th.cur.Load().file)
+	rs.changed()
+	return rs.view(t, r), nil
+}
+
+// resolveLocked expands a digest prefix among t's revisions; "" when none or several match.
+func (rs *revisions) resolveLocked(t, prefix string) string {
+	if len(prefix) < 6 {
+		return ""
+	}
+	found := ""
+	for _, d := range rs.byType[t] {
+		if len(d) >= len(prefix) && d[:len(prefix)] == prefix {
+			if found != "" {
+				return ""
+			}
+			found = d
+		}
+	}
+	return found
+}
+
+// Unpin clears a rollback pin of t: the revision the handler file holds serves again.
+func (h *Host) Unpin(t string) error {
+	rs := h.revs
+	rs.pinMu.Lock()
+	defer rs.pinMu.Unlock()
+	rs.mu.Lock()
+	p := rs.pins[t]
+	if p != nil {
+		rs.unpinLocked(t)
+		rs.writeIndexLocked()
+	}
+	rs.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w: plugin type %s is not pinned", ErrNoRevision, t)
+	}
+	h.log.Info("rollback pin cleared by the operator; the handler file's revision serves", "plugin_type", t, "sha256", p.FileSHA256)
+	rs.changed()
+	return nil
+}
+
+// History returns the revisions kept for plugin type t, newest first, and its pin (if any).
+func (h *Host) History(t string) ([]Revision, *Pin) {
+	rs := h.revs
+	rs.mu.Lock()
+	ds := slices.Clone(rs.byType[t])
+	var pin *Pin
+	if p := rs.pins[t]; p != nil && p.m != nil {
+		cp := p.Pin
+		pin = &cp
+	}
+	recs := make([]*revision, 0, len(ds))
+	for _, d := range ds {
+		if r := rs.bySHA[d]; r != nil {
+			recs = append(recs, r)
+		}
+	}
+	rs.mu.Unlock()
+	out := make([]Revision, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, rs.view(t, r))
+	}
+	return out, pin
+}
+
+// HistoryTypes returns the plugin types with a history, sorted.
+func (h *Host) HistoryTypes() []string {
+	h.revs.mu.Lock()
+	defer h.revs.mu.Unlock()
+	return slices.Sorted(mapKeys(h.revs.byType))
+}
+
+func (rs *revisions) view(t string, r *revision) Revision {
+	v := Revision{
+		SHA256: r.Digest, File: r.File, Name: r.Name, Version: r.Version, PluginTypes: slices.Clone(r.Types),
+		Size: r.Size, FirstLoaded: r.FirstLoaded, Calls: r.calls.Load(), Failures: r.failures.Load(),
+		Traps: r.traps.Load(), Timeouts: r.timeouts.Load(),
+	}
+	rs.mu.Lock()
+	v.Bad = r.Bad
+	rs.mu.Unlock()
+	if th := rs.h.typeHandlerOf(t); th != nil {
+		cur := th.cur.Load()
+		v.InFile = cur != nil && cur.sum == r.Digest
+		if pm := cur.pinFor(t); pm != nil {
+			v.Serving, v.Pinned = pm.sum == r.Digest, pm.sum == r.Digest
+		} else {
+			v.Serving = v.InFile
+		}
+	}
+	return v
+}
+
+// pinsOf returns the pins of the given plugin types, sorted by type (for HandlerStatus).
+func (rs *revisions) pinsOf(types []string) []Pin {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []Pin
+	for _, t := range types {
+		if p := rs.pins[t]; p != nil && p.m != nil {
+			out = append(out, p.Pin)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PluginType < out[j].PluginType })
+	return out
+}
+
+// short is a digest as tables show it.
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}

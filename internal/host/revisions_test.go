@@ -1,0 +1,271 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+const revType = "rev.example"
+
+func fixtureSum(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fixture(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// revHost runs a host over a handler directory of its own with a revision store; the test
+// installs fixtures as rev.wasm with install.
+type revHost struct {
+	*Host
+	logs *logs
+	dir  string
+	revs string
+}
+
+func newRevHost(t *testing.T, revDir string, rc RevisionConfig) *revHost {
+	t.Helper()
+	dir := tempDir(t)
+	if revDir == "" {
+		revDir = filepath.Join(tempDir(t), "revisions")
+	}
+	h, l := newStrictHost(t, Config{HandlerDir: dir})
+	rc.Dir = revDir
+	if err := h.ConfigureRevisions(rc); err != nil {
+		t.Fatal(err)
+	}
+	return &revHost{Host: h, logs: l, dir: dir, revs: revDir}
+}
+
+// run starts Run; the test's end stops it and waits.
+func (rh *revHost) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rh.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	<-rh.Ready()
+}
+
+// install puts a fixture in place as rev.wasm and waits until its revision is the file's.
+func (rh *revHost) install(t *testing.T, name string) string {
+	t.Helper()
+	installFile(t, fixture(name), filepath.Join(rh.dir, "rev.wasm"))
+	sum := fixtureSum(t, name)
+	waitFor(t, name+" installed", func() bool {
+		revs, _ := rh.History(revType)
+		return len(revs) > 0 && revs[0].SHA256 == sum && revs[0].InFile
+	})
+	return sum
+}
+
+func (rh *revHost) handler(t *testing.T) registration.Handler {
+	t.Helper()
+	hd, ok := rh.Registry().Get(revType)
+	if !ok {
+		t.Fatalf("no handler for %s", revType)
+	}
+	return hd
+}
+
+// published registers a plugin and returns which revision published it.
+func (rh *revHost) published(t *testing.T) string {
+	t.Helper()
+	pub, err := rh.handler(t).RegisterPlugin(context.Background(), info(revType, "p"))
+	if err != nil {
+		t.Fatalf("RegisterPlugin: %v", err)
+	}
+	return pub["revision"]
+}
+
+func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
+	rh := newRevHost(t, "", RevisionConfig{})
+	rh.run(t)
+	v1 := rh.install(t, "rev_v1")
+	v4 := rh.install(t, "rev_v4")
+	if got := rh.published(t); got != "v4" {
+		t.Fatalf("after installing v4, register published revision=%q, want v4", got)
+	}
+	revs, pin := rh.History(revType)
+	if len(revs) != 2 || revs[0].SHA256 != v4 || revs[1].SHA256 != v1 || pin != nil {
+		t.Fatalf("history = %+v, pin %v; want v4 then v1, no pin", revs, pin)
+	}
+	if revs[1].Name != "rev" || revs[1].Version != "1.0.0" || revs[1].Calls != 0 || revs[0].Calls != 1 {
+		t.Errorf("history = %+v; want names, versions and v4's one call", revs)
+	}
+	if _, err := os.Stat(filepath.Join(rh.revs, v1+".wasm")); err != nil {
+		t.Errorf("v1's bytes are not kept: %v", err)
+	}
+
+	r, err := rh.Rollback(context.Background(), revType, "")
+	if err != nil || r.SHA256 != v1 || !r.Pinned || !r.Serving {
+		t.Fatalf("Rollback = %+v, %v; want v1 serving, pinned", r, err)
+	}
+	if got := rh.published(t); got != "v1" {
+		t.Errorf("after the rollback, register published revision=%q, want v1", got)
+	}
+	revs, pin = rh.History(revType)
+	if pin == nil || pin.SHA256 != v1 || pin.FileSHA256 != v4 || pin.Auto {
+		t.Errorf("pin = %+v; want v1 over the file's v4, by the operator", pin)
+	}
+	if !revs[0].InFile || revs[0].Serving || !revs[1].Serving || revs[1].Calls != 1 {
+		t.Errorf("history = %+v; want v4 in the file, v1 serving with its one call", revs)
+	}
+	if _, err := rh.Rollback(context.Background(), revType, "0000000000"); !errors.Is(err, ErrNoRevision) ||
+		!strings.Contains(err.Error(), revType) {
+		t.Errorf("rollback to an unknown digest: %v, want ErrNoRevision naming the type", err)
+	}
+
+	// The file changes again: the operator's newest word wins, the pin goes.
+	rh.install(t, "rev_v3")
+	if _, pin := rh.History(revType); pin != nil {
+		t.Errorf("pin %+v kept after the file changed", pin)
+	}
+	err = rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p"))
+	errContains(t, err, registration.ErrRejected, "refused by v3")
+
+	// Back to v4 by digest prefix, then the pin cleared by the operator.
+	if _, err := rh.Rollback(context.Background(), revType, v4[:8]); err != nil {
+		t.Fatal(err)
+	}
+	if got := rh.published(t); got != "v4" {
+		t.Errorf("rolled back to v4, register published revision=%q", got)
+	}
+	if err := rh.Unpin(revType); err != nil {
+		t.Fatal(err)
+	}
+	errContains(t, rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")), registration.ErrRejected, "refused by v3")
+	if err := rh.Unpin(revType); !errors.Is(err, ErrNoRevision) {
+		t.Errorf("Unpin of a type not pinned: %v, want ErrNoRevision", err)
+	}
+}
+
+func TestRollbackPinOutlivesARestart(t *testing.T) {
+	revDir := filepath.Join(tempDir(t), "revisions")
+	dir := tempDir(t)
+	first := func() {
+		h, _ := newStrictHost(t, Config{HandlerDir: dir})
+		if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
+			t.Fatal(err)
+		}
+		rh := &revHost{Host: h, dir: dir, revs: revDir}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		<-h.Ready()
+		rh.install(t, "rev_v1")
+		rh.install(t, "rev_v4")
+		if _, err := h.Rollback(context.Background(), revType, ""); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		_ = h.Close(context.Background())
+	}
+	first()
+	rh := newRevHost(t, revDir, RevisionConfig{})
+	rh.dir = dir
+	rh.Host.cfg.HandlerDir = dir
+	rh.run(t)
+	waitFor(t, "the pin applied again", func() bool {
+		_, pin := rh.History(revType)
+		return pin != nil
+	})
+	if got := rh.published(t); got != "v1" {
+		t.Errorf("after a restart, register published revision=%q, want the pinned v1", got)
+	}
+}
+
+func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
+	rh := newRevHost(t, "", RevisionConfig{RollbackWindow: 1 << 40, RollbackMinCalls: 3, RollbackThreshold: 0.5})
+	rh.run(t)
+	v1 := rh.install(t, "rev_v1")
+	v2 := rh.install(t, "rev_v2")
+	for range 3 {
+		errContains(t, rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")), ErrTrap)
+	}
+	waitFor(t, "the automatic rollback", func() bool {
+		_, pin := rh.History(revType)
+		return pin != nil
+	})
+	if err := rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")); err != nil {
+		t.Errorf("after the automatic rollback: %v", err)
+	}
+	revs, pin := rh.History(revType)
+	if pin.SHA256 != v1 || pin.FileSHA256 != v2 || !pin.Auto || !strings.Contains(pin.Reason, "3 of its first 3 calls") {
+		t.Errorf("pin = %+v; want v1 over v2, automatic, with the rate", pin)
+	}
+	if revs[0].SHA256 != v2 || revs[0].Bad == "" || revs[0].Traps != 3 {
+		t.Errorf("history = %+v; want v2 marked rolled back with its 3 traps", revs)
+	}
+	a, ok := rh.logs.find("rolled back automatically")
+	if !ok || a["plugin_type"] != revType || a["from_sha256"] != v2 || a["to_sha256"] != v1 {
+		t.Errorf("log = %v, %v", a, ok)
+	}
+	// The operator cannot roll "back" onto the bad revision by default: the previous good one
+	// is v1 itself, and v2 is skipped.
+	if _, err := rh.Rollback(context.Background(), revType, ""); !errors.Is(err, ErrNoRevision) {
+		t.Errorf("Rollback with only a bad revision before: %v, want ErrNoRevision", err)
+	}
+}
+
+func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
+	rh := newRevHost(t, "", RevisionConfig{})
+	rh.run(t)
+	rh.install(t, "rev_v1")
+	if _, err := rh.SetShadow(context.Background(), revType, "testdata/nothere.wasm"); err == nil {
+		t.Error("SetShadow of a missing file: no error")
+	}
+	if _, err := rh.SetShadow(context.Background(), "other.example", fixture("rev_v3")); !errors.Is(err, ErrBadModule) ||
+		!strings.Contains(err.Error(), "other.example") {
+		t.Errorf("SetShadow for a type the candidate does not declare: %v", err)
+	}
+	cand := fixture("rev_v3")
+	if fixturesShared() {
+		cand = filepath.Join(tempDir(t), "rev_v3.wasm")
+		copyFile(t, fixture("rev_v3"), cand, 0o644)
+	}
+	st, err := rh.SetShadow(context.Background(), revType, cand)
+	if err != nil || st.SHA256 != fixtureSum(t, "rev_v3") || st.Version != "3.0.0" {
+		t.Fatalf("SetShadow = %+v, %v", st, err)
+	}
+	for range 2 {
+		if err := rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")); err != nil {
+			t.Fatalf("the serving revision accepts, the shadow must not change that: %v", err)
+		}
+	}
+	if got := rh.published(t); got != "v1" {
+		t.Errorf("register published revision=%q, want the serving v1", got)
+	}
+	waitFor(t, "two shadow runs", func() bool { return len(rh.Shadows()) == 1 && rh.Shadows()[0].Runs == 2 })
+	s := rh.Shadows()[0]
+	if s.Disagreements != 2 || !strings.Contains(s.LastDisagreement, "serving accept") || !strings.Contains(s.LastDisagreement, "reject") {
+		t.Errorf("shadow = %+v; want 2 disagreements", s)
+	}
+	a, ok := rh.logs.find("shadow handler disagrees")
+	if !ok || a["serving_decision"] != "accept" || a["shadow_decision"] != "reject" || !strings.Contains(a["shadow_reason"], "refused by v3") {
+		t.Errorf("log = %v", a)
+	}
+	if _, err := rh.SetShadow(context.Background(), revType, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(rh.Shadows()) != 0 {
+		t.Errorf("shadows after clearing: %+v", rh.Shadows())
+	}
+}

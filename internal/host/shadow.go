@@ -1,0 +1,248 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// Shadow runs: the operator names a candidate revision for a plugin type (SetShadow); on every
+// registration of a plugin of that type the candidate's Validate runs beside the serving one,
+// and the two decisions are compared: a disagreement is counted and logged with both. The
+// candidate has no effect on the plugin: its call starts with the serving one and runs in the
+// background (the registration never waits for it), in the same sandbox (the same deadline
+// and memory ceiling), it may read the type's key-value store but not change it, and it may
+// not call the plugin (plugin_call and kv writes return abi.CodeDenied). Register and
+// Deregister are the serving revision's only.
+
+// shadowRun is the candidate of one plugin type.
+type shadowRun struct {
+	pluginType string
+	rev        *revision
+	m          *Module // its own stats: its failures are not the serving file's
+	since      time.Time
+
+	runs, disagreements, failures atomic.Uint64
+	last                          atomic.Pointer[string] // the last disagreement, said in full
+}
+
+// ShadowStatus is the shadow run of one plugin type.
+type ShadowStatus struct {
+	PluginType       string
+	SHA256           string // the candidate's
+	File             string // where the candidate was read from
+	Name, Version    string // its manifest's
+	Since            time.Time
+	Runs             uint64 // registrations validated by both
+	Disagreements    uint64 // of them, those the two decided differently
+	Failures         uint64 // candidate calls that failed (trap, timeout, error)
+	LastDisagreement string
+}
+
+// noShadow is what startShadow returns when the type has no candidate.
+func noShadow(error) {}
+
+// startShadow starts the candidate's Validate of p for plugin type t beside the serving call,
+// if t has a candidate; the caller passes the serving decision to the function it returns (it
+// must call it once, and it never blocks).
+func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving error) {
+	rs := h.revs
+	rs.mu.Lock()
+	s := rs.shadows[t]
+	rs.mu.Unlock()
+	if s == nil || !s.m.enter() {
+		return noShadow
+	}
+	if !h.beginWork() {
+		s.m.leave()
+		return noShadow
+	}
+	servingErr := make(chan error, 1)
+	go func() {
+		defer h.wg.Done()
+		defer s.m.leave()
+		shadowErr := func() error {
+			_, err := s.m.invoke(h.ctx, fnValidate, t, p)
+			return err
+		}()
+		var served error
+		select {
+		case served = <-servingErr:
+		case <-h.ctx.Done():
+			return
+		}
+		s.compare(h, p, served, shadowErr)
+	}()
+	return func(err error) { servingErr <- err }
+}
+
+// decision names what a Validate decided: accept, reject or fail.
+func decision(err error) string {
+	switch {
+	case err == nil:
+		return "accept"
+	case errors.Is(err, registration.ErrRejected):
+		return "reject"
+	}
+	return "fail"
+}
+
+func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow error) {
+	if errors.Is(shadow, context.Canceled) || errors.Is(served, context.Canceled) {
+		return // the daemon is stopping, or the registration was abandoned: nothing to compare
+	}
+	s.runs.Add(1)
+	if shadow != nil && !errors.Is(shadow, registration.ErrRejected) {
+		s.failures.Add(1)
+	}
+	ds, dc := decision(served), decision(shadow)
+	if ds == dc {
+		return
+	}
+	s.disagreements.Add(1)
+	why := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	msg := fmt.Sprintf("plugin %s (socket %s): serving %s, shadow %s %s", p.Name, p.Socket, ds, short(s.rev.Digest), dc)
+	s.last.Store(&msg)
+	h.log.Warn("shadow handler disagrees with the serving one", "plugin_type", s.pluginType, "plugin", p.Name,
+		"socket", p.Socket, "serving_decision", ds, "serving_reason", why(served),
+		"shadow_sha256", s.rev.Digest, "shadow_decision", dc, "shadow_reason", why(shadow))
+}
+
+// shadowDenied ends a host function that would change something (a kv write, plugin_call) in
+// a shadow run: it returns abi.CodeDenied with a reason for error_read.
+func (m *Module) shadowDenied(ctx context.Context, stack []uint64) bool {
+	if !m.shadow {
+		return false
+	}
+	if st := stateOf(ctx); st != nil {
+		st.pluginCallErr = "a shadow run may read the key-value store, not change it, and may not call the plugin"
+	}
+	ret(stack, abi.CodeDenied)
+	return true
+}
+
+// SetShadow makes candidate the shadow of plugin type t: a handler file (read with the same
+// checks as the handler directory's), or a kept revision by digest ("sha256:" and a prefix of
+// at least 6 hex digits will do). An empty candidate clears t's shadow. It returns the
+// candidate's status.
+func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus, error) {
+	if !h.beginWork() {
+		return ShadowStatus{}, ErrClosed
+	}
+	defer h.wg.Done()
+	rs := h.revs
+	rs.pinMu.Lock()
+	defer rs.pinMu.Unlock()
+	if candidate == "" {
+		rs.mu.Lock()
+		old := rs.shadows[t]
+		delete(rs.shadows, t)
+		rs.forgetLocked()
+		rs.mu.Unlock()
+		if old == nil {
+			return ShadowStatus{}, fmt.Errorf("%w: plugin type %s has no shadow", ErrNoRevision, t)
+		}
+		old.m.retire()
+		h.log.Info("shadow handler cleared", "plugin_type", t, "shadow_sha256", old.rev.Digest)
+		rs.changed()
+		return ShadowStatus{}, nil
+	}
+	var (
+		bin  []byte
+		file = candidate
+		err  error
+	)
+	if d, ok := digestRef(candidate); ok {
+		rs.mu.Lock()
+		full := rs.resolveLocked(t, d)
+		if full == "" && rs.bySHA[d] != nil {
+			full = d
+		}
+		r := rs.bySHA[full]
+		rs.mu.Unlock()
+		if r == nil {
+			return ShadowStatus{}, fmt.Errorf("%w: revision %s is not kept for plugin type %s (see: wasmhost handlers history %s)", ErrNoRevision, d, t, t)
+		}
+		file = r.File
+		if bin, err = rs.bytesOf(full); err != nil {
+			return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
+		}
+	} else if bin, err = h.readHandlerFile(candidate); err != nil {
+		return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
+	}
+	m, err := h.load(ctx, file, bin, new(stats))
+	if err != nil {
+		return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
+	}
+	m.bin = nil
+	if !slices.Contains(m.manifest.PluginTypes, t) {
+		m.retire()
+		return ShadowStatus{}, fmt.Errorf("%w: shadow %s (sha256 %s) does not declare plugin type %s (it declares %v)",
+			ErrBadModule, file, short(m.sum), t, m.manifest.PluginTypes)
+	}
+	m.shadow = true
+	if err := rs.keepBytes(m.sum, bin); err != nil {
+		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.sum, "error", err)
+	}
+	s := &shadowRun{pluginType: t, m: m, since: time.Now()}
+	rs.mu.Lock()
+	s.rev = rs.recordLocked(m, file)
+	old := rs.shadows[t]
+	rs.shadows[t] = s
+	rs.forgetLocked()
+	rs.writeIndexLocked()
+	rs.mu.Unlock()
+	if old != nil {
+		old.m.retire()
+	}
+	h.log.Info("shadow handler set: its Validate runs beside the serving one on every registration",
+		"plugin_type", t, "shadow", file, "shadow_sha256", m.sum, "name", m.manifest.Name, "version", m.manifest.Version)
+	rs.changed()
+	return s.status(), nil
+}
+
+// digestRef reads "sha256:HEX" (HEX at least 6 digits: a prefix) or a bare 64-digit digest.
+func digestRef(s string) (string, bool) {
+	if d, ok := strings.CutPrefix(s, "sha256:"); ok {
+		return d, len(d) >= 6 && len(d) <= 64 && strings.Trim(d, "0123456789abcdef") == ""
+	}
+	return s, isDigest(s)
+}
+
+func (s *shadowRun) status() ShadowStatus {
+	st := ShadowStatus{
+		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.m.file,
+		Name: s.m.manifest.Name, Version: s.m.manifest.Version, Since: s.since,
+		Runs: s.runs.Load(), Disagreements: s.disagreements.Load(), Failures: s.failures.Load(),
+	}
+	if p := s.last.Load(); p != nil {
+		st.LastDisagreement = *p
+	}
+	return st
+}
+
+// Shadows returns the shadow run of every plugin type that has one, sorted by type.
+func (h *Host) Shadows() []ShadowStatus {
+	rs := h.revs
+	rs.mu.Lock()
+	out := make([]ShadowStatus, 0, len(rs.shadows))
+	for _, s := range rs.shadows {
+		out = append(out, s.status())
+	}
+	rs.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].PluginType < out[j].PluginType })
+	return out
+}

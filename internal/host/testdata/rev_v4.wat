@@ -1,0 +1,18 @@
+;; Revision 4.0.0 of type "rev.example" (name "rev"): validate accepts, register publishes revision=v4.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (import "wasmhost" "publish" (func $publish (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0brev.example\12\03rev\1a\054.0.0")
+  (data (i32.const 100) "revisionv4")
+  (data (i32.const 120) "refused by v4")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 25)))
+    (i32.const 0))
+  (func (export "wasmhost_validate") (param i32) (result i32)
+    (i32.const 0))
+  (func (export "wasmhost_register") (param i32) (result i32)
+    (drop (call $publish (i32.const 100) (i32.const 8) (i32.const 108) (i32.const 2)))
+    (i32.const 0))
+  (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
