@@ -3,7 +3,9 @@
 //
 // The daemon serves it on a unix socket (by default /var/lib/wasmhost/admin.sock, mode 0600);
 // `wasmhost plugins`, `wasmhost handlers`, `wasmhost watch` and `wasmhost status` are its
-// clients. The API is read-only.
+// clients. Every method only reads, except Rollback, ClearPin and SetShadow, which choose the
+// revision of a handler that serves a plugin type and the candidate that shadows it
+// (`wasmhost handlers rollback`, `unpin`, `shadow`).
 //
 // Compatibility: fields and enum values are only ever added. A client must treat an enum
 // value it does not know as UNSPECIFIED, and an unknown field as absent.
@@ -178,6 +180,773 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{1}
 }
 
+type ListRevisionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PluginType    string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRevisionsRequest) Reset() {
+	*x = ListRevisionsRequest{}
+	mi := &file_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevisionsRequest) ProtoMessage() {}
+
+func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
+func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListRevisionsRequest) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+type ListRevisionsResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PluginType string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	// Newest first.
+	Revisions []*Revision `protobuf:"bytes,2,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	// Absent unless the type is pinned to an older revision.
+	Pin *Pin `protobuf:"bytes,3,opt,name=pin,proto3" json:"pin,omitempty"`
+	// Absent unless the type has a shadow candidate.
+	Shadow        *Shadow `protobuf:"bytes,4,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRevisionsResponse) Reset() {
+	*x = ListRevisionsResponse{}
+	mi := &file_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevisionsResponse) ProtoMessage() {}
+
+func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
+func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListRevisionsResponse) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *ListRevisionsResponse) GetRevisions() []*Revision {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+func (x *ListRevisionsResponse) GetPin() *Pin {
+	if x != nil {
+		return x.Pin
+	}
+	return nil
+}
+
+func (x *ListRevisionsResponse) GetShadow() *Shadow {
+	if x != nil {
+		return x.Shadow
+	}
+	return nil
+}
+
+type RollbackRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PluginType string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	// The revision to serve: its SHA-256 in lower-case hex, or a prefix of at least 6 digits of
+	// it. Empty: the good revision before the one serving.
+	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackRequest) Reset() {
+	*x = RollbackRequest{}
+	mi := &file_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackRequest) ProtoMessage() {}
+
+func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
+func (*RollbackRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RollbackRequest) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *RollbackRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type RollbackResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision serving now.
+	Revision      *Revision `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackResponse) Reset() {
+	*x = RollbackResponse{}
+	mi := &file_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackResponse) ProtoMessage() {}
+
+func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
+func (*RollbackResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RollbackResponse) GetRevision() *Revision {
+	if x != nil {
+		return x.Revision
+	}
+	return nil
+}
+
+type ClearPinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PluginType    string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPinRequest) Reset() {
+	*x = ClearPinRequest{}
+	mi := &file_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPinRequest) ProtoMessage() {}
+
+func (x *ClearPinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPinRequest.ProtoReflect.Descriptor instead.
+func (*ClearPinRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClearPinRequest) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+type ClearPinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPinResponse) Reset() {
+	*x = ClearPinResponse{}
+	mi := &file_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPinResponse) ProtoMessage() {}
+
+func (x *ClearPinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPinResponse.ProtoReflect.Descriptor instead.
+func (*ClearPinResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{5}
+}
+
+type SetShadowRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PluginType string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	// A handler file's absolute path on the daemon's host (read with the same checks as the
+	// handler directory's), or "sha256:" and a kept revision's digest (or a prefix of at least 6
+	// digits). Empty clears the shadow.
+	Candidate     string `protobuf:"bytes,2,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetShadowRequest) Reset() {
+	*x = SetShadowRequest{}
+	mi := &file_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetShadowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetShadowRequest) ProtoMessage() {}
+
+func (x *SetShadowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetShadowRequest.ProtoReflect.Descriptor instead.
+func (*SetShadowRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SetShadowRequest) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *SetShadowRequest) GetCandidate() string {
+	if x != nil {
+		return x.Candidate
+	}
+	return ""
+}
+
+type SetShadowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absent when the shadow was cleared.
+	Shadow        *Shadow `protobuf:"bytes,1,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetShadowResponse) Reset() {
+	*x = SetShadowResponse{}
+	mi := &file_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetShadowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetShadowResponse) ProtoMessage() {}
+
+func (x *SetShadowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetShadowResponse.ProtoReflect.Descriptor instead.
+func (*SetShadowResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetShadowResponse) GetShadow() *Shadow {
+	if x != nil {
+		return x.Shadow
+	}
+	return nil
+}
+
+// Revision is one revision of a plugin type's handler: a module, named by its digest.
+type Revision struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Sha256 string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The handler file it was loaded from.
+	File string `protobuf:"bytes,2,opt,name=file,proto3" json:"file,omitempty"`
+	// The manifest's name and version.
+	Name        string   `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Version     string   `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	PluginTypes []string `protobuf:"bytes,5,rep,name=plugin_types,json=pluginTypes,proto3" json:"plugin_types,omitempty"`
+	Size        int64    `protobuf:"varint,6,opt,name=size,proto3" json:"size,omitempty"`
+	// When the daemon first loaded it.
+	FirstLoaded *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=first_loaded,json=firstLoaded,proto3" json:"first_loaded,omitempty"`
+	// Calls while it served (any of its types), and how many failed, trapped, timed out.
+	Calls    uint64 `protobuf:"varint,8,opt,name=calls,proto3" json:"calls,omitempty"`
+	Failures uint64 `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Traps    uint64 `protobuf:"varint,10,opt,name=traps,proto3" json:"traps,omitempty"`
+	Timeouts uint64 `protobuf:"varint,11,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	// It serves the type now; because of a rollback pin; the handler file holds it now.
+	Serving bool `protobuf:"varint,12,opt,name=serving,proto3" json:"serving,omitempty"`
+	Pinned  bool `protobuf:"varint,13,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	InFile  bool `protobuf:"varint,14,opt,name=in_file,json=inFile,proto3" json:"in_file,omitempty"`
+	// Why it was rolled back automatically (empty when it was not): it is not a revision a
+	// rollback goes back to unless named.
+	RolledBack    string `protobuf:"bytes,15,opt,name=rolled_back,json=rolledBack,proto3" json:"rolled_back,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revision) Reset() {
+	*x = Revision{}
+	mi := &file_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revision) ProtoMessage() {}
+
+func (x *Revision) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revision.ProtoReflect.Descriptor instead.
+func (*Revision) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Revision) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Revision) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *Revision) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Revision) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Revision) GetPluginTypes() []string {
+	if x != nil {
+		return x.PluginTypes
+	}
+	return nil
+}
+
+func (x *Revision) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Revision) GetFirstLoaded() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstLoaded
+	}
+	return nil
+}
+
+func (x *Revision) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *Revision) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *Revision) GetTraps() uint64 {
+	if x != nil {
+		return x.Traps
+	}
+	return 0
+}
+
+func (x *Revision) GetTimeouts() uint64 {
+	if x != nil {
+		return x.Timeouts
+	}
+	return 0
+}
+
+func (x *Revision) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
+func (x *Revision) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *Revision) GetInFile() bool {
+	if x != nil {
+		return x.InFile
+	}
+	return false
+}
+
+func (x *Revision) GetRolledBack() string {
+	if x != nil {
+		return x.RolledBack
+	}
+	return ""
+}
+
+// Pin is a plugin type served by an older revision than its handler file holds.
+type Pin struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PluginType string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	// The revision serving.
+	Sha256 string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// The revision the file held when the type was pinned.
+	FileSha256 string `protobuf:"bytes,3,opt,name=file_sha256,json=fileSha256,proto3" json:"file_sha256,omitempty"`
+	// An automatic rollback (the newer revision trapped or timed out too often), not the
+	// operator's.
+	Auto          bool                   `protobuf:"varint,4,opt,name=auto,proto3" json:"auto,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pin) Reset() {
+	*x = Pin{}
+	mi := &file_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pin) ProtoMessage() {}
+
+func (x *Pin) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pin.ProtoReflect.Descriptor instead.
+func (*Pin) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Pin) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *Pin) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Pin) GetFileSha256() string {
+	if x != nil {
+		return x.FileSha256
+	}
+	return ""
+}
+
+func (x *Pin) GetAuto() bool {
+	if x != nil {
+		return x.Auto
+	}
+	return false
+}
+
+func (x *Pin) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Pin) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// Shadow is a candidate revision whose Validate runs beside the serving one.
+type Shadow struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PluginType string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	Sha256     string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	File       string                 `protobuf:"bytes,3,opt,name=file,proto3" json:"file,omitempty"`
+	Name       string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Version    string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Since      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// Registrations validated by both, those the two decided differently (accept, reject,
+	// fail), and candidate calls that failed.
+	Runs          uint64 `protobuf:"varint,7,opt,name=runs,proto3" json:"runs,omitempty"`
+	Disagreements uint64 `protobuf:"varint,8,opt,name=disagreements,proto3" json:"disagreements,omitempty"`
+	Failures      uint64 `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	// The last disagreement: the plugin and both decisions.
+	LastDisagreement string `protobuf:"bytes,10,opt,name=last_disagreement,json=lastDisagreement,proto3" json:"last_disagreement,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Shadow) Reset() {
+	*x = Shadow{}
+	mi := &file_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Shadow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Shadow) ProtoMessage() {}
+
+func (x *Shadow) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
+func (*Shadow) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Shadow) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *Shadow) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *Shadow) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *Shadow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Shadow) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Shadow) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Shadow) GetRuns() uint64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *Shadow) GetDisagreements() uint64 {
+	if x != nil {
+		return x.Disagreements
+	}
+	return 0
+}
+
+func (x *Shadow) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *Shadow) GetLastDisagreement() string {
+	if x != nil {
+		return x.LastDisagreement
+	}
+	return ""
+}
+
 type ListPluginsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -186,7 +955,7 @@ type ListPluginsRequest struct {
 
 func (x *ListPluginsRequest) Reset() {
 	*x = ListPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +967,7 @@ func (x *ListPluginsRequest) String() string {
 func (*ListPluginsRequest) ProtoMessage() {}
 
 func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +980,7 @@ func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsRequest.ProtoReflect.Descriptor instead.
 func (*ListPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{0}
+	return file_admin_proto_rawDescGZIP(), []int{11}
 }
 
 type ListPluginsResponse struct {
@@ -223,7 +992,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +1004,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +1017,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -266,7 +1035,7 @@ type WatchPluginsRequest struct {
 
 func (x *WatchPluginsRequest) Reset() {
 	*x = WatchPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +1047,7 @@ func (x *WatchPluginsRequest) String() string {
 func (*WatchPluginsRequest) ProtoMessage() {}
 
 func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +1060,7 @@ func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPluginsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{2}
+	return file_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ListHandlersRequest struct {
@@ -302,7 +1071,7 @@ type ListHandlersRequest struct {
 
 func (x *ListHandlersRequest) Reset() {
 	*x = ListHandlersRequest{}
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +1083,7 @@ func (x *ListHandlersRequest) String() string {
 func (*ListHandlersRequest) ProtoMessage() {}
 
 func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +1096,7 @@ func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersRequest.ProtoReflect.Descriptor instead.
 func (*ListHandlersRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{3}
+	return file_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type ListHandlersResponse struct {
@@ -339,7 +1108,7 @@ type ListHandlersResponse struct {
 
 func (x *ListHandlersResponse) Reset() {
 	*x = ListHandlersResponse{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +1120,7 @@ func (x *ListHandlersResponse) String() string {
 func (*ListHandlersResponse) ProtoMessage() {}
 
 func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +1133,7 @@ func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersResponse.ProtoReflect.Descriptor instead.
 func (*ListHandlersResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHandlersResponse) GetHandlers() []*Handler {
@@ -382,7 +1151,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +1163,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +1176,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{16}
 }
 
 // Plugin is one plugin socket and what the daemon made of it.
@@ -430,8 +1199,10 @@ type Plugin struct {
 	NextRetry *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_retry,json=nextRetry,proto3" json:"next_retry,omitempty"`
 	// When the plugin entered its current state.
 	LastTransition *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_transition,json=lastTransition,proto3" json:"last_transition,omitempty"`
-	// The handler that registered the plugin (or would): its file and the file's SHA-256 in
-	// lower-case hex. Both empty for a built-in handler or when there is none.
+	// The handler that registered the plugin (or would): its file and the SHA-256, in
+	// lower-case hex, of the revision that registered it and published `published` (a later
+	// revision of the file does not change them). Both empty for a built-in handler or when
+	// there is none.
 	HandlerFile   string `protobuf:"bytes,11,opt,name=handler_file,json=handlerFile,proto3" json:"handler_file,omitempty"`
 	HandlerSha256 string `protobuf:"bytes,12,opt,name=handler_sha256,json=handlerSha256,proto3" json:"handler_sha256,omitempty"`
 	// What the handler published about the plugin when it registered it.
@@ -444,7 +1215,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +1227,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +1240,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Plugin) GetSocket() string {
@@ -585,7 +1356,7 @@ type PluginEvent struct {
 
 func (x *PluginEvent) Reset() {
 	*x = PluginEvent{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +1368,7 @@ func (x *PluginEvent) String() string {
 func (*PluginEvent) ProtoMessage() {}
 
 func (x *PluginEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +1381,7 @@ func (x *PluginEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginEvent.ProtoReflect.Descriptor instead.
 func (*PluginEvent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PluginEvent) GetType() EventType {
@@ -678,15 +1449,22 @@ type Handler struct {
 	FastFailed       uint64                 `protobuf:"varint,24,opt,name=fast_failed,json=fastFailed,proto3" json:"fast_failed,omitempty"`
 	// What the key-value stores of its plugin types hold: keys, and bytes of keys and values
 	// (bounded per handler file by handlers.limits.kvKeysPerHandler and kvBytesPerHandler).
-	KvKeys        uint64 `protobuf:"varint,25,opt,name=kv_keys,json=kvKeys,proto3" json:"kv_keys,omitempty"`
-	KvBytes       uint64 `protobuf:"varint,26,opt,name=kv_bytes,json=kvBytes,proto3" json:"kv_bytes,omitempty"`
+	KvKeys  uint64 `protobuf:"varint,25,opt,name=kv_keys,json=kvKeys,proto3" json:"kv_keys,omitempty"`
+	KvBytes uint64 `protobuf:"varint,26,opt,name=kv_bytes,json=kvBytes,proto3" json:"kv_bytes,omitempty"`
+	// The manifest's name and version, as the module declares them.
+	Name    string `protobuf:"bytes,30,opt,name=name,proto3" json:"name,omitempty"`
+	Version string `protobuf:"bytes,31,opt,name=version,proto3" json:"version,omitempty"`
+	// Its plugin types served by an older revision after a rollback.
+	Pins []*Pin `protobuf:"bytes,32,rep,name=pins,proto3" json:"pins,omitempty"`
+	// Its plugin types' shadow runs.
+	Shadows       []*Shadow `protobuf:"bytes,33,rep,name=shadows,proto3" json:"shadows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Handler) Reset() {
 	*x = Handler{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1476,7 @@ func (x *Handler) String() string {
 func (*Handler) ProtoMessage() {}
 
 func (x *Handler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1489,7 @@ func (x *Handler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handler.ProtoReflect.Descriptor instead.
 func (*Handler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Handler) GetPluginTypes() []string {
@@ -854,6 +1632,34 @@ func (x *Handler) GetKvBytes() uint64 {
 	return 0
 }
 
+func (x *Handler) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Handler) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Handler) GetPins() []*Pin {
+	if x != nil {
+		return x.Pins
+	}
+	return nil
+}
+
+func (x *Handler) GetShadows() []*Shadow {
+	if x != nil {
+		return x.Shadows
+	}
+	return nil
+}
+
 type Status struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The daemon's version, as `wasmhost version` prints it.
@@ -877,7 +1683,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1695,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1708,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Status) GetVersion() string {
@@ -972,7 +1778,72 @@ var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x14\n" +
+	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n" +
+	"\x14ListRevisionsRequest\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\"\xd0\x01\n" +
+	"\x15ListRevisionsResponse\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x129\n" +
+	"\trevisions\x18\x02 \x03(\v2\x1b.wasmhost.admin.v1.RevisionR\trevisions\x12(\n" +
+	"\x03pin\x18\x03 \x01(\v2\x16.wasmhost.admin.v1.PinR\x03pin\x121\n" +
+	"\x06shadow\x18\x04 \x01(\v2\x19.wasmhost.admin.v1.ShadowR\x06shadow\"J\n" +
+	"\x0fRollbackRequest\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\"K\n" +
+	"\x10RollbackResponse\x127\n" +
+	"\brevision\x18\x01 \x01(\v2\x1b.wasmhost.admin.v1.RevisionR\brevision\"2\n" +
+	"\x0fClearPinRequest\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\"\x12\n" +
+	"\x10ClearPinResponse\"Q\n" +
+	"\x10SetShadowRequest\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x12\x1c\n" +
+	"\tcandidate\x18\x02 \x01(\tR\tcandidate\"F\n" +
+	"\x11SetShadowResponse\x121\n" +
+	"\x06shadow\x18\x01 \x01(\v2\x19.wasmhost.admin.v1.ShadowR\x06shadow\"\xaa\x03\n" +
+	"\bRevision\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04file\x18\x02 \x01(\tR\x04file\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12!\n" +
+	"\fplugin_types\x18\x05 \x03(\tR\vpluginTypes\x12\x12\n" +
+	"\x04size\x18\x06 \x01(\x03R\x04size\x12=\n" +
+	"\ffirst_loaded\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vfirstLoaded\x12\x14\n" +
+	"\x05calls\x18\b \x01(\x04R\x05calls\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x04R\bfailures\x12\x14\n" +
+	"\x05traps\x18\n" +
+	" \x01(\x04R\x05traps\x12\x1a\n" +
+	"\btimeouts\x18\v \x01(\x04R\btimeouts\x12\x18\n" +
+	"\aserving\x18\f \x01(\bR\aserving\x12\x16\n" +
+	"\x06pinned\x18\r \x01(\bR\x06pinned\x12\x17\n" +
+	"\ain_file\x18\x0e \x01(\bR\x06inFile\x12\x1f\n" +
+	"\vrolled_back\x18\x0f \x01(\tR\n" +
+	"rolledBack\"\xbd\x01\n" +
+	"\x03Pin\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x1f\n" +
+	"\vfile_sha256\x18\x03 \x01(\tR\n" +
+	"fileSha256\x12\x12\n" +
+	"\x04auto\x18\x04 \x01(\bR\x04auto\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xb8\x02\n" +
+	"\x06Shadow\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04file\x18\x03 \x01(\tR\x04file\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x12\n" +
+	"\x04runs\x18\a \x01(\x04R\x04runs\x12$\n" +
+	"\rdisagreements\x18\b \x01(\x04R\rdisagreements\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x04R\bfailures\x12+\n" +
+	"\x11last_disagreement\x18\n" +
+	" \x01(\tR\x10lastDisagreement\"\x14\n" +
 	"\x12ListPluginsRequest\"J\n" +
 	"\x13ListPluginsResponse\x123\n" +
 	"\aplugins\x18\x01 \x03(\v2\x19.wasmhost.admin.v1.PluginR\aplugins\"\x15\n" +
@@ -1006,7 +1877,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x99\x05\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa8\x06\n" +
 	"\aHandler\x12!\n" +
 	"\fplugin_types\x18\x01 \x03(\tR\vpluginTypes\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x16\n" +
@@ -1031,7 +1902,11 @@ const file_admin_proto_rawDesc = "" +
 	"\vfast_failed\x18\x18 \x01(\x04R\n" +
 	"fastFailed\x12\x17\n" +
 	"\akv_keys\x18\x19 \x01(\x04R\x06kvKeys\x12\x19\n" +
-	"\bkv_bytes\x18\x1a \x01(\x04R\akvBytes\"\xbe\x03\n" +
+	"\bkv_bytes\x18\x1a \x01(\x04R\akvBytes\x12\x12\n" +
+	"\x04name\x18\x1e \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x1f \x01(\tR\aversion\x12*\n" +
+	"\x04pins\x18  \x03(\v2\x16.wasmhost.admin.v1.PinR\x04pins\x123\n" +
+	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\"\xbe\x03\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1061,12 +1936,16 @@ const file_admin_proto_rawDesc = "" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x15\n" +
 	"\x11EVENT_TYPE_SYNCED\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_RESET\x10\x052\xed\x02\n" +
+	"\x10EVENT_TYPE_RESET\x10\x052\xd3\x05\n" +
 	"\x05Admin\x12\\\n" +
 	"\vListPlugins\x12%.wasmhost.admin.v1.ListPluginsRequest\x1a&.wasmhost.admin.v1.ListPluginsResponse\x12X\n" +
 	"\fWatchPlugins\x12&.wasmhost.admin.v1.WatchPluginsRequest\x1a\x1e.wasmhost.admin.v1.PluginEvent0\x01\x12_\n" +
 	"\fListHandlers\x12&.wasmhost.admin.v1.ListHandlersRequest\x1a'.wasmhost.admin.v1.ListHandlersResponse\x12K\n" +
-	"\tGetStatus\x12#.wasmhost.admin.v1.GetStatusRequest\x1a\x19.wasmhost.admin.v1.StatusB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
+	"\tGetStatus\x12#.wasmhost.admin.v1.GetStatusRequest\x1a\x19.wasmhost.admin.v1.Status\x12b\n" +
+	"\rListRevisions\x12'.wasmhost.admin.v1.ListRevisionsRequest\x1a(.wasmhost.admin.v1.ListRevisionsResponse\x12S\n" +
+	"\bRollback\x12\".wasmhost.admin.v1.RollbackRequest\x1a#.wasmhost.admin.v1.RollbackResponse\x12S\n" +
+	"\bClearPin\x12\".wasmhost.admin.v1.ClearPinRequest\x1a#.wasmhost.admin.v1.ClearPinResponse\x12V\n" +
+	"\tSetShadow\x12#.wasmhost.admin.v1.SetShadowRequest\x1a$.wasmhost.admin.v1.SetShadowResponseB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -1081,54 +1960,83 @@ func file_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_admin_proto_goTypes = []any{
 	(PluginState)(0),              // 0: wasmhost.admin.v1.PluginState
 	(EventType)(0),                // 1: wasmhost.admin.v1.EventType
-	(*ListPluginsRequest)(nil),    // 2: wasmhost.admin.v1.ListPluginsRequest
-	(*ListPluginsResponse)(nil),   // 3: wasmhost.admin.v1.ListPluginsResponse
-	(*WatchPluginsRequest)(nil),   // 4: wasmhost.admin.v1.WatchPluginsRequest
-	(*ListHandlersRequest)(nil),   // 5: wasmhost.admin.v1.ListHandlersRequest
-	(*ListHandlersResponse)(nil),  // 6: wasmhost.admin.v1.ListHandlersResponse
-	(*GetStatusRequest)(nil),      // 7: wasmhost.admin.v1.GetStatusRequest
-	(*Plugin)(nil),                // 8: wasmhost.admin.v1.Plugin
-	(*PluginEvent)(nil),           // 9: wasmhost.admin.v1.PluginEvent
-	(*Handler)(nil),               // 10: wasmhost.admin.v1.Handler
-	(*Status)(nil),                // 11: wasmhost.admin.v1.Status
-	nil,                           // 12: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                           // 13: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
+	(*ListRevisionsRequest)(nil),  // 2: wasmhost.admin.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil), // 3: wasmhost.admin.v1.ListRevisionsResponse
+	(*RollbackRequest)(nil),       // 4: wasmhost.admin.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 5: wasmhost.admin.v1.RollbackResponse
+	(*ClearPinRequest)(nil),       // 6: wasmhost.admin.v1.ClearPinRequest
+	(*ClearPinResponse)(nil),      // 7: wasmhost.admin.v1.ClearPinResponse
+	(*SetShadowRequest)(nil),      // 8: wasmhost.admin.v1.SetShadowRequest
+	(*SetShadowResponse)(nil),     // 9: wasmhost.admin.v1.SetShadowResponse
+	(*Revision)(nil),              // 10: wasmhost.admin.v1.Revision
+	(*Pin)(nil),                   // 11: wasmhost.admin.v1.Pin
+	(*Shadow)(nil),                // 12: wasmhost.admin.v1.Shadow
+	(*ListPluginsRequest)(nil),    // 13: wasmhost.admin.v1.ListPluginsRequest
+	(*ListPluginsResponse)(nil),   // 14: wasmhost.admin.v1.ListPluginsResponse
+	(*WatchPluginsRequest)(nil),   // 15: wasmhost.admin.v1.WatchPluginsRequest
+	(*ListHandlersRequest)(nil),   // 16: wasmhost.admin.v1.ListHandlersRequest
+	(*ListHandlersResponse)(nil),  // 17: wasmhost.admin.v1.ListHandlersResponse
+	(*GetStatusRequest)(nil),      // 18: wasmhost.admin.v1.GetStatusRequest
+	(*Plugin)(nil),                // 19: wasmhost.admin.v1.Plugin
+	(*PluginEvent)(nil),           // 20: wasmhost.admin.v1.PluginEvent
+	(*Handler)(nil),               // 21: wasmhost.admin.v1.Handler
+	(*Status)(nil),                // 22: wasmhost.admin.v1.Status
+	nil,                           // 23: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                           // 24: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
-	8,  // 0: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
-	10, // 1: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
-	0,  // 2: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	14, // 3: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	14, // 4: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	12, // 5: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	14, // 6: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	1,  // 7: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
-	8,  // 8: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	14, // 9: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	14, // 10: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	14, // 11: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
-	14, // 12: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	15, // 13: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	13, // 14: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	2,  // 15: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	4,  // 16: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	5,  // 17: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	7,  // 18: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	3,  // 19: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	9,  // 20: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	6,  // 21: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	11, // 22: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	10, // 0: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
+	11, // 1: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
+	12, // 2: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	10, // 3: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
+	12, // 4: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	25, // 5: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	25, // 6: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	25, // 7: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	19, // 8: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
+	21, // 9: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	0,  // 10: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
+	25, // 11: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	25, // 12: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	23, // 13: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	25, // 14: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	1,  // 15: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
+	19, // 16: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
+	25, // 17: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	25, // 18: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	25, // 19: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	11, // 20: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
+	12, // 21: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
+	25, // 22: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	26, // 23: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	24, // 24: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	13, // 25: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	15, // 26: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	16, // 27: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	18, // 28: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	2,  // 29: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	4,  // 30: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	6,  // 31: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	8,  // 32: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	14, // 33: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	20, // 34: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	17, // 35: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	22, // 36: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	3,  // 37: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	5,  // 38: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	7,  // 39: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	9,  // 40: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1142,7 +2050,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,7 +3,9 @@
 //
 // The daemon serves it on a unix socket (by default /var/lib/wasmhost/admin.sock, mode 0600);
 // `wasmhost plugins`, `wasmhost handlers`, `wasmhost watch` and `wasmhost status` are its
-// clients. The API is read-only.
+// clients. Every method only reads, except Rollback, ClearPin and SetShadow, which choose the
+// revision of a handler that serves a plugin type and the candidate that shadows it
+// (`wasmhost handlers rollback`, `unpin`, `shadow`).
 //
 // Compatibility: fields and enum values are only ever added. A client must treat an enum
 // value it does not know as UNSPECIFIED, and an unknown field as absent.
@@ -29,17 +31,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ListPlugins_FullMethodName  = "/wasmhost.admin.v1.Admin/ListPlugins"
-	Admin_WatchPlugins_FullMethodName = "/wasmhost.admin.v1.Admin/WatchPlugins"
-	Admin_ListHandlers_FullMethodName = "/wasmhost.admin.v1.Admin/ListHandlers"
-	Admin_GetStatus_FullMethodName    = "/wasmhost.admin.v1.Admin/GetStatus"
+	Admin_ListPlugins_FullMethodName   = "/wasmhost.admin.v1.Admin/ListPlugins"
+	Admin_WatchPlugins_FullMethodName  = "/wasmhost.admin.v1.Admin/WatchPlugins"
+	Admin_ListHandlers_FullMethodName  = "/wasmhost.admin.v1.Admin/ListHandlers"
+	Admin_GetStatus_FullMethodName     = "/wasmhost.admin.v1.Admin/GetStatus"
+	Admin_ListRevisions_FullMethodName = "/wasmhost.admin.v1.Admin/ListRevisions"
+	Admin_Rollback_FullMethodName      = "/wasmhost.admin.v1.Admin/Rollback"
+	Admin_ClearPin_FullMethodName      = "/wasmhost.admin.v1.Admin/ClearPin"
+	Admin_SetShadow_FullMethodName     = "/wasmhost.admin.v1.Admin/SetShadow"
 )
 
 // AdminClient is the client API for Admin service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Admin reports what the daemon knows. Every method is cheap; none changes anything.
+// Admin reports what the daemon knows. Every method is cheap; only Rollback, ClearPin and
+// SetShadow change anything.
 type AdminClient interface {
 	// ListPlugins returns every plugin socket the daemon knows, whatever its state, sorted by
 	// socket path.
@@ -67,6 +74,21 @@ type AdminClient interface {
 	ListHandlers(ctx context.Context, in *ListHandlersRequest, opts ...grpc.CallOption) (*ListHandlersResponse, error)
 	// GetStatus returns the daemon's version, uptime, readiness and counts.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*Status, error)
+	// ListRevisions returns the revisions the daemon keeps of the handler of one plugin type
+	// (the last few it served, by digest), newest first, with the type's rollback pin and its
+	// shadow run. NOT_FOUND when the type has none.
+	ListRevisions(ctx context.Context, in *ListRevisionsRequest, opts ...grpc.CallOption) (*ListRevisionsResponse, error)
+	// Rollback makes a plugin type served by an older revision of its handler, the previous
+	// good one or the one named. The type is pinned to it: the handler file still holds the
+	// newer bytes, and the pin holds until the file changes again (its new revision serves) or
+	// ClearPin. NOT_FOUND when the type or the revision is unknown.
+	Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error)
+	// ClearPin ends a plugin type's rollback pin: the revision its file holds serves again.
+	ClearPin(ctx context.Context, in *ClearPinRequest, opts ...grpc.CallOption) (*ClearPinResponse, error)
+	// SetShadow names the candidate revision of a plugin type (a handler file, or a kept
+	// revision by digest), or clears it: the candidate's Validate runs beside the serving one on
+	// every registration, without effect on the plugin, and disagreements are counted.
+	SetShadow(ctx context.Context, in *SetShadowRequest, opts ...grpc.CallOption) (*SetShadowResponse, error)
 }
 
 type adminClient struct {
@@ -126,11 +148,52 @@ func (c *adminClient) GetStatus(ctx context.Context, in *GetStatusRequest, opts 
 	return out, nil
 }
 
+func (c *adminClient) ListRevisions(ctx context.Context, in *ListRevisionsRequest, opts ...grpc.CallOption) (*ListRevisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRevisionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListRevisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Rollback(ctx context.Context, in *RollbackRequest, opts ...grpc.CallOption) (*RollbackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackResponse)
+	err := c.cc.Invoke(ctx, Admin_Rollback_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ClearPin(ctx context.Context, in *ClearPinRequest, opts ...grpc.CallOption) (*ClearPinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearPinResponse)
+	err := c.cc.Invoke(ctx, Admin_ClearPin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) SetShadow(ctx context.Context, in *SetShadowRequest, opts ...grpc.CallOption) (*SetShadowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetShadowResponse)
+	err := c.cc.Invoke(ctx, Admin_SetShadow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
 //
-// Admin reports what the daemon knows. Every method is cheap; none changes anything.
+// Admin reports what the daemon knows. Every method is cheap; only Rollback, ClearPin and
+// SetShadow change anything.
 type AdminServer interface {
 	// ListPlugins returns every plugin socket the daemon knows, whatever its state, sorted by
 	// socket path.
@@ -158,6 +221,21 @@ type AdminServer interface {
 	ListHandlers(context.Context, *ListHandlersRequest) (*ListHandlersResponse, error)
 	// GetStatus returns the daemon's version, uptime, readiness and counts.
 	GetStatus(context.Context, *GetStatusRequest) (*Status, error)
+	// ListRevisions returns the revisions the daemon keeps of the handler of one plugin type
+	// (the last few it served, by digest), newest first, with the type's rollback pin and its
+	// shadow run. NOT_FOUND when the type has none.
+	ListRevisions(context.Context, *ListRevisionsRequest) (*ListRevisionsResponse, error)
+	// Rollback makes a plugin type served by an older revision of its handler, the previous
+	// good one or the one named. The type is pinned to it: the handler file still holds the
+	// newer bytes, and the pin holds until the file changes again (its new revision serves) or
+	// ClearPin. NOT_FOUND when the type or the revision is unknown.
+	Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error)
+	// ClearPin ends a plugin type's rollback pin: the revision its file holds serves again.
+	ClearPin(context.Context, *ClearPinRequest) (*ClearPinResponse, error)
+	// SetShadow names the candidate revision of a plugin type (a handler file, or a kept
+	// revision by digest), or clears it: the candidate's Validate runs beside the serving one on
+	// every registration, without effect on the plugin, and disagreements are counted.
+	SetShadow(context.Context, *SetShadowRequest) (*SetShadowResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -179,6 +257,18 @@ func (UnimplementedAdminServer) ListHandlers(context.Context, *ListHandlersReque
 }
 func (UnimplementedAdminServer) GetStatus(context.Context, *GetStatusRequest) (*Status, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedAdminServer) ListRevisions(context.Context, *ListRevisionsRequest) (*ListRevisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRevisions not implemented")
+}
+func (UnimplementedAdminServer) Rollback(context.Context, *RollbackRequest) (*RollbackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rollback not implemented")
+}
+func (UnimplementedAdminServer) ClearPin(context.Context, *ClearPinRequest) (*ClearPinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClearPin not implemented")
+}
+func (UnimplementedAdminServer) SetShadow(context.Context, *SetShadowRequest) (*SetShadowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetShadow not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -266,6 +356,78 @@ func _Admin_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListRevisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRevisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListRevisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListRevisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListRevisions(ctx, req.(*ListRevisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Rollback_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Rollback(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Rollback_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Rollback(ctx, req.(*RollbackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ClearPin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearPinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ClearPin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ClearPin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ClearPin(ctx, req.(*ClearPinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_SetShadow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetShadowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetShadow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetShadow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetShadow(ctx, req.(*SetShadowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +446,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _Admin_GetStatus_Handler,
+		},
+		{
+			MethodName: "ListRevisions",
+			Handler:    _Admin_ListRevisions_Handler,
+		},
+		{
+			MethodName: "Rollback",
+			Handler:    _Admin_Rollback_Handler,
+		},
+		{
+			MethodName: "ClearPin",
+			Handler:    _Admin_ClearPin_Handler,
+		},
+		{
+			MethodName: "SetShadow",
+			Handler:    _Admin_SetShadow_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -103,6 +103,10 @@ type Plugin struct {
 	// Published is what the handler published about the plugin when it registered it.
 	Published    map[string]string
 	RegisteredAt time.Time
+	// HandlerFile and HandlerSHA256 are the revision of the handler that registered the
+	// plugin, and published Published; later revisions of the file do not change them. Empty
+	// for a native handler.
+	HandlerFile, HandlerSHA256 string
 	// Standby: another instance of the same plugin (type and name) is the active one, the one
 	// its handler was told of last; this one takes over if that one goes.
 	Standby bool
@@ -126,6 +130,8 @@ type Handler struct {
 	Serving      bool // a module of this file serves calls
 	LastError    string
 	LastErrorAt  time.Time
+	// Pins are the plugin types of the file served by an older revision after a rollback.
+	Pins []Pin
 	// Counters are read when the handler is read (see Store.SetHandlerCounters); they are
 	// not part of the change feed.
 	Counters HandlerCounters
@@ -144,6 +150,52 @@ type HandlerCounters struct {
 	// KVKeys and KVBytes are what the key-value stores of its plugin types hold.
 	KVKeys  int
 	KVBytes int64
+	// Shadows are the shadow runs of its plugin types.
+	Shadows []Shadow
+}
+
+// Pin is a plugin type served by an older revision of its handler than the file holds, after
+// a rollback, until the file changes again or the operator clears it.
+type Pin struct {
+	PluginType string
+	SHA256     string // the revision serving
+	FileSHA256 string // the revision the file held when it was pinned
+	Auto       bool   // an automatic rollback (the newer revision trapped or timed out)
+	Reason     string
+	At         time.Time
+}
+
+// Shadow is a candidate revision whose Validate runs beside the serving one, for comparison.
+type Shadow struct {
+	PluginType       string
+	SHA256           string
+	File             string
+	Name, Version    string
+	Since            time.Time
+	Runs             uint64 // registrations validated by both
+	Disagreements    uint64 // of them, those decided differently
+	Failures         uint64 // candidate calls that failed
+	LastDisagreement string
+}
+
+// Revision is one revision of a plugin type's handler.
+type Revision struct {
+	SHA256, File, Name, Version      string
+	PluginTypes                      []string
+	Size                             int64
+	FirstLoaded                      time.Time
+	Calls, Failures, Traps, Timeouts uint64 // while it served
+	Serving, Pinned, InFile          bool
+	RolledBack                       string // why it was rolled back automatically
+}
+
+// History is what is kept of the handler of one plugin type: its revisions, newest first, its
+// pin and its shadow run.
+type History struct {
+	PluginType string
+	Revisions  []Revision
+	Pin        *Pin
+	Shadow     *Shadow
 }
 
 func (h Handler) sameAs(o Handler) bool {
@@ -151,7 +203,7 @@ func (h Handler) sameAs(o Handler) bool {
 		h.Version == o.Version && h.SHA256 == o.SHA256 && h.Size == o.Size &&
 		h.ABIVersion == o.ABIVersion && slices.Equal(h.Capabilities, o.Capabilities) &&
 		h.LoadedAt.Equal(o.LoadedAt) && h.PoolSize == o.PoolSize && h.Serving == o.Serving &&
-		h.LastError == o.LastError && h.LastErrorAt.Equal(o.LastErrorAt)
+		h.LastError == o.LastError && h.LastErrorAt.Equal(o.LastErrorAt) && slices.Equal(h.Pins, o.Pins)
 }
 
 // PluginView is one socket as operators see it: its status, the plugin registered there (if
@@ -207,6 +259,7 @@ type Store struct {
 	handlers    map[string]Handler  // by file
 	servingType map[string]string   // plugin type -> file serving it
 	counters    func() map[string]HandlerCounters
+	history     func(pluginType string) (History, bool)
 
 	tombs      []tomb // removed views, in revision order
 	maxTombs   int
@@ -702,6 +755,26 @@ func (s *Store) Handlers() []Handler {
 	return out
 }
 
+// SetHistory sets where History reads the revisions kept of a plugin type's handler (the
+// host's revision store): like the counters, read when asked, not stored.
+func (s *Store) SetHistory(fn func(pluginType string) (History, bool)) {
+	s.mu.Lock()
+	s.history = fn
+	s.mu.Unlock()
+}
+
+// History returns the revisions kept of pluginType's handler, its pin and its shadow run;
+// false when none are known.
+func (s *Store) History(pluginType string) (History, bool) {
+	s.mu.Lock()
+	fn := s.history
+	s.mu.Unlock()
+	if fn == nil {
+		return History{}, false
+	}
+	return fn(pluginType)
+}
+
 // HandlerOf returns the handler file serving pluginType.
 func (s *Store) HandlerOf(pluginType string) (Handler, bool) {
 	s.mu.Lock()
@@ -734,7 +807,11 @@ func (s *Store) viewLocked(path string) PluginView {
 		v.Endpoint = p.Endpoint
 		v.Published = p.Published
 		v.RegisteredAt = p.RegisteredAt
-		if f, ok := s.servingType[p.Type]; ok {
+		switch f, ok := s.servingType[p.Type]; {
+		case p.HandlerSHA256 != "":
+			// The revision that registered it, and published what it shows.
+			v.HandlerFile, v.HandlerSHA256 = p.HandlerFile, p.HandlerSHA256
+		case ok:
 			v.HandlerFile, v.HandlerSHA256 = f, s.handlers[f].SHA256
 		}
 	}
