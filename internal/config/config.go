@@ -115,6 +115,11 @@ type HandlersConfig struct {
 	// AllowInsecure loads handler files and directories that others than their owner may
 	// write. Defaults to false.
 	AllowInsecure bool `yaml:"allowInsecure"`
+	// RemovalGrace is how long a handler file must stay gone from the handler directory
+	// before its plugin types are removed (their plugins deregistered): a file that is back
+	// within it (install's unlink and create, the directory deleted and made again) is
+	// replaced, not removed. Defaults to 10s.
+	RemovalGrace Duration `yaml:"removalGrace"`
 	// Types Grants capabilities per plugin type. Defaults to none: deny by default.
 	Types map[string]TypeConfig `yaml:"types"`
 	// Limits bound what a handler may cost: to load, and in each call (handlerlimits.go).
@@ -138,6 +143,14 @@ type TypeConfig struct {
 	// [/var/lib/kubelet/plugins/] for CSI drivers. Never the daemon's own sockets. Defaults to
 	// none: a handler may call only the socket its plugin registered from.
 	PluginCallEndpoints []string `yaml:"pluginCallEndpoints"`
+	// File binds the type to one file of the handler directory (a name such as csi.wasm):
+	// only it may serve the type, whatever other files declare it. Defaults to "": the first
+	// file to serve the type keeps it (at start, the first by name).
+	File string `yaml:"file"`
+	// Digest binds the type to one module, by the SHA-256 of its bytes (sha256:<hex> or
+	// <hex>), from the handler directory or handlers.sources: only it may serve the type.
+	// Defaults to "".
+	Digest string `yaml:"digest"`
 }
 
 // AdminConfig places the admin API.
@@ -181,10 +194,11 @@ func Default() Config {
 			NotifyTimeout:  Duration(5 * time.Second),
 		},
 		Handlers: HandlersConfig{
-			CallTimeout: Duration(5 * time.Second),
-			MemoryLimit: 64 << 20,
-			Limits:      DefaultHandlerLimits(),
-			Quarantine:  DefaultQuarantine(),
+			CallTimeout:  Duration(5 * time.Second),
+			MemoryLimit:  64 << 20,
+			RemovalGrace: Duration(10 * time.Second),
+			Limits:       DefaultHandlerLimits(),
+			Quarantine:   DefaultQuarantine(),
 		},
 		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
 	}
@@ -274,6 +288,7 @@ func (c *Config) Validate() error {
 		"registration.getInfoTimeout": c.Registration.GetInfoTimeout,
 		"registration.notifyTimeout":  c.Registration.NotifyTimeout,
 		"handlers.callTimeout":        c.Handlers.CallTimeout,
+		"handlers.removalGrace":       c.Handlers.RemovalGrace,
 	}
 	for key, d := range positive {
 		if d <= 0 {
@@ -326,6 +341,12 @@ func (c *Config) Validate() error {
 				bad("handlers.types."+typ+".pluginCallEndpoints", "%q: want an absolute directory other than /", prefix)
 			}
 		}
+		if f := tc.File; f != "" && (strings.ContainsRune(f, '/') || strings.HasPrefix(f, ".") || !strings.HasSuffix(f, ".wasm")) {
+			bad("handlers.types."+typ+".file", "%q: want the name of a *.wasm file of the handler directory, such as csi.wasm", f)
+		}
+		if d := strings.TrimPrefix(tc.Digest, "sha256:"); tc.Digest != "" && !isHex64(d) {
+			bad("handlers.types."+typ+".digest", "%q: want sha256: and 64 hex digits", tc.Digest)
+		}
 	}
 	switch strings.ToLower(c.Log.Format) {
 	case "auto", "text", "json":
@@ -370,6 +391,19 @@ func (c *Config) Grants() map[string][]string {
 		out[typ] = slices.Clone(tc.Capabilities)
 	}
 	return out
+}
+
+// isHex64 reports whether s is 64 hex digits, a SHA-256.
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
 }
 
 // AdminSocket returns the admin socket path, defaulted under the state directory.

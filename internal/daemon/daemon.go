@@ -172,6 +172,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		PoolSize:         cfg.Handlers.PoolSize,
 		Grants:           cfg.Grants(),
 		AllowInsecure:    cfg.Handlers.AllowInsecure,
+		RemovalGrace:     time.Duration(cfg.Handlers.RemovalGrace),
+		Bindings:         hostBindings(cfg),
 		Limits:           hostLimits(cfg.Handlers.Limits),
 		Quarantine:       hostQuarantine(cfg.Handlers.Quarantine),
 		PluginCaller:     registrar.PluginCaller{},
@@ -210,7 +212,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return d.rec.Run(gctx)
 	})
-	g.Go(func() error { return d.host.Run(gctx) })
+	g.Go(func() error {
+		if d.oci.hostLoaded(gctx) != nil {
+			return nil
+		}
+		return d.host.Run(gctx)
+	})
 	g.Go(func() error { return d.liveness.Run(gctx) })
 	g.Go(func() error { return d.oci.run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
@@ -39,4 +40,22 @@ func hostQuarantine(q config.QuarantineConfig) host.Quarantine {
 		after = -1
 	}
 	return host.Quarantine{After: after, Backoff: time.Duration(q.Backoff), MaxBackoff: time.Duration(q.MaxBackoff)}
+}
+
+// hostBindings turns handlers.types.<T>.file and .digest into the host's bindings: a file is a
+// name in the handler directory, so that no module pulled from a registry (served from
+// another directory) matches it.
+func hostBindings(cfg config.Config) map[string]host.Binding {
+	out := make(map[string]host.Binding)
+	for typ, tc := range cfg.Handlers.Types {
+		if tc.File == "" && tc.Digest == "" {
+			continue
+		}
+		b := host.Binding{Digest: tc.Digest}
+		if tc.File != "" {
+			b.File = filepath.Join(cfg.HandlerDir, tc.File)
+		}
+		out[typ] = b
+	}
+	return out
 }

@@ -186,6 +186,23 @@ func (o *ociSources) waitReady(ctx context.Context) error {
 	}
 }
 
+// hostLoaded waits until the host of the pulled handlers has loaded (or refused) the modules
+// pulled before the daemon started. The handler directory's host starts after it, so that a
+// plugin type declared by both goes, at every start, to the one that served it first: a
+// source is refused at pull time for a type the directory serves, a directory file at run
+// time for a type a source serves (host.Config.Bindings decides otherwise).
+func (o *ociSources) hostLoaded(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
+	select {
+	case <-o.host.Ready():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // notReady says why the pulled handlers are not ready, or nil.
 func (o *ociSources) notReady() error {
 	if o == nil {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
@@ -59,6 +60,13 @@ type Config struct {
 	// granted for every plugin type it declares is refused at load. Defaults to nil: nothing
 	// is granted.
 	Grants map[string][]string
+
+	// Bindings give a plugin type to one handler: only the file, or only a module of the
+	// digest, that its Binding names may serve it; another module that declares it is refused
+	// (RefusedConflict), whatever the order in which they arrive. Without a binding, a type
+	// belongs to the file that serves it first: a file that declares it later is refused, and
+	// of the files present at start the first by name takes it. Defaults to nil: no binding.
+	Bindings map[string]Binding
 
 	// AllowInsecure loads handler files, and reads a handler directory, that are writable
 	// by group or other or owned by a user other than the daemon's. It does not apply to
@@ -115,6 +123,27 @@ type Config struct {
 	// Logger receives the host's logs and the handlers' (guest log lines and captured
 	// stdout/stderr). Defaults to nil: logs are discarded.
 	Logger *slog.Logger
+}
+
+// Binding names the one handler that may serve a plugin type (Config.Bindings): a file, a
+// module digest, or both (then both must match).
+type Binding struct {
+	// File is the path of the handler file (in HandlerDir). Defaults to "": any file.
+	File string
+	// Digest is the SHA-256 of the module's bytes, lower-case hex, with or without a
+	// "sha256:" prefix. Defaults to "": any module.
+	Digest string
+}
+
+// refusal says why a module of file with digest sum may not serve pluginType, or "".
+func (b Binding) refusal(pluginType, file, sum string) string {
+	if b.File != "" && b.File != file {
+		return fmt.Sprintf("plugin type %s is bound to the handler file %s (handlers.types.%s.file)", pluginType, b.File, pluginType)
+	}
+	if d := strings.TrimPrefix(b.Digest, "sha256:"); d != "" && !strings.EqualFold(d, sum) {
+		return fmt.Sprintf("plugin type %s is bound to the module sha256:%s (handlers.types.%s.digest), not sha256:%s", pluginType, d, pluginType, sum)
+	}
+	return ""
 }
 
 // Limits bound what a handler file may cost the daemon: to load (read, checked, compiled) and

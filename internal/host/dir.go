@@ -543,20 +543,59 @@ func (r *reloader) apply(res loadResult) {
 		}
 	default:
 		m := res.m
-		for _, t := range m.manifest.PluginTypes {
-			if th := r.handlers[t]; th != nil && th.file != e {
-				err := refuse(e.path, RefusedConflict, nil, "plugin type %s is already handled by %s", t, th.file.path)
-				e.conflict, e.failedSHA = t, res.sum
-				e.stats.setLast(err)
-				r.h.countRefusal(RefusedConflict)
-				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
-				m.retire()
-				return
+		if t, why, held := r.owner(e, m); why != "" {
+			err := refuse(e.path, RefusedConflict, nil, "%s", why)
+			e.conflict, e.failedSHA = "", res.sum
+			if held {
+				e.conflict = t // tried again once the type is free
 			}
+			e.stats.setLast(err)
+			r.h.countRefusal(RefusedConflict)
+			if e.cur != nil {
+				r.h.log.Error("handler file update refused; the previous version keeps serving",
+					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.sum, "error", err)
+			} else if held {
+				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err,
+					"hint", fmt.Sprintf("the first to serve a plugin type keeps it (at start, the first file by name); handlers.types.%s.file or .digest in the config decides", t))
+			} else {
+				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
+			}
+			m.retire()
+			return
 		}
 		e.conflict, e.failedSHA = "", ""
 		r.install(e, m)
 	}
+}
+
+// owner decides whether m, loaded from e, may serve the plugin types it declares: a type
+// bound (Config.Bindings) to another file or digest may not, nor one that another handler
+// serves already, of this host or another on the same registry (the handlers pulled from OCI
+// registries): a newcomer never displaces the one serving. It returns the first type refused,
+// why (or ""), and whether it is refused because it is held, which may change.
+func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why string, held bool) {
+	for _, t := range m.manifest.PluginTypes {
+		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.sum); why != "" {
+			return t, why, false
+		}
+		if th := r.handlers[t]; th != nil && th.file != e {
+			return t, fmt.Sprintf("plugin type %s is already handled by %s", t, th.file.path), true
+		}
+		if r.handlers[t] == nil {
+			if other, ok := r.h.cfg.Registry.Get(t); ok {
+				return t, fmt.Sprintf("plugin type %s is already handled by %s", t, handlerName(other)), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// handlerName names the handler of another host for a refusal: its file.
+func handlerName(hd registration.Handler) string {
+	if th, ok := hd.(*typeHandler); ok && th.file != nil {
+		return th.file.path
+	}
+	return fmt.Sprintf("another handler (%T)", hd)
 }
 
 // install makes m serve e's plugin types: the handlers of types e already served switch to
@@ -573,8 +612,18 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 		}
 		th := &typeHandler{pluginType: t, file: e}
 		th.cur.Store(m)
+		if other, claimed := r.h.cfg.Registry.Claim(t, th); !claimed {
+			// Another host took the type since owner looked: it keeps it.
+			m.holders--
+			r.h.log.Error("plugin type not served: another handler took it meanwhile",
+				"handler", e.path, "plugin_type", t, "serving", handlerName(other))
+			continue
+		}
 		r.handlers[t] = th
-		r.h.cfg.Registry.Set(t, th)
+	}
+	if m.holders == 0 {
+		m.retire()
+		return
 	}
 	for _, t := range e.types {
 		if !slices.Contains(m.manifest.PluginTypes, t) {

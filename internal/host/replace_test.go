@@ -1,0 +1,410 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+)
+
+// tool returns the path of a command the test drives, or skips the test when it is not
+// installed (outside CI: in CI every tool must be there).
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed (CI is set: every tool must be)", name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+	return p
+}
+
+func run(t *testing.T, dir string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(tool(t, name), args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// atomicWrite does what the kubelet's atomic writer does to a ConfigMap or Secret volume: each
+// key is a symlink name -> ..data/name, ..data a symlink to a timestamped directory; an update
+// writes a new timestamped directory, points ..data_tmp at it, renames ..data_tmp over ..data
+// and removes the old directory.
+func atomicWrite(t *testing.T, dir, name, src string) {
+	t.Helper()
+	ts := "..2026_11_23_" + time.Now().Format("15_04_05.000000000")
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, src, filepath.Join(dir, ts, name), 0o644)
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunEveryWayOfReplacing drives each way an operator or a tool replaces a handler file,
+// with the real tools, against a handler serving plugins: the plugin type never leaves the
+// registry (so the reconciler deregisters nothing), nothing is logged as an error, no removal
+// is pending, and the new revision serves behind the same registered handler.
+func TestRunEveryWayOfReplacing(t *testing.T) {
+	abs := func(name string) string {
+		p, err := filepath.Abs(fixture(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The fixtures are copied to 0644 sources: the tools keep the mode of what they copy, and
+	// a checkout may have made them group-writable.
+	srcDir := tempDir(t)
+	v1, v2 := filepath.Join(srcDir, "v1.wasm"), filepath.Join(srcDir, "v2.wasm")
+	copyFile(t, abs("reload_v1"), v1, 0o644)
+	copyFile(t, abs("reload_v2"), v2, 0o644)
+	touchPast := func(p string) {
+		past := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(p, past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touchPast(v1)
+	touchPast(v2)
+
+	cases := []struct {
+		name string
+		// setup puts version 1 in dir as the pattern keeps it; replace puts version 2.
+		setup   func(t *testing.T, dir string)
+		replace func(t *testing.T, dir string)
+		// handlers is the directory the host follows, when not dir itself.
+		handlers func(base string) string
+	}{
+		{
+			name:    "cp in place",
+			replace: func(t *testing.T, dir string) { run(t, dir, "cp", v2, "reload.wasm") },
+		},
+		{
+			name:    "install -m 0644 (unlink and create)",
+			replace: func(t *testing.T, dir string) { run(t, dir, "install", "-m", "0644", v2, "reload.wasm") },
+		},
+		{
+			name: "cp to a temporary name, mv over",
+			replace: func(t *testing.T, dir string) {
+				run(t, dir, "cp", v2, "reload.wasm.new")
+				run(t, dir, "mv", "reload.wasm.new", "reload.wasm")
+			},
+		},
+		{
+			name: "mv from another directory",
+			replace: func(t *testing.T, dir string) {
+				tmp := filepath.Join(filepath.Dir(dir), "staged.wasm")
+				run(t, dir, "cp", "-p", v2, tmp)
+				run(t, dir, "mv", tmp, "reload.wasm")
+			},
+		},
+		{
+			name:    "rsync (a dot-file, then rename)",
+			replace: func(t *testing.T, dir string) { run(t, dir, "rsync", v2, "reload.wasm") },
+		},
+		{
+			name:    "rsync -a --delay-updates",
+			replace: func(t *testing.T, dir string) { run(t, dir, "rsync", "-a", "--delay-updates", v2, "reload.wasm") },
+		},
+		{
+			name: "editor: backup by rename, write anew, drop the backup",
+			replace: func(t *testing.T, dir string) {
+				run(t, dir, "mv", "reload.wasm", "reload.wasm~")
+				run(t, dir, "cp", v2, "reload.wasm")
+				run(t, dir, "rm", "reload.wasm~")
+			},
+		},
+		{
+			name:  "ConfigMap volume (the atomic writer)",
+			setup: func(t *testing.T, dir string) { atomicWrite(t, dir, "reload.wasm", v1) },
+			replace: func(t *testing.T, dir string) {
+				atomicWrite(t, dir, "reload.wasm", v2)
+			},
+		},
+		{
+			name: "directory deleted and made again (rm -rf, mkdir, cp)",
+			replace: func(t *testing.T, dir string) {
+				run(t, filepath.Dir(dir), "rm", "-rf", dir)
+				run(t, filepath.Dir(dir), "mkdir", "-m", "0755", dir)
+				run(t, dir, "cp", v2, "reload.wasm")
+			},
+		},
+		{
+			name: "directory swapped for another (an image volume that changes)",
+			replace: func(t *testing.T, dir string) {
+				next := dir + ".next"
+				run(t, filepath.Dir(dir), "mkdir", "-m", "0755", next)
+				run(t, next, "cp", "-p", v2, "reload.wasm")
+				run(t, filepath.Dir(dir), "mv", dir, dir+".old")
+				run(t, filepath.Dir(dir), "mv", next, dir)
+				run(t, filepath.Dir(dir), "rm", "-rf", dir+".old")
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := tempDir(t)
+			dir := filepath.Join(base, "h")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.setup != nil {
+				tc.setup(t, dir)
+			} else {
+				run(t, dir, "cp", "-p", v1, "reload.wasm")
+			}
+			h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Hour})
+			startRun(t, h)
+			ctx := context.Background()
+			hd := handlerFor(t, h.Registry(), "reload.example")
+			// Plugins registered through it.
+			for _, p := range []string{"p1", "p2"} {
+				if err := hd.ValidatePlugin(ctx, info("reload.example", p)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := hd.RegisterPlugin(ctx, info("reload.example", p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			tc.replace(t, dir)
+
+			waitFor(t, "version 2 to serve", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p3"))) })
+			waitFor(t, "the status to show version 2 serving, nothing gone", func() bool {
+				st := h.Handlers()
+				return len(st) == 1 && st[0].Serving && st[0].GoneSince.IsZero() && st[0].File == filepath.Join(dir, "reload.wasm") &&
+					st[0].SHA256 == sha256Hex(t, v2)
+			})
+			if now, ok := h.Registry().Get("reload.example"); !ok || now != hd {
+				t.Error("the plugin type's handler changed in the registry: its plugins would be deregistered")
+			}
+			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
+				t.Errorf("the plugin type's handler was retired: %s", *gone)
+			}
+			if n := logs.count("retired"); n != 0 {
+				t.Errorf("%d plugin type retirements logged", n)
+			}
+			for _, p := range []string{"p1", "p2"} {
+				if err := hd.DeRegisterPlugin(ctx, info("reload.example", p)); err != nil {
+					t.Errorf("DeRegisterPlugin(%s) through the new revision: %v", p, err)
+				}
+			}
+			logs.noErrors(t)
+		})
+	}
+}
+
+// TestRunInstallNewFileNoFalseError installs new handler files with install(1), which creates
+// the file and then writes it: a file caught half-written is never refused.
+func TestRunInstallNewFileNoFalseError(t *testing.T) {
+	tool(t, "install")
+	dir := tempDir(t)
+	h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Millisecond})
+	startRun(t, h)
+	src := filepath.Join(tempDir(t), "min.wasm")
+	copyFile(t, fixture("min"), src, 0o644)
+	for i := range 10 {
+		name := "min" + string(rune('a'+i)) + ".wasm"
+		if i > 0 {
+			// Each file its own type would need its own fixture: the earlier one goes first.
+			if err := os.Remove(filepath.Join(dir, "min"+string(rune('a'+i-1))+".wasm")); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the previous file to be removed", func() bool { return len(h.Handlers()) == 0 })
+		}
+		run(t, dir, "install", "-m", "0644", src, name)
+		waitFor(t, name+" to serve", func() bool {
+			s, ok := status(h, filepath.Join(dir, name))
+			return ok && s.Serving
+		})
+		if s, _ := status(h, filepath.Join(dir, name)); s.LastError != "" {
+			t.Errorf("%s: last error %q", name, s.LastError)
+		}
+	}
+	logs.noErrors(t)
+}
+
+// noErrors fails the test for every record logged at ERROR.
+func (l *logs) noErrors(t testing.TB) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Level >= slog.LevelError {
+			t.Errorf("logged an error: %s%s", r.Message, attrString(r))
+		}
+	}
+}
+
+func sha256Hex(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestRunRemovalGrace: a file removed keeps serving, shown gone, until it has stayed gone for
+// the removal grace; a handler directory deleted counts as the removal of all its files, those
+// unlinked before it went included.
+func TestRunRemovalGrace(t *testing.T) {
+	base := tempDir(t)
+	dir := filepath.Join(base, "h")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"), 0o644)
+	copyFile(t, fixture("min"), filepath.Join(dir, "min.wasm"), 0o644)
+	const grace = 300 * time.Millisecond
+	h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: grace})
+	startRun(t, h)
+	ctx := context.Background()
+	hd := handlerFor(t, h.Registry(), "reload.example")
+
+	removed := time.Now()
+	if err := os.Remove(filepath.Join(dir, "reload.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the file to be shown gone", func() bool {
+		s, _ := status(h, filepath.Join(dir, "reload.wasm"))
+		return !s.GoneSince.IsZero()
+	})
+	if s, _ := status(h, filepath.Join(dir, "reload.wasm")); !s.Serving || !h.Registry().Has("reload.example") {
+		if time.Since(removed) < grace {
+			t.Errorf("removed before its grace ended: %+v", s)
+		}
+	}
+	waitFor(t, "the type to leave the registry", func() bool { return !h.Registry().Has("reload.example") })
+	if took := time.Since(removed); took < grace {
+		t.Errorf("removed %v after the file went, before the grace of %v", took, grace)
+	}
+	if err := hd.DeRegisterPlugin(ctx, info("reload.example", "p")); err != nil {
+		t.Errorf("the retired handler no longer deregisters: %v", err)
+	}
+
+	// rm -rf: min.wasm is unlinked before the directory goes; it is removed like the rest,
+	// once the grace has passed, and not before.
+	removed = time.Now()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "min.example to leave the registry", func() bool { return !h.Registry().Has("min.example") })
+	if took := time.Since(removed); took < grace {
+		t.Errorf("a file of the deleted directory was removed %v after, before the grace of %v", took, grace)
+	}
+	if _, ok := logs.find("handler file removed"); !ok {
+		t.Error("the removal was not logged")
+	}
+	logs.noErrors(t)
+}
+
+// TestRunTypeOwnership: without a binding, a plugin type stays with the file serving it (a
+// newcomer is refused, and shown so) and at start goes to the first file by name, refused the
+// same way; a binding to a file or a digest decides whatever the names and the order.
+func TestRunTypeOwnership(t *testing.T) {
+	t.Run("no binding: the incumbent keeps it, at run time and at start", func(t *testing.T) {
+		dir := tempDir(t)
+		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		h, _ := newStrictHost(t, Config{HandlerDir: dir})
+		stop := startRun(t, h)
+		handlerFor(t, h.Registry(), "reload.example")
+		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
+		want := "plugin type reload.example is already handled by " + filepath.Join(dir, "csi.wasm")
+		waitFor(t, "a.wasm to be refused", func() bool {
+			s, _ := status(h, filepath.Join(dir, "a.wasm"))
+			return strings.Contains(s.LastError, want)
+		})
+		if s, _ := status(h, filepath.Join(dir, "csi.wasm")); !s.Serving {
+			t.Errorf("csi.wasm lost the type to a newcomer: %+v", s)
+		}
+		stop()
+
+		// At start, the first by name takes it; the other is refused with the same words.
+		h2, _ := newStrictHost(t, Config{HandlerDir: dir})
+		startRun(t, h2)
+		want = "plugin type reload.example is already handled by " + filepath.Join(dir, "a.wasm")
+		if s, _ := status(h2, filepath.Join(dir, "csi.wasm")); s.Serving || !strings.Contains(s.LastError, want) {
+			t.Errorf("csi.wasm at start: %+v, want refused with %q", s, want)
+		}
+	})
+	t.Run("bound to a file", func(t *testing.T) {
+		dir := tempDir(t)
+		copyFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"), 0o644)
+		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
+			"reload.example": {File: filepath.Join(dir, "csi.wasm")},
+		}})
+		startRun(t, h)
+		if s, _ := status(h, filepath.Join(dir, "csi.wasm")); !s.Serving {
+			t.Errorf("the bound file does not serve: %+v", s)
+		}
+		s, _ := status(h, filepath.Join(dir, "a.wasm"))
+		if s.Serving || !strings.Contains(s.LastError, "bound to the handler file "+filepath.Join(dir, "csi.wasm")) {
+			t.Errorf("a.wasm: %+v", s)
+		}
+	})
+	t.Run("bound to a digest", func(t *testing.T) {
+		dir := tempDir(t)
+		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "a.wasm"), 0o644)
+		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
+			"reload.example": {Digest: "sha256:" + sha256Hex(t, fixture("reload_v2"))},
+		}})
+		startRun(t, h)
+		if s, _ := status(h, filepath.Join(dir, "a.wasm")); s.Serving || !strings.Contains(s.LastError, "bound to the module sha256:") {
+			t.Errorf("a module of another digest: %+v", s)
+		}
+		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
+		waitFor(t, "the module of the bound digest to serve", func() bool {
+			s, _ := status(h, filepath.Join(dir, "a.wasm"))
+			return s.Serving
+		})
+	})
+	t.Run("two hosts on one registry", func(t *testing.T) {
+		reg := registration.NewRegistry()
+		dir1, dir2 := tempDir(t), tempDir(t)
+		copyFile(t, fixture("reload_v1"), filepath.Join(dir1, "reload.wasm"), 0o644)
+		h1, _ := newStrictHost(t, Config{HandlerDir: dir1, Registry: reg})
+		startRun(t, h1)
+		hd := handlerFor(t, reg, "reload.example")
+		copyFile(t, fixture("reload_v2"), filepath.Join(dir2, "reload.wasm"), 0o644)
+		h2, _ := newStrictHost(t, Config{HandlerDir: dir2, Registry: reg})
+		startRun(t, h2)
+		s, _ := status(h2, filepath.Join(dir2, "reload.wasm"))
+		if s.Serving || !strings.Contains(s.LastError, "already handled by "+filepath.Join(dir1, "reload.wasm")) {
+			t.Errorf("the second host's file: %+v", s)
+		}
+		if now, _ := reg.Get("reload.example"); now != hd {
+			t.Error("the second host displaced the first's handler")
+		}
+	})
+}
