@@ -207,6 +207,8 @@ func registerOneByOne(b *testing.B, rd *runningDaemon, dirs e2eDirs, typ string)
 	b.StopTimer()
 	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+	b.ReportMetric(ms(slices.Max(lat)), "max-ms")
+	b.ReportMetric(ms(lat[0]), "first-ms")
 }
 
 // BenchmarkE2EDeregister: the socket of a registered plugin is removed; the time until the
@@ -619,13 +621,55 @@ func (loopingHandler) DeRegisterPlugin(context.Context, registration.PluginInfo)
 // plugin at a time, native no-op handler) while the daemon is busy with plugins that will not
 // register: looping-type=500 keeps 500 plugins of a type whose handler loops in every call
 // until its 5 s deadline pending (they fail and retry all along); hung-sockets=300 keeps 300
-// sockets whose server accepts connections and never answers GetInfo.
+// sockets whose server accepts connections and never answers GetInfo; full-backlog=300 keeps
+// 300 sockets whose listen backlog is full (a connect finds EAGAIN until the dial timeout).
+// first-ms is the first plugin's, right after the busy sockets appeared: the one that waits
+// behind their first attempts, if anything does.
 func BenchmarkE2EFairness(b *testing.B) {
-	b.Run("looping-type=500", func(b *testing.B) { benchFairness(b, 500, false) })
-	b.Run("hung-sockets=300", func(b *testing.B) { benchFairness(b, 300, true) })
+	b.Run("looping-type=500", func(b *testing.B) { benchFairness(b, 500, busyLooping) })
+	b.Run("hung-sockets=300", func(b *testing.B) { benchFairness(b, 300, busyHung) })
+	b.Run("full-backlog=300", func(b *testing.B) { benchFairness(b, 300, busyBacklog) })
 }
 
-func benchFairness(b *testing.B, n int, hung bool) {
+type busyKind int
+
+const (
+	busyLooping busyKind = iota
+	busyHung
+	busyBacklog
+)
+
+// fullBacklogSocket listens on path with a backlog of one connection and fills it: a
+// further connect fails with EAGAIN, as with a plugin that stopped accepting.
+func fullBacklogSocket(b *testing.B, path string) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		b.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		c, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := syscall.Connect(c, &syscall.SockaddrUnix{Name: path}); err != nil {
+			syscall.Close(c)
+			if errors.Is(err, syscall.EAGAIN) {
+				return
+			}
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { syscall.Close(c) })
+	}
+}
+
+func benchFairness(b *testing.B, n int, kind busyKind) {
 	const loopType = "loop.wasmhost.dev"
 	dirs := benchDirs(b)
 	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon.Daemon) {
@@ -638,7 +682,11 @@ func benchFairness(b *testing.B, n int, hung bool) {
 	}
 	for i := range n {
 		sock := filepath.Join(busyDir, "b"+strconv.Itoa(i)+".sock")
-		p, err := registrationtest.Start(sock, pluginInfo(loopType, "b"+strconv.Itoa(i)), registrationtest.Options{GetInfoHang: hung})
+		if kind == busyBacklog {
+			fullBacklogSocket(b, sock)
+			continue
+		}
+		p, err := registrationtest.Start(sock, pluginInfo(loopType, "b"+strconv.Itoa(i)), registrationtest.Options{GetInfoHang: kind == busyHung})
 		if err != nil {
 			b.Fatal(err)
 		}

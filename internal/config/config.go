@@ -75,8 +75,22 @@ type ReconcilerConfig struct {
 	InitialBackoff Duration `yaml:"initialBackoff"`
 	// MaxBackoff caps the doubling retry delay. Defaults to 2m2s.
 	MaxBackoff Duration `yaml:"maxBackoff"`
-	// MaxConcurrent bounds the operations running at once. Defaults to 64.
+	// MaxConcurrent bounds the operations running at once that are not stalled (see
+	// StalledAfter), and the registrations in their handler phase (past GetInfo) at once
+	// across all plugin types. Defaults to 64.
 	MaxConcurrent int `yaml:"maxConcurrent"`
+	// StalledAfter: an operation running for longer than this no longer counts against
+	// maxConcurrent, only against maxInFlight. It waits for a plugin that does not accept
+	// the connection or answer GetInfo (a goroutine and a descriptor, no CPU), or for a slow
+	// handler (bounded by maxPerType and maxConcurrent in its handler phase): so sockets that
+	// never answer delay a plugin that does by this much per maxConcurrent of them that
+	// appeared before it (300 at once: under 0.1s), and not at all once they wait to retry.
+	// Defaults to 20ms (a burst of plugins that answer runs maxConcurrent at a time
+	// as before; 10ms made a burst of 4,000 twice as slow, see docs/benchmarks.md).
+	StalledAfter Duration `yaml:"stalledAfter"`
+	// MaxInFlight bounds the operations at once, stalled ones included. At most a quarter of
+	// the daemon's descriptor limit is used. Defaults to 512.
+	MaxInFlight int `yaml:"maxInFlight"`
 	// RejectedRecheck is how long a plugin its handler rejected waits before it is asked
 	// again when nothing that could change the answer changed (its handler, its socket, a
 	// plugin of the same type and name going away: those ask again at once). Defaults to 5m.
@@ -183,6 +197,8 @@ func Default() Config {
 			InitialBackoff:  Duration(500 * time.Millisecond),
 			MaxBackoff:      Duration(2*time.Minute + 2*time.Second),
 			MaxConcurrent:   64,
+			MaxInFlight:     512,
+			StalledAfter:    Duration(20 * time.Millisecond),
 			MaxPerType:      16,
 			RejectedRecheck: Duration(5 * time.Minute),
 			BackoffJitter:   0.1,
@@ -318,6 +334,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Reconciler.MaxConcurrent < 1 {
 		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)
+	}
+	if c.Reconciler.StalledAfter < Duration(time.Millisecond) {
+		bad("reconciler.stalledAfter", "must be at least 1ms, got %s", c.Reconciler.StalledAfter)
+	}
+	if c.Reconciler.MaxInFlight < c.Reconciler.MaxConcurrent {
+		bad("reconciler.maxInFlight", "must be at least reconciler.maxConcurrent (%d), got %d", c.Reconciler.MaxConcurrent, c.Reconciler.MaxInFlight)
 	}
 	if c.Handlers.MemoryLimit < 64<<10 || c.Handlers.MemoryLimit > 4<<30 {
 		bad("handlers.memoryLimit", "must be between 64Ki and 4Gi, got %s", c.Handlers.MemoryLimit)

@@ -113,9 +113,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if err != nil {
 		return nil, err
 	}
-	// One slot count per plugin type, shared: the registrar takes a slot after GetInfo, the
-	// reconciler queues a socket whose type had none behind its type.
-	typeSlots := reconciler.NewTypeSlots(cfg.Reconciler.MaxPerType)
+	// One slot count per plugin type and one across types, shared: the registrar takes a slot
+	// after GetInfo, the reconciler queues a socket whose type had none behind its type.
+	typeSlots := reconciler.NewTypeSlots(cfg.Reconciler.MaxPerType, cfg.Reconciler.MaxConcurrent)
+	fdLimit, fdErr := raiseFDLimit()
+	if fdErr != nil {
+		log.Warn("descriptor limit", "limit", fdLimit, "error", fdErr)
+	}
+	inFlight := inFlightWithin(cfg.Reconciler.MaxInFlight, fdLimit)
+	if inFlight < cfg.Reconciler.MaxInFlight {
+		log.Warn("reconciler.maxInFlight lowered to a quarter of the descriptor limit", "configured", cfg.Reconciler.MaxInFlight, "using", inFlight, "fd_limit", fdLimit)
+	}
 	// A registered plugin whose server goes while its socket stays is marked dead in the
 	// desired state: the reconciler deregisters it.
 	d.liveness, err = liveness.New(liveness.Config{
@@ -152,6 +160,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
 		MaxConcurrent:   cfg.Reconciler.MaxConcurrent,
+		MaxInFlight:     inFlight,
+		StalledAfter:    time.Duration(cfg.Reconciler.StalledAfter),
 		TypeSlots:       typeSlots,
 		MaxRetrying:     cfg.Reconciler.MaxRetrying,
 		RecheckRejected: time.Duration(cfg.Reconciler.RejectedRecheck),

@@ -83,8 +83,19 @@ var errNotRecorded = errors.New("reconciler: register reported success but the p
 
 // Config tunes a Reconciler. The zero value is ready to use.
 type Config struct {
-	// MaxConcurrent bounds the operations in flight across all sockets. Defaults to 64.
+	// MaxInFlight bounds the operations in flight across all sockets, stalled ones included
+	// (see StalledAfter). Defaults to MaxConcurrent.
+	MaxInFlight int
+	// MaxConcurrent bounds the operations in flight that are not stalled. Defaults to 64.
 	MaxConcurrent int
+	// StalledAfter: an operation in flight for longer than this no longer counts against
+	// MaxConcurrent, only against MaxInFlight. Such an operation waits for a plugin that does
+	// not accept its connection or answer GetInfo (which costs a goroutine and a descriptor,
+	// no CPU), or for a slow handler, whose calls TypeSlots bounds per type and across types.
+	// So sockets that never answer cannot keep a plugin that does from its first attempt for
+	// longer than this, while a burst of plugins that answer still runs MaxConcurrent at a
+	// time. Defaults to 20 ms; a negative value: no operation is ever stalled.
+	StalledAfter time.Duration
 	// InitialBackoff is the wait before the first retry of a failed socket; every further
 	// failure doubles it. Defaults to 500 ms, as in the kubelet.
 	InitialBackoff time.Duration
@@ -110,7 +121,7 @@ type Config struct {
 	// least 1). Ignored when TypeSlots is given.
 	MaxPerType int
 	// TypeSlots is where those per-type slots are kept; the registrar takes one after
-	// GetInfo. Defaults to NewTypeSlots(MaxPerType).
+	// GetInfo. Defaults to NewTypeSlots(MaxPerType, 0).
 	TypeSlots *TypeSlots
 	// MaxRetrying bounds the operations in flight for sockets that failed before (a separate
 	// budget, so that sockets that keep failing, or never answer, cannot delay the first
@@ -134,6 +145,12 @@ type StatusStore interface {
 func (c Config) withDefaults() Config {
 	if c.MaxConcurrent <= 0 {
 		c.MaxConcurrent = 64
+	}
+	if c.MaxInFlight < c.MaxConcurrent {
+		c.MaxInFlight = c.MaxConcurrent
+	}
+	if c.StalledAfter == 0 {
+		c.StalledAfter = 20 * time.Millisecond
 	}
 	if c.InitialBackoff <= 0 {
 		c.InitialBackoff = 500 * time.Millisecond
@@ -161,7 +178,7 @@ func (c Config) withDefaults() Config {
 		c.MaxPerType = max(c.MaxConcurrent/4, 1)
 	}
 	if c.TypeSlots == nil {
-		c.TypeSlots = NewTypeSlots(c.MaxPerType)
+		c.TypeSlots = NewTypeSlots(c.MaxPerType, 0)
 	}
 	if c.MaxRetrying <= 0 {
 		c.MaxRetrying = max(c.MaxConcurrent/4, 1)
@@ -269,7 +286,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		deferred: make(map[string][]string),
 		rejected: make(pathIndex[pluginKey]),
 		byGroup:  make(pathIndex[pluginKey]),
-		done:     make(chan result, r.cfg.MaxConcurrent),
+		done:     make(chan result, r.cfg.MaxInFlight),
 	}
 	l.run(ctx)
 
@@ -307,8 +324,10 @@ type sock struct {
 	id    state.Identity // identity of the desired socket, when hasID
 	hasID bool
 
-	busy   bool // an operation is in flight
-	queued bool // an operation waits for a free slot
+	busy    bool   // an operation is in flight
+	queued  bool   // an operation waits for a free slot
+	opSeq   uint64 // of the operation in flight (loop.flights)
+	stalled bool   // the operation in flight is stalled (counted in loop.stalled)
 
 	attempts  int
 	lastErr   string
@@ -352,6 +371,13 @@ type loop struct {
 
 	queue    []string // paths waiting for a free slot, in order
 	inflight int
+	// flights lists the operations in flight in the order they started, until they stall
+	// or end; stalled counts those in flight for longer than Config.StalledAfter.
+	flights    []flight
+	stalled    int
+	opSeq      uint64
+	stallTimer *time.Timer
+	stallAt    time.Time // when the stall timer is set for; zero when stopped
 	// retryQueue holds the sockets that failed before and wait for a slot of their own
 	// budget (Config.MaxRetrying); retrying counts those in flight.
 	retryQueue []string
@@ -378,6 +404,9 @@ func (l *loop) run(ctx context.Context) {
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	defer l.timer.Stop()
+	l.stallTimer = time.NewTimer(time.Hour)
+	l.stallTimer.Stop()
+	defer l.stallTimer.Stop()
 	var resync <-chan time.Time
 	if r.cfg.Resync > 0 {
 		t := time.NewTicker(r.cfg.Resync)
@@ -394,6 +423,7 @@ func (l *loop) run(ctx context.Context) {
 	l.fullPass()
 	for {
 		l.armTimer()
+		l.armStallTimer()
 		select {
 		case <-ctx.Done():
 			return
@@ -408,9 +438,19 @@ func (l *loop) run(ctx context.Context) {
 		case <-l.timer.C:
 			l.armed = time.Time{}
 			l.dueRetries()
+		case <-l.stallTimer.C:
+			l.stallAt = time.Time{} // armStallTimer marks them and fills the slots
 		case <-r.cfg.TypeSlots.Released():
-			for _, typ := range r.cfg.TypeSlots.TakeReleased() {
+			// The types released first; then, as a release also frees a slot across types,
+			// every other type with sockets held back, for as long as Free says there is room.
+			released := r.cfg.TypeSlots.TakeReleased()
+			for _, typ := range released {
 				l.startDeferred(typ)
+			}
+			for _, typ := range slices.Sorted(maps.Keys(l.deferred)) {
+				if !slices.Contains(released, typ) {
+					l.startDeferred(typ)
+				}
 			}
 		case <-resync:
 			l.fullPass()
@@ -600,7 +640,7 @@ func (l *loop) evalPath(path string, logSkip bool) {
 		case retry && l.retrying >= r.cfg.MaxRetrying:
 			s.queued = true
 			l.retryQueue = append(l.retryQueue, path)
-		case l.inflight < r.cfg.MaxConcurrent:
+		case l.hasRoom():
 			l.start(s, kind, d, a)
 		case retry:
 			s.queued = true
@@ -617,6 +657,11 @@ func (l *loop) evalPath(path string, logSkip bool) {
 func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 	s.busy = true
 	l.inflight++
+	l.opSeq++
+	s.opSeq, s.stalled = l.opSeq, false
+	if l.r.cfg.StalledAfter > 0 {
+		l.flights = append(l.flights, flight{path: s.path, seq: s.opSeq, at: time.Now()})
+	}
 	res := result{path: s.path, kind: kind, gen: l.handlerGen}
 	ops := l.r.ops
 	ctx := l.ctx
@@ -649,6 +694,10 @@ func (l *loop) complete(res result) {
 	}
 	s := l.socks[res.path] // a busy path is never forgotten
 	s.busy = false
+	if s.stalled {
+		l.stalled--
+	}
+	s.opSeq, s.stalled = 0, false
 	switch res.kind {
 	case opRegister:
 		err := res.err
@@ -669,20 +718,79 @@ func (l *loop) complete(res result) {
 // the sockets that failed before, within their own budget.
 func (l *loop) fillSlots() {
 	r := l.r
-	for l.inflight < r.cfg.MaxConcurrent && len(l.queue) > 0 {
+	for l.hasRoom() && len(l.queue) > 0 {
 		p := popFront(&l.queue)
 		if qs, ok := l.socks[p]; ok && qs.queued {
 			qs.queued = false
 			l.eval(p)
 		}
 	}
-	for l.inflight < r.cfg.MaxConcurrent && l.retrying < r.cfg.MaxRetrying && len(l.retryQueue) > 0 {
+	for l.hasRoom() && l.retrying < r.cfg.MaxRetrying && len(l.retryQueue) > 0 {
 		p := popFront(&l.retryQueue)
 		if qs, ok := l.socks[p]; ok && qs.queued {
 			qs.queued = false
 			l.eval(p)
 		}
 	}
+}
+
+// flight is an operation in flight, as listed in loop.flights.
+type flight struct {
+	path string
+	seq  uint64 // sock.opSeq while it is in flight
+	at   time.Time
+}
+
+// hasRoom reports whether another operation may start: within MaxInFlight, and within
+// MaxConcurrent counting only the operations that are not stalled.
+func (l *loop) hasRoom() bool {
+	return l.inflight < l.r.cfg.MaxInFlight && l.inflight-l.stalled < l.r.cfg.MaxConcurrent
+}
+
+// markStalled marks the operations in flight since StalledAfter before now as stalled, and
+// drops the ended ones from the front of loop.flights. It returns how many it marked.
+func (l *loop) markStalled(now time.Time) (marked int) {
+	cut := now.Add(-l.r.cfg.StalledAfter)
+	for len(l.flights) > 0 {
+		f := l.flights[0]
+		s, ok := l.socks[f.path]
+		live := ok && s.busy && s.opSeq == f.seq
+		if live && f.at.After(cut) {
+			return marked
+		}
+		if live {
+			s.stalled = true
+			l.stalled++
+			marked++
+		}
+		l.flights[0] = flight{}
+		l.flights = l.flights[1:]
+		if len(l.flights) == 0 {
+			l.flights = nil
+		}
+	}
+	return marked
+}
+
+// armStallTimer sets the stall timer for the first operation in flight that may stall.
+func (l *loop) armStallTimer() {
+	if l.markStalled(time.Now()) > 0 { // also drops ended operations from the front
+		l.fillSlots()
+	}
+	if len(l.flights) == 0 {
+		if !l.stallAt.IsZero() {
+			l.stallTimer.Stop()
+			l.stallAt = time.Time{}
+		}
+		return
+	}
+	due := l.flights[0].at.Add(l.r.cfg.StalledAfter)
+	if due.Equal(l.stallAt) {
+		return
+	}
+	l.stallTimer.Stop()
+	l.stallTimer.Reset(time.Until(due))
+	l.stallAt = due
 }
 
 func popFront(q *[]string) string {

@@ -604,6 +604,59 @@ func TestMaxConcurrent(t *testing.T) {
 	})
 }
 
+// Sockets that never answer hold their operations past StalledAfter: from then on they no
+// longer count against MaxConcurrent, so a plugin that appears after them registers at once;
+// MaxInFlight still bounds them all.
+func TestStalledOperationsLeaveRoomWithinMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{MaxConcurrent: 2, MaxInFlight: 5, StalledAfter: 50 * time.Millisecond}).start()
+		var releases []func()
+		hang := func(p string, n uint64) {
+			releases = append(releases, e.ops.Block(p))
+			e.add(p, n)
+		}
+		for i := range 4 {
+			hang(fmt.Sprintf("/p/hung%d.sock", i), uint64(i+1))
+		}
+		synctest.Wait()
+		if n := e.ops.InFlight(); n != 2 {
+			t.Fatalf("%d operations in flight before any stalled, want maxConcurrent 2", n)
+		}
+		time.Sleep(60 * time.Millisecond)
+		synctest.Wait()
+		if n := e.ops.InFlight(); n != 4 {
+			t.Fatalf("%d operations in flight once the first two stalled, want all 4", n)
+		}
+		time.Sleep(60 * time.Millisecond)
+		synctest.Wait()
+
+		e.add("/p/new.sock", 10)
+		synctest.Wait()
+		e.wantRegistered("/p/new.sock", 10)
+
+		hang("/p/hung4.sock", 5)
+		hang("/p/hung5.sock", 6)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := e.ops.InFlight(); n != 5 {
+			t.Fatalf("%d operations in flight, want maxInFlight 5", n)
+		}
+		if s := e.status("/p/hung5.sock"); s.State != reconciler.StatePending {
+			t.Fatalf("the sixth hung socket: %q, want pending (queued)", s.State)
+		}
+		for _, release := range releases {
+			release()
+		}
+		synctest.Wait()
+		if e.actual.Len() != 7 {
+			t.Fatalf("%d registered, want 7", e.actual.Len())
+		}
+		if _, total := e.ops.MaxInFlight(); total != 5 {
+			t.Errorf("%d operations at once, want 5", total)
+		}
+	})
+}
+
 func TestHandlerRemovedDeregistersAndWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, reconciler.Config{})
@@ -1012,7 +1065,7 @@ func TestSlowTypeWaitsBehindItself(t *testing.T) {
 		registry := registration.NewRegistry()
 		registry.Set(csi, reconcilertest.NewHandler())
 		registry.Set(dra, reconcilertest.NewHandler())
-		slots := reconciler.NewTypeSlots(2)
+		slots := reconciler.NewTypeSlots(2, 0)
 		ops := busyOps{reconcilertest.NewOperations(st.Actual(), registry), slots, dra, make(chan struct{})}
 		r := reconciler.New(st.Desired(), st.Actual(), registry, ops, reconciler.Config{
 			MaxConcurrent: 4, TypeSlots: slots, Status: st})
@@ -1111,5 +1164,69 @@ func TestRejectionRecheck(t *testing.T) {
 		e.wantState("/p/a.sock", reconciler.StateRejected)
 		time.Sleep(2 * time.Second)
 		e.wantRegistered("/p/a.sock", 1)
+	})
+}
+
+// The slots across types: a type with slots of its own left still waits when all types
+// together hold the total, and any type's release frees one for the others.
+func TestTypeSlotsBoundAcrossTypes(t *testing.T) {
+	slots := reconciler.NewTypeSlots(2, 3)
+	a1, ok1 := slots.TryAcquire(csi)
+	_, ok2 := slots.TryAcquire(csi)
+	_, ok3 := slots.TryAcquire(dra)
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("acquires within both bounds: %v %v %v, want all true", ok1, ok2, ok3)
+	}
+	if _, ok := slots.TryAcquire(dra); ok {
+		t.Fatalf("%s took a fourth slot; the total is 3", dra)
+	}
+	if free := slots.Free("other"); free != 0 {
+		t.Fatalf("another type has %d free, want 0 with the total taken", free)
+	}
+	a1()
+	a1() // a release counts once
+	if free := slots.Free("other"); free != 1 {
+		t.Fatalf("another type has %d free after one release, want 1", free)
+	}
+	if got := slots.TakeReleased(); !slices.Equal(got, []string{csi}) {
+		t.Fatalf("released %v, want [%s]", got, csi)
+	}
+}
+
+// With the slots across types all held by one slow type, a plugin of another type waits
+// behind its own type without failing, and starts when the slow type releases a slot: a
+// release of one type wakes the sockets held back for another.
+func TestReleaseOfOneTypeStartsAnotherWithinTheTotal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := state.New()
+		registry := registration.NewRegistry()
+		registry.Set(csi, reconcilertest.NewHandler())
+		registry.Set(dra, reconcilertest.NewHandler())
+		slots := reconciler.NewTypeSlots(2, 2)
+		ops := busyOps{reconcilertest.NewOperations(st.Actual(), registry), slots, dra, make(chan struct{})}
+		r := reconciler.New(st.Desired(), st.Actual(), registry, ops, reconciler.Config{
+			MaxConcurrent: 8, TypeSlots: slots, Status: st, Resync: -1})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		for i := range 2 {
+			p := fmt.Sprintf("/p/slow%d.sock", i)
+			ops.SetInfo(p, dra, fmt.Sprintf("slow%d", i))
+			st.Desired().Upsert(sock(p, uint64(i+1)))
+		}
+		synctest.Wait()
+		st.Desired().Upsert(sock("/p/other.sock", 100))
+		synctest.Wait()
+		if s, _ := st.StatusOf("/p/other.sock"); s.State != reconciler.StatePending || s.Attempts != 0 {
+			t.Fatalf("with every slot held: %q after %d failed attempts, want pending and no failure", s.State, s.Attempts)
+		}
+		close(ops.hold)
+		synctest.Wait()
+		if _, ok := st.Actual().Get("/p/other.sock"); !ok {
+			s, _ := st.StatusOf("/p/other.sock")
+			t.Fatalf("not registered after the slow type released its slots: %+v", s)
+		}
 	})
 }

@@ -9,17 +9,22 @@ import (
 	"time"
 )
 
-// ErrTypeBusy: every operation slot of the plugin's type is taken. The registrar returns it
+// ErrTypeBusy: every operation slot of the plugin's type is taken, or every slot of all types. The registrar returns it
 // right after GetInfo, before any handler call; the reconciler then queues the socket behind
 // its type, without counting a failure, and starts it when a slot of that type is released.
 // This is what keeps one slow type (a handler that loops, traps or waits out its deadline)
 // from taking every slot and delaying the plugins of other types.
 var ErrTypeBusy = errors.New("reconciler: every operation slot of the plugin type is taken")
 
-// TypeSlots bounds the operations in flight per plugin type. It is safe for concurrent use.
+// TypeSlots bounds the operations in their handler phase (past GetInfo: handler calls and the
+// notification) per plugin type and across all types. Operations still waiting for a plugin
+// to accept or answer hold none, so that sockets that never answer cannot keep the plugins
+// that do from their handlers. It is safe for concurrent use.
 type TypeSlots struct {
 	per      int
+	total    int // across all types; 0: no bound but per
 	mu       sync.Mutex
+	inUse    int
 	busy     map[string]int
 	released map[string]struct{}
 	wake     chan struct{}
@@ -27,10 +32,11 @@ type TypeSlots struct {
 }
 
 // NewTypeSlots returns slots for at most per operations of each plugin type at once (at
-// least 1).
-func NewTypeSlots(per int) *TypeSlots {
+// least 1) and at most total of all types (total <= 0: no bound across types).
+func NewTypeSlots(per, total int) *TypeSlots {
 	return &TypeSlots{
 		per:      max(per, 1),
+		total:    max(total, 0),
 		busy:     make(map[string]int),
 		released: make(map[string]struct{}),
 		wake:     make(chan struct{}, 1),
@@ -42,10 +48,11 @@ func NewTypeSlots(per int) *TypeSlots {
 func (t *TypeSlots) TryAcquire(pluginType string) (release func(), ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.busy[pluginType] >= t.per {
+	if t.freeLocked(pluginType) <= 0 {
 		return nil, false
 	}
 	t.busy[pluginType]++
+	t.inUse++
 	var once sync.Once
 	return func() { once.Do(func() { t.release(pluginType) }) }, true
 }
@@ -55,6 +62,7 @@ func (t *TypeSlots) release(pluginType string) {
 	if t.busy[pluginType]--; t.busy[pluginType] <= 0 {
 		delete(t.busy, pluginType)
 	}
+	t.inUse--
 	t.released[pluginType] = struct{}{}
 	close(t.freed)
 	t.freed = make(chan struct{})
@@ -101,17 +109,27 @@ func (t *TypeSlots) Acquire(ctx context.Context, pluginType string, wait time.Du
 	}
 }
 
-// Free returns how many slots of pluginType are free.
+// Free returns how many slots of pluginType are free: of its own, and across all types.
 func (t *TypeSlots) Free(pluginType string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.per - t.busy[pluginType]
+	return t.freeLocked(pluginType)
+}
+
+func (t *TypeSlots) freeLocked(pluginType string) int {
+	free := t.per - t.busy[pluginType]
+	if t.total > 0 {
+		free = min(free, t.total-t.inUse)
+	}
+	return free
 }
 
 // Released receives a value after a slot was released; TakeReleased then says of which types.
 func (t *TypeSlots) Released() <-chan struct{} { return t.wake }
 
-// TakeReleased returns the types a slot was released of since the last call, sorted.
+// TakeReleased returns the types a slot was released of since the last call, sorted. With a
+// bound across types, a release may also free a slot for another type: the caller looks at
+// every type it holds work back for, as Free says.
 func (t *TypeSlots) TakeReleased() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -47,6 +48,10 @@ func (r *Registrar) dial(ctx context.Context, s state.Socket) (net.Conn, error) 
 			}
 			return c, nil
 		}
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			return nil, fmt.Errorf("%w: socket %s: the daemon is out of file descriptors (%s); lower reconciler.maxInFlight or raise the limit: %w",
+				registration.ErrUnreachable, s.Path, fdLimitText(), err)
+		}
 		refused := errors.Is(err, syscall.ECONNREFUSED)
 		retry := errors.Is(err, syscall.EAGAIN) || (refused && r.cfg.Now().Before(graceEnd))
 		if !retry || ctx.Err() != nil {
@@ -71,4 +76,17 @@ func (r *Registrar) dial(ctx context.Context, s state.Socket) (net.Conn, error) 
 		}
 		wait = min(2*wait, maxRetry)
 	}
+}
+
+// fdLimitText describes the process's descriptor limit and use, for an exhaustion error.
+func fdLimitText() string {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return "limit unknown"
+	}
+	text := fmt.Sprintf("limit %d", lim.Cur)
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		text += fmt.Sprintf(", %d open", len(ents))
+	}
+	return text
 }

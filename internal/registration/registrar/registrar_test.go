@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -707,5 +710,50 @@ func TestRegisterOversizedAnswer(t *testing.T) {
 	err := e.register(p.Path())
 	if !errors.Is(err, registration.ErrInvalidInfo) || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("Register error = %v, want ErrInvalidInfo for an answer over the size limit", err)
+	}
+}
+
+// A daemon out of file descriptors says so, with its limit, instead of blaming the plugin
+// with a bare "too many open files". Run in a child process: the limit is the process's.
+func TestDialOutOfDescriptorsSaysSo(t *testing.T) {
+	if os.Getenv("WASMHOST_TEST_FD_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestDialOutOfDescriptorsSaysSo$", "-test.v")
+		cmd.Env = append(os.Environ(), "WASMHOST_TEST_FD_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestDialOutOfDescriptorsSaysSo") {
+			t.Fatalf("child did not run the test:\n%s", out)
+		}
+		return
+	}
+	e := newEnv(t, nil)
+	e.serve("plugin", demoInfo("plugin"), registrationtest.Options{})
+	lim := syscall.Rlimit{Cur: 64, Max: 64}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("cannot lower the descriptor limit: %v", err)
+	}
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		held = append(held, f)
+	}
+	err := e.register(e.path("plugin"))
+	if err == nil {
+		t.Fatal("registered with no descriptor left")
+	}
+	for _, want := range []string{e.path("plugin"), "out of file descriptors", "limit 64", "reconciler.maxInFlight"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
