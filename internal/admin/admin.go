@@ -12,6 +12,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -34,19 +35,41 @@ var (
 	ErrNotSocket = unixsock.ErrNotSocket
 	// ErrRunning: Run was called on a server that is running or has run.
 	ErrRunning = errors.New("admin: Run called twice")
+	// ErrNotFound: a Control call named a plugin type or revision the daemon does not know
+	// (gRPC NOT_FOUND).
+	ErrNotFound = errors.New("admin: not found")
+	// ErrInvalid: a Control call named something that cannot serve (gRPC INVALID_ARGUMENT).
+	ErrInvalid = errors.New("admin: invalid argument")
 )
+
+// Control changes which revision of a handler serves a plugin type, and what shadows it; the
+// daemon implements it over its hosts. Errors wrap ErrNotFound or ErrInvalid where they are
+// the caller's.
+type Control interface {
+	// Rollback pins pluginType to the revision sha256 (a prefix will do), or to the good one
+	// before the serving one when it is empty, and returns the revision now serving.
+	Rollback(ctx context.Context, pluginType, sha256 string) (state.Revision, error)
+	// ClearPin ends pluginType's pin: the revision its file holds serves again.
+	ClearPin(ctx context.Context, pluginType string) error
+	// SetShadow names pluginType's shadow candidate (a file or "sha256:…"), or clears it.
+	SetShadow(ctx context.Context, pluginType, candidate string) (*state.Shadow, error)
+}
 
 // Store is what the server reads; *state.Store implements it.
 type Store interface {
 	Plugins() []state.PluginView
 	Handlers() []state.Handler
 	Subscribe() (*state.Subscription, []state.PluginView)
+	History(pluginType string) (state.History, bool)
 }
 
 // Config configures a Server.
 type Config struct {
 	// Store is the daemon's state. Required.
 	Store Store
+	// Control serves Rollback, ClearPin and SetShadow. Defaults to nil: they answer
+	// UNIMPLEMENTED.
+	Control Control
 	// Ready returns nil when the daemon is ready (the first full listing of the socket
 	// directory is done and the start-up handlers are loaded), or an error saying what it
 	// still waits for. Defaults to always ready.

@@ -416,10 +416,11 @@ func (rs *revisions) forgetLocked() {
 func (rs *revisions) recordLocked(m *Module, file string) *revision {
 	r := rs.bySHA[m.sum]
 	if r == nil {
-		r = &revision{Digest: m.sum, File: file, FirstLoaded: m.loadedAt, Size: m.size}
+		// Its fields follow from its bytes: they never change (but Bad, under rs.mu).
+		r = &revision{Digest: m.sum, File: file, FirstLoaded: m.loadedAt, Size: m.size,
+			Name: m.manifest.Name, Version: m.manifest.Version, Types: slices.Clone(m.manifest.PluginTypes)}
 		rs.bySHA[m.sum] = r
 	}
-	r.Name, r.Version, r.Types = m.manifest.Name, m.manifest.Version, slices.Clone(m.manifest.PluginTypes)
 	return r
 }
 
@@ -799,13 +800,12 @@ func (h *Host) HistoryTypes() []string {
 }
 
 func (rs *revisions) view(t string, r *revision) Revision {
+	rs.mu.Lock()
 	v := Revision{
 		SHA256: r.Digest, File: r.File, Name: r.Name, Version: r.Version, PluginTypes: slices.Clone(r.Types),
 		Size: r.Size, FirstLoaded: r.FirstLoaded, Calls: r.calls.Load(), Failures: r.failures.Load(),
-		Traps: r.traps.Load(), Timeouts: r.timeouts.Load(),
+		Traps: r.traps.Load(), Timeouts: r.timeouts.Load(), Bad: r.Bad,
 	}
-	rs.mu.Lock()
-	v.Bad = r.Bad
 	rs.mu.Unlock()
 	if th := rs.h.typeHandlerOf(t); th != nil {
 		cur := th.cur.Load()
