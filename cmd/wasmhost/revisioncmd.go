@@ -114,7 +114,7 @@ func newUnpinCmd() *cobra.Command {
 
 func newShadowCmd() *cobra.Command {
 	var (
-		o     clientOpts
+		o       clientOpts
 		clearIt bool
 	)
 	cmd := &cobra.Command{
