@@ -1436,8 +1436,14 @@ type Handler struct {
 	Failures uint64 `protobuf:"varint,10,opt,name=failures,proto3" json:"failures,omitempty"`
 	Traps    uint64 `protobuf:"varint,11,opt,name=traps,proto3" json:"traps,omitempty"`
 	Timeouts uint64 `protobuf:"varint,12,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
-	// The error of the last failed call; empty when none failed.
-	LastError string `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The last error: a failed call, or the file refused (an update that did not load, a plugin
+	// type another handler serves); empty when none, and cleared when a later revision of the
+	// file loads. last_error_at is when it happened.
+	LastError   string                 `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAt *timestamppb.Timestamp `protobuf:"bytes,27,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
+	// Set when the file went from the handler directory: unless it is back by then, it is
+	// removed (its plugin types leave) handlers.removalGrace after this time.
+	GoneSince *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=gone_since,json=goneSince,proto3" json:"gone_since,omitempty"`
 	// Quarantine: after repeated traps or timeouts, the handler's calls fail at once until a
 	// probe call succeeds. Whether it is quarantined now, until when (then one call is let
 	// through as the probe), why, how many times it was, and how many calls failed at once
@@ -1581,6 +1587,20 @@ func (x *Handler) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *Handler) GetLastErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return nil
+}
+
+func (x *Handler) GetGoneSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.GoneSince
+	}
+	return nil
 }
 
 func (x *Handler) GetQuarantined() bool {
@@ -1877,7 +1897,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa8\x06\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\a\n" +
 	"\aHandler\x12!\n" +
 	"\fplugin_types\x18\x01 \x03(\tR\vpluginTypes\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x16\n" +
@@ -1894,7 +1914,10 @@ const file_admin_proto_rawDesc = "" +
 	"\x05traps\x18\v \x01(\x04R\x05traps\x12\x1a\n" +
 	"\btimeouts\x18\f \x01(\x04R\btimeouts\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\r \x01(\tR\tlastError\x12 \n" +
+	"last_error\x18\r \x01(\tR\tlastError\x12>\n" +
+	"\rlast_error_at\x18\x1b \x01(\v2\x1a.google.protobuf.TimestampR\vlastErrorAt\x129\n" +
+	"\n" +
+	"gone_since\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tgoneSince\x12 \n" +
 	"\vquarantined\x18\x14 \x01(\bR\vquarantined\x12G\n" +
 	"\x11quarantined_until\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x10quarantinedUntil\x12+\n" +
 	"\x11quarantine_reason\x18\x16 \x01(\tR\x10quarantineReason\x12 \n" +
@@ -2010,33 +2033,35 @@ var file_admin_proto_depIdxs = []int32{
 	19, // 16: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
 	25, // 17: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
 	25, // 18: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	25, // 19: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
-	11, // 20: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
-	12, // 21: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	25, // 22: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	26, // 23: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	24, // 24: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	13, // 25: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	15, // 26: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	16, // 27: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	18, // 28: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	2,  // 29: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	4,  // 30: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	6,  // 31: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	8,  // 32: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	14, // 33: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	20, // 34: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	17, // 35: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	22, // 36: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	3,  // 37: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	5,  // 38: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	7,  // 39: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	9,  // 40: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	25, // 19: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	25, // 20: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	25, // 21: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	11, // 22: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
+	12, // 23: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
+	25, // 24: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	26, // 25: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	24, // 26: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	13, // 27: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	15, // 28: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	16, // 29: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	18, // 30: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	2,  // 31: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	4,  // 32: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	6,  // 33: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	8,  // 34: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	14, // 35: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	20, // 36: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	17, // 37: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	22, // 38: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	3,  // 39: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	5,  // 40: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	7,  // 41: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	9,  // 42: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }

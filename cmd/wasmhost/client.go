@@ -322,6 +322,10 @@ type handlerView struct {
 	Traps        uint64     `json:"traps"`
 	Timeouts     uint64     `json:"timeouts"`
 	LastError    string     `json:"lastError,omitempty"`
+	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
+	// GoneSince is set while the file is gone from the handler directory: it is removed
+	// (its plugin types leave) handlers.removalGrace after it unless it is back.
+	GoneSince *time.Time `json:"goneSince,omitempty"`
 	// Quarantine is set while the handler is quarantined (its calls fail at once after
 	// repeated traps or timeouts), and once it has been.
 	Quarantine *quarantineView `json:"quarantine,omitempty"`
@@ -352,6 +356,8 @@ func newHandlerView(h *adminv1.Handler) handlerView {
 		Traps:        h.GetTraps(),
 		Timeouts:     h.GetTimeouts(),
 		LastError:    h.GetLastError(),
+		LastErrorAt:  timeOrNil(h.GetLastErrorAt()),
+		GoneSince:    timeOrNil(h.GetGoneSince()),
 		KVKeys:       h.GetKvKeys(),
 		KVBytes:      h.GetKvBytes(),
 	}
@@ -591,6 +597,14 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 			if f := h.GetFile(); f != "" {
 				lastErr = strings.TrimPrefix(strings.ReplaceAll(lastErr, " "+f+":", ":"), "host: ")
 			}
+		}
+		if t := h.GetLastErrorAt(); lastErr != "" && !h.GetQuarantined() && t != nil {
+			lastErr = shortDuration(now.Sub(t.AsTime())) + " ago: " + lastErr
+		}
+		if t := h.GetGoneSince(); t != nil {
+			lastErr = "file gone " + shortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within handlers.removalGrace"
+		}
+		if !wide {
 			lastErr = truncate(lastErr, 60)
 		}
 		row := []string{name, orDash(strings.Join(h.GetPluginTypes(), ",")), abi,

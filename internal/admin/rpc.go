@@ -175,6 +175,8 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		Traps:        h.Counters.Traps,
 		Timeouts:     h.Counters.Timeouts,
 		LastError:    text(h.LastError),
+		LastErrorAt:  timeToProto(h.LastErrorAt),
+		GoneSince:    timeToProto(h.GoneSince),
 
 		Quarantined:      h.Counters.Quarantined,
 		QuarantinedUntil: timeToProto(h.Counters.QuarantinedUntil),

@@ -29,7 +29,7 @@ func (d *Daemon) publishHandlers() {
 			File: h.File, PluginTypes: h.PluginTypes, Name: h.Name, Version: h.Version,
 			SHA256: h.SHA256, Size: h.Size, ABIVersion: h.ABIVersion, Capabilities: h.Capabilities,
 			LoadedAt: h.LoadedAt, PoolSize: h.PoolSize, Serving: h.Serving,
-			LastError: h.LastError, LastErrorAt: h.LastErrorAt,
+			LastError: h.LastError, LastErrorAt: h.LastErrorAt, GoneSince: h.GoneSince,
 		})
 	}
 	d.state.SetHandlers(out)

@@ -88,11 +88,12 @@ type fileEntry struct {
 	cur   *Module // the module serving; written by Run's goroutine under Host.mu
 
 	// Run's goroutine only.
-	types     []string  // the plugin types whose handlers this file's module serves
-	ident     fileIdent // of the file at the last load attempt
-	tried     bool      // ident is set
-	failedSHA string    // of the last version that failed to load
-	conflict  string    // a plugin type another file held when this one was refused
+	types     []string   // the plugin types whose handlers this file's module serves
+	ident     fileIdent  // of the file at the last load attempt
+	tried     bool       // ident is set
+	failedSHA string     // of the last version that failed to load
+	conflict  string     // a plugin type another file held when this one was refused
+	loadErr   *lastError // the last error when it is a refusal of the file, cleared when it loads
 	loading   bool
 	again     bool // the file changed while it was loading
 
@@ -520,7 +521,9 @@ func (r *reloader) apply(res loadResult) {
 	}
 	switch {
 	case res.unchanged:
+		// The file has the serving bytes again: a refusal of other bytes is past.
 		e.failedSHA = ""
+		r.clearLoadError(e)
 	case res.sameFailure:
 	case RefusalReason(res.err) == RefusedCompileBusy:
 		// Not the file's fault: tried again soon, as if it had changed.
@@ -528,12 +531,12 @@ func (r *reloader) apply(res loadResult) {
 		if soon := time.Now().Add(compileBusyRetry); soon.Before(r.resyncAt) {
 			r.resyncAt = soon
 		}
-		e.stats.setLast(res.err)
+		r.setLoadError(e, res.err)
 		r.h.countRefusal(RefusedCompileBusy)
 		r.h.log.Warn("handler file not loaded for now", "handler", e.path, "error", res.err)
 	case res.err != nil:
 		e.failedSHA = res.sum
-		e.stats.setLast(res.err)
+		r.setLoadError(e, res.err)
 		r.h.countRefusal(RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
@@ -549,7 +552,7 @@ func (r *reloader) apply(res loadResult) {
 			if held {
 				e.conflict = t // tried again once the type is free
 			}
-			e.stats.setLast(err)
+			r.setLoadError(e, err)
 			r.h.countRefusal(RefusedConflict)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
@@ -598,6 +601,20 @@ func handlerName(hd registration.Handler) string {
 	return fmt.Sprintf("another handler (%T)", hd)
 }
 
+// setLoadError records why e's file was not loaded as its last error.
+func (r *reloader) setLoadError(e *fileEntry, err error) {
+	e.stats.setLast(err)
+	e.loadErr = e.stats.last.Load()
+}
+
+// clearLoadError forgets the last error when it is a refusal of e's file (not a failed call).
+func (r *reloader) clearLoadError(e *fileEntry) {
+	if e.loadErr != nil {
+		e.stats.last.CompareAndSwap(e.loadErr, nil)
+		e.loadErr = nil
+	}
+}
+
 // install makes m serve e's plugin types: the handlers of types e already served switch to
 // m, new types get a handler in the registry, and types m no longer declares are retired.
 func (r *reloader) install(e *fileEntry, m *Module) {
@@ -635,6 +652,10 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	e.cur = m
 	r.h.mu.Unlock()
 	e.stats.q.reset() // a new version is not quarantined for what the old one did
+	// Nor does it carry what went wrong before it: a refused update, the old version's
+	// failed calls.
+	e.stats.last.Store(nil)
+	e.loadErr = nil
 	if old != nil {
 		r.h.log.Info("handler replaced", "handler", e.path, "plugin_types", e.types,
 			"old_sha256", old.sum, "sha256", m.sum, "size", m.size)

@@ -408,3 +408,38 @@ func TestRunTypeOwnership(t *testing.T) {
 		}
 	})
 }
+
+// TestRunLastErrorIsPast: a refused update shows its error and when; the next revision that
+// loads clears it, and so does the file getting the serving bytes back.
+func TestRunLastErrorIsPast(t *testing.T) {
+	dir := tempDir(t)
+	path := filepath.Join(dir, "reload.wasm")
+	copyFile(t, fixture("reload_v1"), path, 0o644)
+	h, _ := newStrictHost(t, Config{HandlerDir: dir})
+	startRun(t, h)
+	ctx := context.Background()
+	hd := handlerFor(t, h.Registry(), "reload.example")
+
+	refused := func() {
+		t.Helper()
+		before := time.Now()
+		installFile(t, fixture("notwasm"), path)
+		waitFor(t, "the broken update to be refused", func() bool {
+			s, _ := status(h, path)
+			return strings.Contains(s.LastError, "not valid WebAssembly")
+		})
+		if s, _ := status(h, path); s.LastErrorAt.Before(before) || !s.Serving {
+			t.Errorf("refused update: %+v", s)
+		}
+	}
+	refused()
+	installFile(t, fixture("reload_v2"), path)
+	waitFor(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) })
+	if s, _ := status(h, path); s.LastError != "" || !s.LastErrorAt.IsZero() {
+		t.Errorf("the error of the refused update outlived the next revision: %q at %v", s.LastError, s.LastErrorAt)
+	}
+
+	refused()
+	installFile(t, fixture("reload_v2"), path) // the bytes serving
+	waitFor(t, "the refusal to be cleared", func() bool { s, _ := status(h, path); return s.LastError == "" })
+}

@@ -130,6 +130,8 @@ type Handler struct {
 	Serving      bool // a module of this file serves calls
 	LastError    string
 	LastErrorAt  time.Time
+	// GoneSince is when the file went from the handler directory; zero while it is there.
+	GoneSince time.Time
 	// Pins are the plugin types of the file served by an older revision after a rollback.
 	Pins []Pin
 	// Counters are read when the handler is read (see Store.SetHandlerCounters); they are
@@ -203,7 +205,8 @@ func (h Handler) sameAs(o Handler) bool {
 		h.Version == o.Version && h.SHA256 == o.SHA256 && h.Size == o.Size &&
 		h.ABIVersion == o.ABIVersion && slices.Equal(h.Capabilities, o.Capabilities) &&
 		h.LoadedAt.Equal(o.LoadedAt) && h.PoolSize == o.PoolSize && h.Serving == o.Serving &&
-		h.LastError == o.LastError && h.LastErrorAt.Equal(o.LastErrorAt) && slices.Equal(h.Pins, o.Pins)
+		h.LastError == o.LastError && h.LastErrorAt.Equal(o.LastErrorAt) && slices.Equal(h.Pins, o.Pins) &&
+		h.GoneSince.Equal(o.GoneSince)
 }
 
 // PluginView is one socket as operators see it: its status, the plugin registered there (if
