@@ -1,0 +1,187 @@
+package daemon
+
+// Issue 10 end to end: a handler replaced in the ways operators replace files, in a running
+// daemon with a plugin registered through it. The host's tests (internal/host/replace_test.go)
+// go through every pattern; this one checks what an operator would: the plugin stays
+// registered (never deregistered and registered again), nothing is logged as an error, and
+// `wasmhost handlers` shows the new revision serving.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+// recordLogs keeps the daemon's records.
+type recordLogs struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *recordLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *recordLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *recordLogs) WithGroup(string) slog.Handler            { return l }
+func (l *recordLogs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.recs = append(l.recs, r.Clone())
+	l.mu.Unlock()
+	return nil
+}
+
+// matching returns the messages of the records at level or above whose message contains msg.
+func (l *recordLogs) matching(level slog.Level, msg string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.recs {
+		if r.Level >= level && strings.Contains(r.Message, msg) {
+			var b strings.Builder
+			b.WriteString(r.Message)
+			r.Attrs(func(a slog.Attr) bool {
+				b.WriteString(" " + a.Key + "=" + a.Value.String())
+				return true
+			})
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
+	for _, name := range []string{"install", "cp", "rm", "mkdir"} {
+		if _, err := exec.LookPath(name); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed", name)
+			}
+			t.Skipf("%s is not installed", name)
+		}
+	}
+	base, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
+	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Metrics.Listen = "off"
+	// Sources of mode 0644 (a checkout may make the fixtures group-writable; the tools keep
+	// the mode of what they copy).
+	src := map[string]string{}
+	sums := map[string]string{}
+	for _, v := range []string{"reload_v1", "reload_v2"} {
+		b := testdataModule(t, v)
+		p := filepath.Join(base, v+".wasm")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		src[v], sums[v] = p, hex.EncodeToString(sum[:])
+	}
+	sh := func(dir, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	sh(cfg.HandlerDir, "install", "-m", "0644", src["reload_v1"], "reload.wasm")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	logs := &recordLogs{}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, cfg, slog.New(logs), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "b.sock"),
+		registrationtest.Info{Type: "reload.example", Name: "b", Versions: []string{"v1"}}, registrationtest.Options{})
+	if n := p.WaitNotification(t, time.Minute); !n.Registered {
+		t.Fatalf("not registered: %+v", n)
+	}
+	registeredAt := plugin(d, p.Path()).RegisteredAt
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	serving := func(sum string) func() bool {
+		return func() bool {
+			for _, h := range d.State().Handlers() {
+				if filepath.Base(h.File) == "reload.wasm" {
+					return h.Serving && h.SHA256 == sum && h.GoneSince.IsZero() && h.LastError == ""
+				}
+			}
+			return false
+		}
+	}
+	steps := []struct {
+		name string
+		do   func()
+		sum  string
+	}{
+		{"install -m 0644 a new version", func() { sh(cfg.HandlerDir, "install", "-m", "0644", src["reload_v2"], "reload.wasm") }, sums["reload_v2"]},
+		{"install -m 0644 the same bytes", func() { sh(cfg.HandlerDir, "install", "-m", "0644", src["reload_v2"], "reload.wasm") }, sums["reload_v2"]},
+		{"cp over it", func() { sh(cfg.HandlerDir, "cp", src["reload_v1"], "reload.wasm") }, sums["reload_v1"]},
+		{"rm -rf the directory, make it again, install", func() {
+			sh(base, "rm", "-rf", cfg.HandlerDir)
+			sh(base, "mkdir", "-m", "0700", cfg.HandlerDir)
+			sh(cfg.HandlerDir, "install", "-m", "0644", src["reload_v2"], "reload.wasm")
+		}, sums["reload_v2"]},
+	}
+	for _, s := range steps {
+		s.do()
+		waitFor(s.name+": the new revision to serve", serving(s.sum))
+		if notes := p.Notifications(); len(notes) != 1 {
+			t.Errorf("%s: the plugin was told %+v; want its one registration", s.name, notes)
+		}
+		if v := plugin(d, p.Path()); !v.Registered || !v.RegisteredAt.Equal(registeredAt) {
+			t.Errorf("%s: the plugin is %+v; want registered since %v", s.name, v, registeredAt)
+		}
+	}
+	for _, bad := range append(logs.matching(slog.LevelError, ""), logs.matching(slog.LevelDebug, "deregistered")...) {
+		t.Errorf("logged: %s", bad)
+	}
+}
+
+func plugin(d *Daemon, socket string) state.PluginView {
+	for _, v := range d.State().Plugins() {
+		if v.Path == socket {
+			return v
+		}
+	}
+	return state.PluginView{}
+}
