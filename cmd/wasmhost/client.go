@@ -119,11 +119,18 @@ func newHandlersCmd() *cobra.Command {
 		Long: `List the handlers the running wasmhost daemon has loaded, one per module file (built-in
 handlers have none), with the plugin types each serves and what its calls did since it
 was loaded: CALLS, FAILURES, and of the failures TRAPS (the module crashed; the instance
-was thrown away) and TIMEOUTS (the call ran out of time). AGE is the time since it was
-loaded. -o wide adds the file's full path, SHA-256 and size, and the capabilities the
-handler was granted; -o json and -o yaml print everything.`,
+was thrown away) and TIMEOUTS (the call ran out of time). NAME and VERSION are the module
+manifest's. AGE is the time since it was loaded. -o wide adds the file's full path,
+SHA-256 and size, and the capabilities the handler was granted; -o json and -o yaml print
+everything.
+
+A plugin type served by an older revision than its file holds (a rollback: wasmhost
+handlers rollback, or an automatic one) is marked "(pinned)" in TYPES and explained below
+the table, as is a type's shadow candidate (wasmhost handlers shadow).`,
 		Example: `  wasmhost handlers
-  wasmhost handlers -o json | jq '.[] | {file, traps, lastError}'`,
+  wasmhost handlers -o json | jq '.[] | {file, traps, lastError}'
+  wasmhost handlers history CSIPlugin
+  wasmhost handlers rollback CSIPlugin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListHandlersResponse, error) {
@@ -150,6 +157,7 @@ handler was granted; -o json and -o yaml print everything.`,
 		},
 	}
 	o.bind(cmd, "table", "wide", "json", "yaml")
+	cmd.AddCommand(newRevisionCmds()...)
 	return cmd
 }
 
@@ -310,6 +318,8 @@ func newPluginView(p *adminv1.Plugin) pluginView {
 
 type handlerView struct {
 	File         string     `json:"file,omitempty"`
+	Name         string     `json:"name,omitempty"`
+	Version      string     `json:"version,omitempty"`
 	PluginTypes  []string   `json:"pluginTypes"`
 	SHA256       string     `json:"sha256,omitempty"`
 	Size         int64      `json:"size,omitempty"`
@@ -331,6 +341,10 @@ type handlerView struct {
 	Quarantine *quarantineView `json:"quarantine,omitempty"`
 	KVKeys     uint64          `json:"kvKeys"`
 	KVBytes    uint64          `json:"kvBytes"`
+	// Pins are its plugin types served by an older revision (a rollback); Shadows, their
+	// shadow candidates.
+	Pins    []*pinView    `json:"pins,omitempty"`
+	Shadows []*shadowView `json:"shadows,omitempty"`
 }
 
 type quarantineView struct {
@@ -360,6 +374,14 @@ func newHandlerView(h *adminv1.Handler) handlerView {
 		GoneSince:    timeOrNil(h.GetGoneSince()),
 		KVKeys:       h.GetKvKeys(),
 		KVBytes:      h.GetKvBytes(),
+		Name:         h.GetName(),
+		Version:      h.GetVersion(),
+	}
+	for _, p := range h.GetPins() {
+		v.Pins = append(v.Pins, newPinView(p))
+	}
+	for _, s := range h.GetShadows() {
+		v.Shadows = append(v.Shadows, newShadowView(s))
 	}
 	if h.GetQuarantined() || h.GetQuarantines() > 0 {
 		v.Quarantine = &quarantineView{Active: h.GetQuarantined(), Until: timeOrNil(h.GetQuarantinedUntil()),
@@ -569,7 +591,7 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		safeMessage(h)
 	}
 	tw := newTable()
-	header := []string{"HANDLER", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE"}
+	header := []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE"}
 	if wide {
 		header = append(header, "SHA256", "SIZE", "CAPABILITIES")
 	}
@@ -607,7 +629,15 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		if !wide {
 			lastErr = truncate(lastErr, 60)
 		}
-		row := []string{name, orDash(strings.Join(h.GetPluginTypes(), ",")), abi,
+		types := slices.Clone(h.GetPluginTypes())
+		for i, t := range types {
+			for _, p := range h.GetPins() {
+				if p.GetPluginType() == t {
+					types[i] += "(pinned)"
+				}
+			}
+		}
+		row := []string{name, orDash(h.GetName()), orDash(h.GetVersion()), orDash(strings.Join(types, ",")), abi,
 			strconv.FormatUint(uint64(h.GetPoolSize()), 10),
 			strconv.FormatUint(h.GetCalls(), 10), strconv.FormatUint(h.GetFailures(), 10),
 			strconv.FormatUint(h.GetTraps(), 10), strconv.FormatUint(h.GetTimeouts(), 10),
@@ -622,7 +652,18 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		row = append(row, lastErr)
 		tw.row(row...)
 	}
-	return tw.writeTo(w)
+	if err := tw.writeTo(w); err != nil {
+		return err
+	}
+	for _, h := range hs {
+		for _, p := range h.GetPins() {
+			writePinLine(w, p)
+		}
+		for _, s := range h.GetShadows() {
+			writeShadowLine(w, s)
+		}
+	}
+	return nil
 }
 
 // publishedText renders what a handler published about a plugin as k=v pairs sorted by key.

@@ -106,6 +106,7 @@ func clientFixture() *admintest.Source {
 	)
 	src.SetHandlers(
 		state.Handler{PluginTypes: []string{"CSIPlugin"}, File: "/etc/wasmhost/handlers/csi.wasm",
+			Name: "csi", Version: "1.2.0",
 			SHA256: strings.Repeat("ab", 32), Size: 4096, ABIVersion: 1, PoolSize: 4,
 			Capabilities: []string{"log"}, LoadedAt: now.Add(-3 * time.Hour), Serving: true,
 			Counters:  state.HandlerCounters{Calls: 12, Failures: 2, Traps: 1, Timeouts: 1},
@@ -244,14 +245,14 @@ func TestClientHandlers(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("handlers printed %d lines, want 3:\n%s", len(lines), out)
 	}
-	if got, want := columns(lines[0]), []string{"HANDLER", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[0]), []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
 		t.Errorf("header = %q, want %q", got, want)
 	}
 	// Built-in handlers (no file) sort first.
-	if got, want := columns(lines[1]), []string{"(built-in)", "DRAPlugin", "-", "0", "0", "0", "0", "0", "3h"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[1]), []string{"(built-in)", "-", "-", "DRAPlugin", "-", "0", "0", "0", "0", "0", "3h"}; !slices.Equal(got, want) {
 		t.Errorf("built-in row = %q, want %q", got, want)
 	}
-	if got, want := columns(lines[2]), []string{"csi.wasm", "CSIPlugin", "1", "4", "12", "2", "1", "1", "3h", "wasm trap: unreachable"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[2]), []string{"csi.wasm", "csi", "1.2.0", "CSIPlugin", "1", "4", "12", "2", "1", "1", "3h", "wasm trap: unreachable"}; !slices.Equal(got, want) {
 		t.Errorf("csi row = %q, want %q", got, want)
 	}
 

@@ -185,6 +185,11 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		FastFailed:       h.Counters.FastFailed,
 		KvKeys:           uint64(max(h.Counters.KVKeys, 0)),
 		KvBytes:          uint64(max(h.Counters.KVBytes, 0)),
+
+		Name:    text(h.Name),
+		Version: text(h.Version),
+		Pins:    pinsToProto(h.Pins),
+		Shadows: shadowsToProto(h.Counters.Shadows),
 	}
 }
 

@@ -140,6 +140,9 @@ type HandlersConfig struct {
 	Limits HandlerLimits `yaml:"limits"`
 	// Quarantine sets aside a handler that keeps trapping or timing out.
 	Quarantine QuarantineConfig `yaml:"quarantine"`
+	// Revisions are the revisions kept of each plugin type's handler, and automatic rollback
+	// (revisions.go).
+	Revisions RevisionsConfig `yaml:"revisions"`
 	// Sources are handler modules pulled from OCI registries, each a reference pinned by
 	// digest (a tag is resolved once and pinned); served like the files of HandlerDir once
 	// the signature policy (Trust) admits them. Defaults to none.
@@ -165,6 +168,10 @@ type TypeConfig struct {
 	// <hex>), from the handler directory or handlers.sources: only it may serve the type.
 	// Defaults to "".
 	Digest string `yaml:"digest"`
+	// Shadow names a candidate for the type: a handler file's absolute path, or sha256:<hex>
+	// of a kept revision. Its Validate runs beside the serving one on every registration,
+	// without effect; disagreements are counted and logged. Defaults to "": none.
+	Shadow string `yaml:"shadow"`
 }
 
 // AdminConfig places the admin API.
@@ -215,6 +222,7 @@ func Default() Config {
 			RemovalGrace: Duration(10 * time.Second),
 			Limits:       DefaultHandlerLimits(),
 			Quarantine:   DefaultQuarantine(),
+			Revisions:    DefaultRevisions(),
 		},
 		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
 	}
@@ -345,6 +353,7 @@ func (c *Config) Validate() error {
 		bad("handlers.memoryLimit", "must be between 64Ki and 4Gi, got %s", c.Handlers.MemoryLimit)
 	}
 	c.Handlers.validateLimits(bad)
+	c.Handlers.validateRevisions(bad)
 	c.Handlers.validateSources(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)

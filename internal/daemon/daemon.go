@@ -150,6 +150,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	d.admin, err = admin.New(admin.Config{
 		Store:      d.state,
+		Control:    revisionControl{d},
 		Ready:      d.Ready,
 		SocketPath: cfg.AdminSocket(),
 		Logger:     log.With("component", "admin"),
@@ -197,6 +198,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	if d.oci, err = d.newSources(ctx, cfg, hcfg); err != nil {
 		_ = d.host.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := d.setUpRevisions(ctx, cfg); err != nil {
+		_ = d.host.Close(context.WithoutCancel(ctx))
+		_ = d.oci.close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	d.state.SetHandlerCounters(d.handlerCounters)

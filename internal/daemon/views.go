@@ -30,6 +30,7 @@ func (d *Daemon) publishHandlers() {
 			SHA256: h.SHA256, Size: h.Size, ABIVersion: h.ABIVersion, Capabilities: h.Capabilities,
 			LoadedAt: h.LoadedAt, PoolSize: h.PoolSize, Serving: h.Serving,
 			LastError: h.LastError, LastErrorAt: h.LastErrorAt, GoneSince: h.GoneSince,
+			Pins: d.pinsOf(h.PluginTypes),
 		})
 	}
 	d.state.SetHandlers(out)
@@ -45,7 +46,8 @@ func (d *Daemon) handlerCounters() map[string]state.HandlerCounters {
 			Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
 			Quarantined: h.Quarantine.Quarantined, QuarantinedUntil: h.Quarantine.Until,
 			QuarantineReason: h.Quarantine.Reason, Quarantines: h.Quarantine.Count,
-			FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes}
+			FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes,
+			Shadows: d.shadowsOf(h.PluginTypes)}
 	}
 	return out
 }
@@ -95,6 +97,8 @@ func (d *Daemon) handlerSamples() []metrics.HandlerSample {
 			Quarantined: h.Counters.Quarantined,
 			Quarantines: h.Counters.Quarantines,
 			FastFailed:  h.Counters.FastFailed,
+			Pins:        pinSamples(h.Pins),
+			Shadows:     shadowSamples(h.Counters.Shadows),
 		})
 	}
 	return out

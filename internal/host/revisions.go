@@ -840,3 +840,9 @@ func short(d string) string {
 	}
 	return d
 }
+
+// Serves reports whether a handler of this host serves plugin type t.
+func (h *Host) Serves(t string) bool { return h.typeHandlerOf(t) != nil }
+
+// Pins returns the rollback pins of the given plugin types, sorted by type.
+func (h *Host) Pins(types []string) []Pin { return h.revs.pinsOf(types) }

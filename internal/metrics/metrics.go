@@ -89,6 +89,23 @@ type HandlerSample struct {
 	// the times it was put there, FastFailed the calls failed at once because of it.
 	Quarantined             bool
 	Quarantines, FastFailed uint64
+	// Pins are its plugin types served by an older revision after a rollback; Shadows, the
+	// shadow runs of its plugin types.
+	Pins    []PinSample
+	Shadows []ShadowSample
+}
+
+// PinSample is a plugin type pinned to an older revision of its handler.
+type PinSample struct {
+	PluginType, SHA256 string
+	Auto               bool // an automatic rollback
+}
+
+// ShadowSample is the shadow run of a plugin type: registrations validated by the candidate
+// too, and those it decided otherwise.
+type ShadowSample struct {
+	PluginType, SHA256  string
+	Runs, Disagreements uint64
 }
 
 // Config configures the metrics and their HTTP server. Every function is called at scrape
@@ -320,6 +337,13 @@ var (
 		"1 while a handler is quarantined: after repeated traps or timeouts its calls fail at once until a probe call succeeds.", []string{"handler"}, nil)
 	handlerQuarantinesDesc = prometheus.NewDesc("wasmhost_handler_quarantines_total",
 		"Times a handler was quarantined (a failed probe counts again).", []string{"handler"}, nil)
+	handlerPinnedDesc = prometheus.NewDesc("wasmhost_handler_pinned",
+		"1 while a plugin type is served by an older revision of its handler than its file holds (a rollback; auto=\"true\" when automatic).",
+		[]string{"plugin_type", "sha256", "auto"}, nil)
+	handlerShadowRunsDesc = prometheus.NewDesc("wasmhost_handler_shadow_runs_total",
+		"Registrations whose Validate the plugin type's shadow candidate ran too.", []string{"plugin_type", "sha256"}, nil)
+	handlerShadowDisagreementsDesc = prometheus.NewDesc("wasmhost_handler_shadow_disagreements_total",
+		"Of those, the ones the candidate decided otherwise than the serving revision (accept, reject, fail).", []string{"plugin_type", "sha256"}, nil)
 	handlerRefusalsDesc = prometheus.NewDesc("wasmhost_handler_refusals_total",
 		"Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict.",
 		[]string{"reason"}, nil)
@@ -339,7 +363,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	if cfg.Handlers != nil {
 		for _, d := range []*prometheus.Desc{handlerInfoDesc, handlerCallsDesc, handlerFailuresDesc, handlerTrapsDesc, handlerTimeoutsDesc,
-			handlerQuarantinedDesc, handlerQuarantinesDesc} {
+			handlerQuarantinedDesc, handlerQuarantinesDesc, handlerPinnedDesc, handlerShadowRunsDesc, handlerShadowDisagreementsDesc} {
 			ch <- d
 		}
 	}
@@ -427,6 +451,15 @@ func (c *stateCollector) collectHandlers(ch chan<- prometheus.Metric, hs []Handl
 		}
 		ch <- prometheus.MustNewConstMetric(handlerQuarantinedDesc, prometheus.GaugeValue, quarantined, name)
 		ch <- prometheus.MustNewConstMetric(handlerQuarantinesDesc, prometheus.CounterValue, float64(h.Quarantines), name)
+		for _, p := range h.Pins {
+			ch <- prometheus.MustNewConstMetric(handlerPinnedDesc, prometheus.GaugeValue, 1,
+				c.m.types.label(p.PluginType), labelValue(p.SHA256), fmt.Sprint(p.Auto))
+		}
+		for _, s := range h.Shadows {
+			t, sum := c.m.types.label(s.PluginType), labelValue(s.SHA256)
+			ch <- prometheus.MustNewConstMetric(handlerShadowRunsDesc, prometheus.CounterValue, float64(s.Runs), t, sum)
+			ch <- prometheus.MustNewConstMetric(handlerShadowDisagreementsDesc, prometheus.CounterValue, float64(s.Disagreements), t, sum)
+		}
 	}
 }
 
