@@ -25,6 +25,8 @@ handlers: $(HANDLERS)
 handlers-wasm/%.wasm: handlers-wasm/%/*.go $(GUEST_SRC)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./handlers-wasm/$*
 
+# install -m 0644 replaces a handler safely under a running daemon too: its plugins stay
+# registered (README: Adding, replacing and removing a handler).
 run: build
 	install -d -m 0755 $(RUN_DIR)/plugins_registry $(RUN_DIR)/handlers
 	install -d -m 0700 $(RUN_DIR)/state

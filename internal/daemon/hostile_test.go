@@ -27,19 +27,7 @@ import (
 const hostileWait = 2 * time.Minute
 
 func TestHostileHandlersInRunningDaemon(t *testing.T) {
-	base, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	cfg := config.Default()
-	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
-	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Metrics.Listen = "off"
+	cfg, _ := testDaemonConfig(t)
 	cfg.Reconciler.InitialBackoff = config.Duration(50 * time.Millisecond)
 	cfg.Reconciler.MaxBackoff = config.Duration(200 * time.Millisecond)
 	cfg.Handlers.Quarantine.Backoff = config.Duration(time.Hour)
@@ -202,19 +190,7 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 // TestHostileHandlersAtStart: a FIFO and the compile bomb present when the daemon starts do not
 // keep it from becoming ready, and the plugin of the type whose handler loaded registers.
 func TestHostileHandlersAtStart(t *testing.T) {
-	base, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	cfg := config.Default()
-	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
-	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Metrics.Listen = "off"
+	cfg, _ := testDaemonConfig(t)
 	if err := syscall.Mkfifo(filepath.Join(cfg.HandlerDir, "a-fifo.wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -231,19 +207,7 @@ func TestHostileHandlersAtStart(t *testing.T) {
 	}
 	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "a.sock"), registrationtest.Info{Type: "ok.example", Name: "a", Versions: []string{"v1"}}, registrationtest.Options{})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, cfg, nil, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	d := runTestDaemon(t, cfg, nil)
 	if n := p.WaitNotification(t, hostileWait); !n.Registered {
 		t.Fatalf("the plugin of the type that loaded: %+v", n)
 	}

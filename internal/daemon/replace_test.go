@@ -68,19 +68,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 			t.Skipf("%s is not installed", name)
 		}
 	}
-	base, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	cfg := config.Default()
-	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
-	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Metrics.Listen = "off"
+	cfg, base := testDaemonConfig(t)
 	// Sources of mode 0644 (a checkout may make the fixtures group-writable; the tools keep
 	// the mode of what they copy).
 	src := map[string]string{}
@@ -108,19 +96,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 	}
 
 	logs := &recordLogs{}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, cfg, slog.New(logs), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	d := runTestDaemon(t, cfg, slog.New(logs))
 	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "b.sock"),
 		registrationtest.Info{Type: "reload.example", Name: "b", Versions: []string{"v1"}}, registrationtest.Options{})
 	if n := p.WaitNotification(t, time.Minute); !n.Registered {
@@ -184,4 +160,44 @@ func plugin(d *Daemon, socket string) state.PluginView {
 		}
 	}
 	return state.PluginView{}
+}
+
+// testDaemonConfig returns the default config with its directories (mode 0700) in a short
+// temporary directory of the test, which it returns too, and no metrics listener.
+func testDaemonConfig(t *testing.T) (config.Config, string) {
+	t.Helper()
+	base, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
+	for _, dir := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Metrics.Listen = "off"
+	return cfg, base
+}
+
+// runTestDaemon runs a daemon of cfg until the test ends, and waits for Run to return then.
+func runTestDaemon(t *testing.T, cfg config.Config, log *slog.Logger) *Daemon {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, cfg, log, "test")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d
 }
