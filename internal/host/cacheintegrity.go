@@ -52,12 +52,14 @@ func newCacheSums(dir string, log *slog.Logger) *cacheSums {
 	return c
 }
 
-// entries lists the cache's entries: the regular files in wazero's subdirectories, less the
-// temporary files of writes in progress.
+// entries lists the cache's entries: the regular files in wazero's subdirectories (of each
+// module's directory, and at the top in the former layout), less the temporary files of
+// writes in progress.
 func (c *cacheSums) entries() []string {
 	var out []string
 	subs, _ := filepath.Glob(filepath.Join(c.dir, "wazero-*"))
-	for _, sub := range subs {
+	mods, _ := filepath.Glob(filepath.Join(c.dir, moduleCacheDir, "*", "wazero-*"))
+	for _, sub := range append(subs, mods...) {
 		_ = filepath.WalkDir(sub, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || strings.HasSuffix(p, ".tmp") {
 				return nil

@@ -21,8 +21,8 @@ import (
 // load; the structural limits keep the compiler's memory near the size of the module.
 
 // compile compiles bin in rt within Limits.CompileTimeout. When it gives up, abandoned is true
-// and rt belongs to the abandoned compile, which closes it.
-func (h *Host) compile(rt wazero.Runtime, file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
+// and rt belongs to the abandoned compile, which closes it and then calls release.
+func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
 	h.compileMu.Lock()
 	if h.abandoned >= h.cfg.Limits.MaxAbandonedCompiles {
 		n := h.abandoned
@@ -64,6 +64,7 @@ func (h *Host) compile(rt wazero.Runtime, file string, bin []byte) (_ wazero.Com
 	go func() {
 		<-done
 		_ = rt.Close(context.Background())
+		release()
 		h.log.Warn("abandoned handler compile ended", "handler", file, "after", time.Since(t0).Round(time.Millisecond))
 		h.compileMu.Lock()
 		h.abandoned--

@@ -814,6 +814,9 @@ func (r *reloader) nextWake(now time.Time) time.Duration {
 func (r *reloader) checkReady() {
 	if !r.ready && len(r.initial) == 0 {
 		r.ready = true
+		if n := r.h.PruneCache(); n > 0 {
+			r.h.log.Info("compile cache pruned: modules no longer loaded", "removed", n)
+		}
 		r.h.readyOnce.Do(func() { close(r.h.ready) })
 		r.h.log.Info("initial handlers loaded", "dir", r.dir, "plugin_types", len(r.handlers))
 	}

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -59,7 +58,8 @@ type Host struct {
 	cfg        Config
 	log        *slog.Logger
 	cache      wazero.CompilationCache
-	sums       *cacheSums // the compile cache's integrity list (cacheintegrity.go); nil without CacheDir
+	sums       *cacheSums   // the compile cache's integrity list (cacheintegrity.go); nil without CacheDir
+	mcache     moduleCaches // the users of each module's cache directory (cachedirs.go)
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
@@ -119,20 +119,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		}
 		h.sums = newCacheSums(cfg.CacheDir, cfg.Logger)
 		h.sums.verify()
-		if h.cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
-			return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
-		}
-		// wazero keeps its files in a subdirectory it may have just created: check it too.
-		subs, _ := filepath.Glob(filepath.Join(cfg.CacheDir, "wazero-*"))
-		for _, sub := range subs {
-			if err := checkPrivateDir(sub); err != nil {
-				_ = h.cache.Close(ctx)
-				return nil, err
-			}
-		}
-	} else {
-		h.cache = wazero.NewCompilationCache()
+		h.mcache.users = make(map[string]int)
 	}
+	// On disk, each module has a cache of its own (cachedirs.go); this one, in memory, serves
+	// a host without CacheDir.
+	h.cache = wazero.NewCompilationCache()
 	h.rtCfg = wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
 		WithMemoryLimitPages(h.limitPages).

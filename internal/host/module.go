@@ -52,9 +52,10 @@ type Module struct {
 	loadedAt   time.Time
 	stats      *stats
 
-	rt    wazero.Runtime
-	cm    wazero.CompiledModule
-	start []string
+	rt           wazero.Runtime
+	cm           wazero.CompiledModule
+	releaseCache func() // after rt is closed (cachedirs.go)
+	start        []string
 
 	slots chan struct{}  // one token per live instance
 	idle  chan *instance // instances not in a call
@@ -211,6 +212,7 @@ func (m *Module) closeRuntime() {
 	if err := m.rt.Close(context.Background()); err != nil {
 		m.h.log.Warn("closing handler runtime", "handler", m.file, "error", err)
 	}
+	m.releaseCache()
 	m.h.forget(m)
 	close(m.done)
 	m.h.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
@@ -632,14 +634,19 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
 
-	rt := wazero.NewRuntimeWithConfig(ctx, h.rtCfg)
+	rtCfg, release, err := h.moduleRuntimeConfig(hex.EncodeToString(sum[:]))
+	if err != nil {
+		return nil, err
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
 	abandoned := false
 	defer func() {
 		if err != nil && !abandoned {
 			_ = rt.Close(context.Background())
+			release() // a module refused is not kept in the cache
 		}
 	}()
-	cm, abandoned, err := h.compile(rt, file, bin)
+	cm, abandoned, err := h.compile(rt, release, file, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -724,7 +731,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 
 	m := &Module{
 		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)), bin: bin,
-		caps: caps, stats: st, rt: rt, cm: cm,
+		caps: caps, stats: st, rt: rt, cm: cm, releaseCache: release,
 		slots: make(chan struct{}, h.cfg.PoolSize),
 		idle:  make(chan *instance, h.cfg.PoolSize),
 		done:  make(chan struct{}),

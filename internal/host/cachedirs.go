@@ -1,0 +1,121 @@
+package host
+
+// The compile cache on disk is kept per module: CacheDir/modules/<sha256 of the module>/ holds
+// what wazero wrote compiling that module, and nothing else. So the cache holds the modules
+// loaded and no others: the directory of a module is removed when the last module loaded from
+// those bytes is closed (replaced, removed, retired; not when the host closes, so that a
+// restart finds it) and when its load fails (a module refused
+// after compiling is not kept), and, once the handlers present at start are loaded, the
+// directories of modules that no longer load are removed too. A restart with the same files
+// compiles nothing again; the cache never grows past the handlers in use.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// moduleCacheDir is CacheDir's subdirectory of the per-module directories.
+const moduleCacheDir = "modules"
+
+var sumName = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// moduleCaches counts the users (loads and loaded modules) of each module's cache directory.
+type moduleCaches struct {
+	mu    sync.Mutex
+	users map[string]int // sha256 hex → loads and modules using its directory
+}
+
+// moduleRuntimeConfig returns the runtime configuration to compile and run the module whose
+// bytes have sha256 sum, and release, which the caller calls once after closing the runtime.
+// Without CacheDir, the host's in-memory cache serves every module.
+func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), error) {
+	if h.cfg.CacheDir == "" {
+		return h.rtCfg, func() {}, nil
+	}
+	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
+	if err := ensurePrivateDir(dir); err != nil {
+		return nil, nil, err
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("host: compilation cache %s: %w", dir, err)
+	}
+	// wazero keeps its files in a subdirectory it may have just made: check it too.
+	subs, _ := filepath.Glob(filepath.Join(dir, "wazero-*"))
+	for _, sub := range subs {
+		if err := checkPrivateDir(sub); err != nil {
+			_ = cache.Close(context.Background())
+			return nil, nil, err
+		}
+	}
+	h.mcache.mu.Lock()
+	h.mcache.users[sum]++
+	h.mcache.mu.Unlock()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			_ = cache.Close(context.Background())
+			h.mcache.mu.Lock()
+			defer h.mcache.mu.Unlock()
+			if h.mcache.users[sum]--; h.mcache.users[sum] > 0 {
+				return
+			}
+			delete(h.mcache.users, sum)
+			select {
+			case <-h.closing:
+				// The host closes: what it had loaded is kept for the next start.
+			default:
+				h.removeModuleCache(sum)
+			}
+		})
+	}
+	return h.rtCfg.WithCompilationCache(cache), release, nil
+}
+
+// removeModuleCache removes the cache directory of sum; the caller holds mcache.mu and has
+// checked that nothing uses it.
+func (h *Host) removeModuleCache(sum string) {
+	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
+	if err := os.RemoveAll(dir); err != nil {
+		h.log.Warn("removing a compile cache directory no module uses", "dir", dir, "error", err)
+		return
+	}
+	h.log.Debug("compile cache directory removed: no module of these bytes is loaded", "sha256", sum)
+}
+
+// PruneCache removes the cache directories of the modules that are not loaded, nor being
+// loaded, and what the cache's former layout left at its top (wazero's own subdirectories).
+// Run calls it once the handlers present at start have loaded. It returns how many
+// directories it removed.
+func (h *Host) PruneCache() int {
+	if h.cfg.CacheDir == "" {
+		return 0
+	}
+	n := 0
+	legacy, _ := filepath.Glob(filepath.Join(h.cfg.CacheDir, "wazero-*"))
+	for _, dir := range legacy {
+		if os.RemoveAll(dir) == nil {
+			n++
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(h.cfg.CacheDir, moduleCacheDir))
+	h.mcache.mu.Lock()
+	defer h.mcache.mu.Unlock()
+	for _, e := range ents {
+		if !sumName.MatchString(e.Name()) || h.mcache.users[e.Name()] > 0 {
+			continue
+		}
+		h.removeModuleCache(e.Name())
+		n++
+	}
+	if n > 0 {
+		h.sums.record() // forget the entries removed
+	}
+	return n
+}
