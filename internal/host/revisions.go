@@ -714,8 +714,11 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 			}
 			digest = prev.Digest
 		}
+	} else if full := rs.resolveLocked(t, digest); full != "" {
+		digest = full
 	} else {
-		digest = rs.resolveLocked(t, digest)
+		rs.mu.Unlock()
+		return Revision{}, fmt.Errorf("%w: revision %s is not kept for plugin type %s, or the prefix names several (see: wasmhost handlers history %s)", ErrNoRevision, digest, t, t)
 	}
 	rs.mu.Unlock()
 	if digest == "" {
