@@ -62,6 +62,19 @@ func withUnwatchable(name string) option {
 	}}
 }
 
+// withUnreadable makes adding a watch fail with EACCES for a directory its owner may not read,
+// as it does for a user other than root (root may watch it: the test runs as either).
+func withUnreadable() option {
+	return option{w: func(w *Watcher) {
+		w.addWatch = func(p string) error {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o400 == 0 {
+				return fmt.Errorf("add %s: %w", p, syscall.EACCES)
+			}
+			return w.fsw.Add(p)
+		}
+	}}
+}
+
 // newHarness creates the socket directory's parent; setup runs before the watcher starts.
 func newHarness(t testing.TB, setup []string, opts ...option) *harness {
 	t.Helper()

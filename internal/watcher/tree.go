@@ -17,7 +17,18 @@ import (
 // not on the event, except that a Remove or Rename first forgets the old name.
 func (w *Watcher) handleEvent(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Create | fsnotify.Remove | fsnotify.Rename) {
-		return // Chmod and Write: nothing a plugin's socket does needs them
+		// Chmod and Write: nothing a plugin's socket does needs them. But a directory that
+		// could not be watched (or read) may have become readable: look at it again now,
+		// rather than at the next periodic re-list.
+		if ev.Has(fsnotify.Chmod) {
+			p := filepath.Clean(ev.Name)
+			if st, ok := w.dirs[p]; ok && !st.watched && p != w.dir {
+				w.events.Add(1)
+				w.log.Debug("an unwatched directory changed mode; looking again", "path", p)
+				w.look(p)
+			}
+		}
+		return
 	}
 	w.events.Add(1)
 	p := filepath.Clean(ev.Name)

@@ -173,6 +173,15 @@ func TestScripts(t *testing.T) {
 			},
 		},
 		{
+			// Found on its mode change, not at the next periodic re-list (an hour here).
+			name:  "a subdirectory that becomes readable is watched at once",
+			opts:  []option{withUnreadable(), withResync(time.Hour)},
+			setup: []string{"mkdir locked", "mksock locked/s", "chmod locked 000"},
+			script: []string{
+				"chmod locked 755", "mksock locked/s2", "want locked/s locked/s2",
+			},
+		},
+		{
 			name: "an unwatchable directory is found by re-lists",
 			opts: []option{withUnwatchable("nowatch"), withResync(50 * time.Millisecond)},
 			script: []string{
