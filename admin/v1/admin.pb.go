@@ -843,8 +843,11 @@ type Shadow struct {
 	Failures      uint64 `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
 	// The last disagreement: the plugin and both decisions.
 	LastDisagreement string `protobuf:"bytes,10,opt,name=last_disagreement,json=lastDisagreement,proto3" json:"last_disagreement,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Registrations not shadowed because as many runs as the candidate has instances were
+	// under way (a slow candidate is not queued behind).
+	Skipped       uint64 `protobuf:"varint,11,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Shadow) Reset() {
@@ -945,6 +948,13 @@ func (x *Shadow) GetLastDisagreement() string {
 		return x.LastDisagreement
 	}
 	return ""
+}
+
+func (x *Shadow) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 type ListPluginsRequest struct {
@@ -1850,7 +1860,7 @@ const file_admin_proto_rawDesc = "" +
 	"fileSha256\x12\x12\n" +
 	"\x04auto\x18\x04 \x01(\bR\x04auto\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xb8\x02\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xd2\x02\n" +
 	"\x06Shadow\x12\x1f\n" +
 	"\vplugin_type\x18\x01 \x01(\tR\n" +
 	"pluginType\x12\x16\n" +
@@ -1863,7 +1873,8 @@ const file_admin_proto_rawDesc = "" +
 	"\rdisagreements\x18\b \x01(\x04R\rdisagreements\x12\x1a\n" +
 	"\bfailures\x18\t \x01(\x04R\bfailures\x12+\n" +
 	"\x11last_disagreement\x18\n" +
-	" \x01(\tR\x10lastDisagreement\"\x14\n" +
+	" \x01(\tR\x10lastDisagreement\x12\x18\n" +
+	"\askipped\x18\v \x01(\x04R\askipped\"\x14\n" +
 	"\x12ListPluginsRequest\"J\n" +
 	"\x13ListPluginsResponse\x123\n" +
 	"\aplugins\x18\x01 \x03(\v2\x19.wasmhost.admin.v1.PluginR\aplugins\"\x15\n" +

@@ -232,6 +232,7 @@ type shadowView struct {
 	Runs             uint64     `json:"runs"`
 	Disagreements    uint64     `json:"disagreements"`
 	Failures         uint64     `json:"failures"`
+	Skipped          uint64     `json:"skipped"`
 	LastDisagreement string     `json:"lastDisagreement,omitempty"`
 }
 
@@ -263,7 +264,8 @@ func newShadowView(s *adminv1.Shadow) *shadowView {
 	}
 	return &shadowView{PluginType: s.GetPluginType(), SHA256: s.GetSha256(), File: s.GetFile(),
 		Name: s.GetName(), Version: s.GetVersion(), Since: timeOrNil(s.GetSince()), Runs: s.GetRuns(),
-		Disagreements: s.GetDisagreements(), Failures: s.GetFailures(), LastDisagreement: s.GetLastDisagreement()}
+		Disagreements: s.GetDisagreements(), Failures: s.GetFailures(), Skipped: s.GetSkipped(),
+		LastDisagreement: s.GetLastDisagreement()}
 }
 
 // writeHistory prints the revisions of a type as a table, its pin and shadow below.
@@ -323,6 +325,9 @@ func writeShadowLine(w io.Writer, s *adminv1.Shadow) {
 	line := fmt.Sprintf("SHADOW  %s candidate %s (%s): %d runs, %d disagreements, %d failures",
 		s.GetPluginType(), shortHash(s.GetSha256()), nameVersion(s.GetName(), s.GetVersion()),
 		s.GetRuns(), s.GetDisagreements(), s.GetFailures())
+	if n := s.GetSkipped(); n > 0 {
+		line += fmt.Sprintf(", %d skipped (the candidate was busy)", n)
+	}
 	if d := s.GetLastDisagreement(); d != "" {
 		line += "; last: " + oneLine(d)
 	}

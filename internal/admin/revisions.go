@@ -114,7 +114,8 @@ func shadowToProto(s *state.Shadow) *adminv1.Shadow {
 	}
 	return &adminv1.Shadow{PluginType: text(s.PluginType), Sha256: s.SHA256, File: text(s.File),
 		Name: text(s.Name), Version: text(s.Version), Since: timeToProto(s.Since), Runs: s.Runs,
-		Disagreements: s.Disagreements, Failures: s.Failures, LastDisagreement: text(s.LastDisagreement)}
+		Disagreements: s.Disagreements, Failures: s.Failures, LastDisagreement: text(s.LastDisagreement),
+		Skipped: s.Skipped}
 }
 
 // pinsToProto and shadowsToProto are a handler's.

@@ -133,7 +133,7 @@ func shadowOf(h *host.Host, pluginType string) *state.Shadow {
 		if s.PluginType == pluginType {
 			return &state.Shadow{PluginType: s.PluginType, SHA256: s.SHA256, File: s.File, Name: s.Name,
 				Version: s.Version, Since: s.Since, Runs: s.Runs, Disagreements: s.Disagreements,
-				Failures: s.Failures, LastDisagreement: s.LastDisagreement}
+				Failures: s.Failures, Skipped: s.Skipped, LastDisagreement: s.LastDisagreement}
 		}
 	}
 	return nil

@@ -30,8 +30,9 @@ type shadowRun struct {
 	m          *Module // its own stats: its failures are not the serving file's
 	since      time.Time
 
-	runs, disagreements, failures atomic.Uint64
-	last                          atomic.Pointer[string] // the last disagreement, said in full
+	slots                                  chan struct{} // bounds the runs at once: the candidate's pool
+	runs, disagreements, failures, skipped atomic.Uint64
+	last                                   atomic.Pointer[string] // the last disagreement, said in full
 }
 
 // ShadowStatus is the shadow run of one plugin type.
@@ -44,6 +45,7 @@ type ShadowStatus struct {
 	Runs             uint64 // registrations validated by both
 	Disagreements    uint64 // of them, those the two decided differently
 	Failures         uint64 // candidate calls that failed (trap, timeout, error)
+	Skipped          uint64 // registrations not shadowed: the candidate's pool was busy
 	LastDisagreement string
 }
 
@@ -58,16 +60,30 @@ func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving err
 	rs.mu.Lock()
 	s := rs.shadows[t]
 	rs.mu.Unlock()
-	if s == nil || !s.m.enter() {
+	if s == nil {
+		return noShadow
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		// As many runs as the candidate has instances are under way (a slow candidate):
+		// this registration is not shadowed rather than queue work behind them.
+		s.skipped.Add(1)
+		return noShadow
+	}
+	if !s.m.enter() {
+		<-s.slots
 		return noShadow
 	}
 	if !h.beginWork() {
 		s.m.leave()
+		<-s.slots
 		return noShadow
 	}
 	servingErr := make(chan error, 1)
 	go func() {
 		defer h.wg.Done()
+		defer func() { <-s.slots }()
 		defer s.m.leave()
 		shadowErr := func() error {
 			_, err := s.m.invoke(h.ctx, fnValidate, t, p)
@@ -197,7 +213,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	if err := rs.keepBytes(m.sum, bin); err != nil {
 		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.sum, "error", err)
 	}
-	s := &shadowRun{pluginType: t, m: m, since: time.Now()}
+	s := &shadowRun{pluginType: t, m: m, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
 	rs.mu.Lock()
 	s.rev = rs.recordLocked(m, file)
 	old := rs.shadows[t]
@@ -226,7 +242,7 @@ func (s *shadowRun) status() ShadowStatus {
 	st := ShadowStatus{
 		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.m.file,
 		Name: s.m.manifest.Name, Version: s.m.manifest.Version, Since: s.since,
-		Runs: s.runs.Load(), Disagreements: s.disagreements.Load(), Failures: s.failures.Load(),
+		Runs: s.runs.Load(), Disagreements: s.disagreements.Load(), Failures: s.failures.Load(), Skipped: s.skipped.Load(),
 	}
 	if p := s.last.Load(); p != nil {
 		st.LastDisagreement = *p

@@ -177,6 +177,7 @@ type Shadow struct {
 	Runs             uint64 // registrations validated by both
 	Disagreements    uint64 // of them, those decided differently
 	Failures         uint64 // candidate calls that failed
+	Skipped          uint64 // registrations not shadowed: the candidate was busy
 	LastDisagreement string
 }
 
