@@ -258,6 +258,7 @@ type reloader struct {
 	inflight  int
 	initial   map[string]bool // files present at start whose load has not returned yet
 	pending   []loadResult    // their results, applied together
+	held      []loadResult    // results waiting for the loads of files before them (applyHeld)
 	ready     bool
 	dirty     bool      // a file changed while it was loading: re-scan
 	initialBy time.Time // files still being written at start are waited for until then
@@ -492,7 +493,37 @@ func (r *reloader) receive(res loadResult) {
 		r.flushInitial()
 		return
 	}
-	r.apply(res)
+	r.held = append(r.held, res)
+	r.applyHeld()
+}
+
+// applyHeld applies the results held back, in name order. A new file that loaded waits while a
+// new file before it by name is still loading: of files that arrive together and declare one
+// plugin type, the first by name takes it, as at start.
+func (r *reloader) applyHeld() {
+	slices.SortFunc(r.held, func(a, b loadResult) int { return strings.Compare(a.e.name, b.e.name) })
+	keep := r.held[:0]
+	for _, res := range r.held {
+		if r.mustWait(res) {
+			keep = append(keep, res)
+			continue
+		}
+		r.apply(res)
+	}
+	clear(r.held[len(keep):])
+	r.held = keep
+}
+
+func (r *reloader) mustWait(res loadResult) bool {
+	if res.m == nil || res.e.cur != nil {
+		return false
+	}
+	for _, o := range r.h.files {
+		if o != res.e && o.name < res.e.name && o.loading && o.cur == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // flushInitial applies the results of the files present at start once they are all in, in
@@ -507,6 +538,7 @@ func (r *reloader) flushInitial() {
 	}
 	r.pending = nil
 	r.checkReady()
+	r.applyHeld()
 }
 
 // apply installs the result of a load, or logs why it failed.
@@ -830,7 +862,7 @@ func (r *reloader) stop() {
 		r.inflight--
 		r.pending = append(r.pending, res)
 	}
-	for _, res := range r.pending {
+	for _, res := range append(r.pending, r.held...) {
 		if res.m != nil {
 			res.m.retire()
 		}

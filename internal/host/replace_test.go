@@ -443,3 +443,39 @@ func TestRunLastErrorIsPast(t *testing.T) {
 	installFile(t, fixture("reload_v2"), path) // the bytes serving
 	waitFor(t, "the refusal to be cleared", func() bool { s, _ := status(h, path); return s.LastError == "" })
 }
+
+// TestRunTogetherFirstByName: files that arrive together (a directory swapped for another, an
+// image volume that changes) and declare one plugin type go by name, as at start.
+func TestRunTogetherFirstByName(t *testing.T) {
+	base := tempDir(t)
+	dir := filepath.Join(base, "h")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Hour})
+	startRun(t, h)
+	next := filepath.Join(base, "next")
+	if err := os.Mkdir(next, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// b.wasm first, by time: the name decides, not the order.
+	copyFile(t, fixture("reload_v1"), filepath.Join(next, "b.wasm"), 0o644)
+	copyFile(t, fixture("reload_v2"), filepath.Join(next, "a.wasm"), 0o644)
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both files to be tried", func() bool {
+		a, _ := status(h, filepath.Join(dir, "a.wasm"))
+		b, _ := status(h, filepath.Join(dir, "b.wasm"))
+		return (a.Serving || a.LastError != "") && (b.Serving || b.LastError != "")
+	})
+	if a, _ := status(h, filepath.Join(dir, "a.wasm")); !a.Serving {
+		t.Errorf("a.wasm, first by name, does not serve: %+v", a)
+	}
+	if b, _ := status(h, filepath.Join(dir, "b.wasm")); b.Serving || !strings.Contains(b.LastError, "already handled by "+filepath.Join(dir, "a.wasm")) {
+		t.Errorf("b.wasm: %+v", b)
+	}
+}
