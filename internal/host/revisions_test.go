@@ -269,3 +269,32 @@ func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
 		t.Errorf("shadows after clearing: %+v", rh.Shadows())
 	}
 }
+
+// TestShadowCannotChangeTheStore: a candidate's kv_set is refused (CodeDenied): kv.wasm's
+// validate, which fails when kv_set fails, fails in the shadow while the serving copy accepts.
+func TestShadowCannotChangeTheStore(t *testing.T) {
+	dir := tempDir(t)
+	h, _ := newStrictHost(t, Config{HandlerDir: dir})
+	copyFile(t, fixture("kv"), filepath.Join(dir, "kv.wasm"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-h.Ready()
+	cand := filepath.Join(tempDir(t), "kv.wasm")
+	copyFile(t, fixture("kv"), cand, 0o600)
+	if _, err := h.SetShadow(context.Background(), "kv.example", cand); err != nil {
+		t.Fatal(err)
+	}
+	hd, ok := h.Registry().Get("kv.example")
+	if !ok {
+		t.Fatal("kv.example is not served")
+	}
+	if err := hd.ValidatePlugin(context.Background(), info("kv.example", "p")); err != nil {
+		t.Fatalf("the serving handler's validate: %v", err)
+	}
+	waitFor(t, "the shadow run", func() bool { return h.Shadows()[0].Runs == 1 })
+	if s := h.Shadows()[0]; s.Disagreements != 1 || s.Failures != 1 || !strings.Contains(s.LastDisagreement, "fail") {
+		t.Errorf("shadow = %+v; want its kv_set refused, so its validate failing", s)
+	}
+}
