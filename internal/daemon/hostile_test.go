@@ -7,7 +7,6 @@ package daemon
 // trapping is quarantined and shows it, and the refusals name the file and the fault.
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,19 +51,8 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, cfg, nil, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	d, exited := startTestDaemon(t, cfg, nil)
+	ctx := t.Context()
 
 	plugin := func(typ, name string) *registrationtest.Plugin {
 		return registrationtest.Serve(t, filepath.Join(cfg.SocketDir, name+".sock"), registrationtest.Info{Type: typ, Name: name, Versions: []string{"v1"}}, registrationtest.Options{})
@@ -162,8 +150,8 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	// The daemon is up and ready, the plugins of the other types are still registered, and a
 	// good handler dropped in now registers its plugin.
 	select {
-	case err := <-done:
-		t.Fatalf("Run returned: %v", err)
+	case <-exited:
+		t.Fatal("Run returned")
 	default:
 	}
 	if err := d.Ready(); err != nil {

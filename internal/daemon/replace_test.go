@@ -104,16 +104,6 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 	}
 	registeredAt := plugin(d, p.Path()).RegisteredAt
 
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	serving := func(sum string) func() bool {
 		return func() bool {
 			for _, h := range d.State().Handlers() {
@@ -140,7 +130,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		waitFor(s.name+": the new revision to serve", serving(s.sum))
+		waitUntil(t, s.name+": the new revision to serve", serving(s.sum))
 		if notes := p.Notifications(); len(notes) != 1 {
 			t.Errorf("%s: the plugin was told %+v; want its one registration", s.name, notes)
 		}
@@ -185,19 +175,43 @@ func testDaemonConfig(t *testing.T) (config.Config, string) {
 // runTestDaemon runs a daemon of cfg until the test ends, and waits for Run to return then.
 func runTestDaemon(t *testing.T, cfg config.Config, log *slog.Logger) *Daemon {
 	t.Helper()
+	d, _ := startTestDaemon(t, cfg, log)
+	return d
+}
+
+// startTestDaemon is runTestDaemon; exited is closed if Run returns before the test ends.
+func startTestDaemon(t *testing.T, cfg config.Config, log *slog.Logger) (d *Daemon, exited <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := New(ctx, cfg, log, "test")
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = d.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+		<-done
+		if runErr != nil {
+			t.Errorf("Run: %v", runErr)
 		}
 	})
-	return d
+	return d, done
+}
+
+// waitUntil polls cond until it holds, for at most a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
