@@ -685,13 +685,12 @@ func (rs *revisions) unpinLocked(t string) {
 // will do), or by the previous good revision when digest is "". It pins t until the handler
 // file changes again or Unpin. It returns the revision now serving.
 func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error) {
-	if !h.beginWork() {
-		return Revision{}, ErrClosed
+	done, err := h.revisionChange()
+	if err != nil {
+		return Revision{}, err
 	}
-	defer h.wg.Done()
+	defer done()
 	rs := h.revs
-	rs.pinMu.Lock()
-	defer rs.pinMu.Unlock()
 	th := h.typeHandlerOf(t)
 	if th == nil {
 		return Revision{}, fmt.Errorf("%w: plugin type %s has no handler file in this host", ErrNoRevision, t)
@@ -734,6 +733,19 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 	return rs.view(t, r), nil
 }
 
+// revisionChange begins an operator's change of revisions (a rollback, a pin cleared, a
+// shadow set): Close waits for it, and it runs alone among them. The caller calls done.
+func (h *Host) revisionChange() (done func(), _ error) {
+	if !h.beginWork() {
+		return nil, ErrClosed
+	}
+	h.revs.pinMu.Lock()
+	return func() {
+		h.revs.pinMu.Unlock()
+		h.wg.Done()
+	}, nil
+}
+
 // resolveLocked expands a digest prefix among t's revisions; "" when none or several match.
 func (rs *revisions) resolveLocked(t, prefix string) string {
 	if len(prefix) < 6 {
@@ -753,9 +765,12 @@ func (rs *revisions) resolveLocked(t, prefix string) string {
 
 // Unpin clears a rollback pin of t: the revision the handler file holds serves again.
 func (h *Host) Unpin(t string) error {
+	done, err := h.revisionChange()
+	if err != nil {
+		return err
+	}
+	defer done()
 	rs := h.revs
-	rs.pinMu.Lock()
-	defer rs.pinMu.Unlock()
 	rs.mu.Lock()
 	p := rs.pins[t]
 	if p != nil {

@@ -155,13 +155,12 @@ func (m *Module) shadowDenied(ctx context.Context, stack []uint64) bool {
 // at least 6 hex digits will do). An empty candidate clears t's shadow. It returns the
 // candidate's status.
 func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus, error) {
-	if !h.beginWork() {
-		return ShadowStatus{}, ErrClosed
+	done, err := h.revisionChange()
+	if err != nil {
+		return ShadowStatus{}, err
 	}
-	defer h.wg.Done()
+	defer done()
 	rs := h.revs
-	rs.pinMu.Lock()
-	defer rs.pinMu.Unlock()
 	if candidate == "" {
 		rs.mu.Lock()
 		old := rs.shadows[t]
@@ -176,11 +175,8 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 		rs.changed()
 		return ShadowStatus{}, nil
 	}
-	var (
-		bin  []byte
-		file = candidate
-		err  error
-	)
+	var bin []byte
+	file := candidate
 	if d, ok := digestRef(candidate); ok {
 		rs.mu.Lock()
 		full := rs.resolveLocked(t, d)
