@@ -241,6 +241,13 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 // reloader is Run's state; only Run's goroutine uses it.
+//
+// It has the shape of package watcher (watch before listing, events only wake a pass, a full
+// pass on any watcher error and on a slow timer) but not its engine: the watcher keeps the unix
+// sockets of a tree by identity, without following links, ignoring writes, and re-creates its
+// directory; this follows the regular files of one flat directory through symbolic links
+// (ConfigMap volumes), needs writes (a file written in place), decides on the bytes (a digest),
+// and never re-creates the directory, whose removal is the removal of its files.
 type reloader struct {
 	w         *fsnotify.Watcher
 	watched   os.FileInfo // the directory the watch is on; nil when it is lost
