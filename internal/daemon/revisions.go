@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -39,7 +40,7 @@ func (d *Daemon) setUpRevisions(ctx context.Context, cfg config.Config) error {
 		}
 	}
 	d.state.SetHistory(d.history)
-	for _, typ := range slices.Sorted(mapKeys(cfg.Handlers.Types)) {
+	for _, typ := range slices.Sorted(maps.Keys(cfg.Handlers.Types)) {
 		if c := cfg.Handlers.Types[typ].Shadow; c != "" {
 			if _, err := d.hostFor(typ).SetShadow(ctx, typ, c); err != nil {
 				// A candidate is an experiment: the daemon serves without it.
@@ -48,16 +49,6 @@ func (d *Daemon) setUpRevisions(ctx context.Context, cfg config.Config) error {
 		}
 	}
 	return nil
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // registeredBy records in the plugin's entry the revision that registered it (and published

@@ -293,12 +293,12 @@ func (rs *revisions) writeIndexLocked() {
 		return
 	}
 	ix := index{Types: rs.byType}
-	for _, d := range slices.Sorted(mapKeys(rs.bySHA)) {
+	for _, d := range slices.Sorted(maps.Keys(rs.bySHA)) {
 		r := rs.bySHA[d]
 		r.Counts = revCounts{r.calls.Load(), r.failures.Load(), r.traps.Load(), r.timeouts.Load()}
 		ix.Revisions = append(ix.Revisions, r)
 	}
-	for _, t := range slices.Sorted(mapKeys(rs.pins)) {
+	for _, t := range slices.Sorted(maps.Keys(rs.pins)) {
 		ix.Pins = append(ix.Pins, rs.pins[t].Pin)
 	}
 	b, err := json.MarshalIndent(ix, "", "  ")
@@ -307,16 +307,6 @@ func (rs *revisions) writeIndexLocked() {
 	}
 	if err != nil {
 		rs.h.log.Error("writing the revision index", "file", rs.indexPath(), "error", err)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -438,8 +428,6 @@ func (m *Module) registered(fn int, p registration.PluginInfo) {
 func (rs *revisions) installed(file string, m *Module) {
 	bin := m.bin
 	m.bin = nil
-	rs.pinMu.Lock()
-	defer rs.pinMu.Unlock()
 	if bin == nil {
 		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum)
 	} else if err := rs.keepBytes(m.sum, bin); err != nil {
@@ -478,6 +466,12 @@ func (rs *revisions) installed(file string, m *Module) {
 	rs.forgetLocked()
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
+	// Re-applying a pin loads a module: Run waits for it (a restart, before plugins are
+	// registered by the newer revision). Recording alone does not wait for a rollback.
+	if len(repin) > 0 {
+		rs.pinMu.Lock()
+		defer rs.pinMu.Unlock()
+	}
 	for _, t := range repin {
 		rs.mu.Lock()
 		p := rs.pins[t]
@@ -808,13 +802,6 @@ func (h *Host) History(t string) ([]Revision, *Pin) {
 		out = append(out, rs.view(t, r))
 	}
 	return out, pin
-}
-
-// HistoryTypes returns the plugin types with a history, sorted.
-func (h *Host) HistoryTypes() []string {
-	h.revs.mu.Lock()
-	defer h.revs.mu.Unlock()
-	return slices.Sorted(mapKeys(h.revs.byType))
 }
 
 func (rs *revisions) view(t string, r *revision) Revision {
