@@ -125,6 +125,6 @@ const (
 	MaxLogLineBytes  = 4 << 10  // one log line; longer lines are cut
 	MaxKeyBytes      = 512      // a kv or publish key: room for a prefix and any plugin name (256); 256 before v1.1
 	MaxValueBytes    = 64 << 10 // a kv or publish value
-	MaxKVEntries     = 4096     // keys in one plugin type's store
+	MaxKVEntries     = 16384    // keys in one plugin type's store: a key per plugin for 16,384 plugins; 4,096 before v1.2
 	MaxPublishedKeys = 64       // keys published about one plugin
 )

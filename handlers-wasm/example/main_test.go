@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,6 +42,32 @@ func TestHandler(t *testing.T) {
 	}
 	if got := fake.KV(); len(got) != 0 {
 		t.Errorf("kv after Deregister: %v, want empty", got)
+	}
+}
+
+// TestFiveThousandPlugins: a key per plugin fits the store for 5,000 plugins of the type (at
+// ABI v1.1's 4,096 keys, 905 of 5,000 failed), and Deregister leaves it empty again.
+func TestFiveThousandPlugins(t *testing.T) {
+	fake := guesttest.Fake(t)
+	var h handler
+	plugin := func(i int) guest.Plugin {
+		return guest.Plugin{Type: PluginType, Name: "p" + strconv.Itoa(i), Endpoint: "/run/p.sock", Versions: []string{"v1"}}
+	}
+	for i := range 5000 {
+		if err := h.Register(plugin(i)); err != nil {
+			t.Fatalf("Register of plugin %d: %v", i, err)
+		}
+	}
+	if n := len(fake.KV()); n != 5000 {
+		t.Fatalf("%d keys after 5,000 registrations, want 5,000", n)
+	}
+	for i := range 5000 {
+		if err := h.Deregister(plugin(i)); err != nil {
+			t.Fatalf("Deregister of plugin %d: %v", i, err)
+		}
+	}
+	if n := len(fake.KV()); n != 0 {
+		t.Errorf("%d keys left after every plugin was deregistered", n)
 	}
 }
 

@@ -42,7 +42,7 @@ type HandlerLimits struct {
 	LogLinesPerCall int      `yaml:"logLinesPerCall"`
 	LogBytesPerCall ByteSize `yaml:"logBytesPerCall"`
 	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of one handler file's
-	// plugin types together; kv_set over them fails. Default to 4096 and 16Mi.
+	// plugin types together; kv_set over them fails. Default to 16384 (abi.MaxKVEntries) and 16Mi.
 	KVKeysPerHandler  int      `yaml:"kvKeysPerHandler"`
 	KVBytesPerHandler ByteSize `yaml:"kvBytesPerHandler"`
 	// PublishKeys and PublishBytes bound what one register call publishes. Default to 64
