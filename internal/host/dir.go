@@ -356,7 +356,7 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 			continue
 		}
 		// A file refused for a plugin type another file held is tried again once it is free.
-		force := e.conflict != "" && !r.h.cfg.Registry.Has(e.conflict)
+		force := e.conflict != "" && r.free(e.conflict)
 		if e.tried && id == e.ident && !force {
 			continue
 		}
@@ -620,7 +620,7 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why string, held 
 		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.sum); why != "" {
 			return t, why, false
 		}
-		if th := r.handlers[t]; th != nil && th.file != e {
+		if th := r.handlers[t]; th != nil && th.file != e && th.file.goneSince.IsZero() {
 			return t, fmt.Sprintf("plugin type %s is already handled by %s", t, th.file.path), true
 		}
 		if r.handlers[t] == nil {
@@ -634,10 +634,21 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why string, held 
 
 // handlerName names the handler of another host for a refusal: its file.
 func handlerName(hd registration.Handler) string {
-	if th, ok := hd.(*typeHandler); ok && th.file != nil {
-		return th.file.path
+	if th, ok := hd.(*typeHandler); ok {
+		if m := th.cur.Load(); m != nil {
+			return m.file
+		}
 	}
 	return fmt.Sprintf("another handler (%T)", hd)
+}
+
+// free reports whether a file refused for pluginType may try again: no handler serves the
+// type, or the file serving it is gone from the directory (it hands the type over).
+func (r *reloader) free(pluginType string) bool {
+	if th := r.handlers[pluginType]; th != nil {
+		return !th.file.goneSince.IsZero()
+	}
+	return !r.h.cfg.Registry.Has(pluginType)
 }
 
 // setLoadError records why e's file was not loaded as its last error.
@@ -661,6 +672,9 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	for _, t := range m.manifest.PluginTypes {
 		m.holders++
 		if th := r.handlers[t]; th != nil {
+			if th.file != e {
+				r.handOver(th, e)
+			}
 			if prev := th.cur.Swap(m); prev != nil {
 				r.release(prev)
 			}
@@ -701,6 +715,25 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	} else {
 		r.h.log.Info("handler serving", "handler", e.path, "plugin_types", e.types, "sha256", m.sum, "size", m.size)
 	}
+}
+
+// handOver gives the handler of a plugin type served by a file that is gone to e, whose module
+// then serves it behind the same registered handler: renaming a handler file, or replacing it
+// by a file of another name, is a replacement too. The gone file keeps its other types, if
+// any; with none left it serves nothing, and is loaded anew if it comes back.
+func (r *reloader) handOver(th *typeHandler, e *fileEntry) {
+	old := th.file
+	old.types = slices.DeleteFunc(slices.Clone(old.types), func(t string) bool { return t == th.pluginType })
+	th.file = e
+	if len(old.types) == 0 {
+		r.h.mu.Lock()
+		old.cur = nil
+		r.h.mu.Unlock()
+		old.tried = false
+		r.dirty = true // the next pass forgets it
+	}
+	r.h.log.Info("plugin type handed over from a handler file that is gone", "plugin_type", th.pluginType,
+		"from", old.path, "to", e.path)
 }
 
 // release drops one handler's hold on m; the last one retires it (it closes when its calls

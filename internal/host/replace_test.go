@@ -479,3 +479,56 @@ func TestRunTogetherFirstByName(t *testing.T) {
 		t.Errorf("b.wasm: %+v", b)
 	}
 }
+
+// TestRunRenamedIsReplaced: a handler file renamed, or replaced by a file of another name (a
+// versioned name), hands its plugin types over behind the same registered handler: nothing is
+// retired, the new file serves.
+func TestRunRenamedIsReplaced(t *testing.T) {
+	cases := []struct {
+		name    string
+		replace func(t *testing.T, dir string)
+		// conflict: the new file is there before the old one goes, and is refused meanwhile.
+		conflict bool
+	}{
+		{name: "mv to another name", replace: func(t *testing.T, dir string) { run(t, dir, "mv", "h-v1.wasm", "h-v2.wasm") }},
+		{name: "rm the old, cp the new", replace: func(t *testing.T, dir string) {
+			run(t, dir, "rm", "h-v1.wasm")
+			copyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
+		}},
+		{name: "cp the new, rm the old", conflict: true, replace: func(t *testing.T, dir string) {
+			copyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
+			run(t, dir, "rm", "h-v1.wasm")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tempDir(t)
+			copyFile(t, fixture("reload_v1"), filepath.Join(dir, "h-v1.wasm"), 0o644)
+			h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Hour})
+			startRun(t, h)
+			hd := handlerFor(t, h.Registry(), "reload.example")
+
+			tc.replace(t, dir)
+
+			waitFor(t, "h-v2.wasm to serve alone", func() bool {
+				st := h.Handlers()
+				return len(st) == 1 && st[0].File == filepath.Join(dir, "h-v2.wasm") && st[0].Serving && st[0].LastError == ""
+			})
+			if now, _ := h.Registry().Get("reload.example"); now != hd {
+				t.Error("the plugin type's handler changed in the registry")
+			}
+			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
+				t.Errorf("retired: %s", *gone)
+			}
+			if n := logs.count("retired"); n != 0 {
+				t.Errorf("%d retirements logged", n)
+			}
+			if _, ok := logs.find("plugin type handed over"); !ok {
+				t.Error("the hand-over was not logged")
+			}
+			if !tc.conflict {
+				logs.noErrors(t)
+			}
+		})
+	}
+}
