@@ -39,11 +39,26 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 		return h.rtCfg, func() {}, nil
 	}
 	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
+	// Counted before the directory is made or opened: the last module of these bytes closing
+	// meanwhile (a rollback or a revision put back right after it was replaced) must not
+	// remove the directory under this load.
+	h.mcache.mu.Lock()
+	h.mcache.users[sum]++
+	h.mcache.mu.Unlock()
+	unuse := func() {
+		h.mcache.mu.Lock()
+		if h.mcache.users[sum]--; h.mcache.users[sum] <= 0 {
+			delete(h.mcache.users, sum)
+		}
+		h.mcache.mu.Unlock()
+	}
 	if err := ensurePrivateDir(dir); err != nil {
+		unuse()
 		return nil, nil, err
 	}
 	cache, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
+		unuse()
 		return nil, nil, fmt.Errorf("host: compilation cache %s: %w", dir, err)
 	}
 	// wazero keeps its files in a subdirectory it may have just made: check it too.
@@ -51,12 +66,10 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 	for _, sub := range subs {
 		if err := checkPrivateDir(sub); err != nil {
 			_ = cache.Close(context.Background())
+			unuse()
 			return nil, nil, err
 		}
 	}
-	h.mcache.mu.Lock()
-	h.mcache.users[sum]++
-	h.mcache.mu.Unlock()
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
