@@ -19,6 +19,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
@@ -79,7 +80,10 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 	}
 	registeredBy := func(p *registrationtest.Plugin, v, tag string) {
 		t.Helper()
-		waitFor(p.Path()+" registered", func() bool { return plugin(d, p.Path()).Registered })
+		waitFor(p.Path()+" registered", func() bool {
+			v := plugin(d, p.Path())
+			return v.Registered && v.State == state.StateRegistered
+		})
 		view := plugin(d, p.Path())
 		if view.HandlerSHA256 != sums[v] || view.Published["revision"] != tag {
 			t.Errorf("%s: handler %s published %v; want the revision %s (%s) that registered it", p.Path(), view.HandlerSHA256, view.Published, v, sums[v])
