@@ -8,7 +8,10 @@
 //		return err
 //	}
 //	defer c.Close()
-//	resp, err := c.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+//	plugins, err := client.ListAllPlugins(ctx, c)
+//
+// Lists come in pages (ListPluginsRequest.page_token); ListAllPlugins and ListAllHandlers ask
+// for every page.
 //
 // The errors of a Client's calls say what is wrong and what to do rather than what gRPC saw:
 // a socket that nobody listens on is ErrNotRunning ("no daemon is listening on …: is wasmhost
@@ -63,8 +66,9 @@ type Client struct {
 	dialErr atomic.Pointer[error] // why the last connection attempt failed
 }
 
-// MaxMessageSize is the largest answer the client takes (a list is one message). The daemon
-// sends what it has; this bounds what a client holds.
+// MaxMessageSize is the largest answer the client takes. A page of a list is cut at about
+// 1 MiB, but holds at least one entry, and one plugin may carry up to 4 MiB of published
+// values (the ABI's 64 keys of 64 KiB).
 const MaxMessageSize = 256 << 20
 
 // Dial returns a client of the daemon whose admin socket is socketPath. It does not connect
@@ -77,8 +81,8 @@ func Dial(socketPath string) (*Client, error) {
 	c := &Client{socket: socketPath}
 	conn, err := grpc.NewClient("passthrough:///wasmhost-admin",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// A list is one message: with thousands of sockets, or plugins whose handlers publish
-		// up to the ABI's 64 keys of 64 KiB each, it goes past gRPC's default 4 MiB.
+		// One plugin whose handler publishes the ABI's 64 keys of 64 KiB goes past gRPC's
+		// default 4 MiB.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			conn, err := (&net.Dialer{}).DialContext(ctx, "unix", socketPath)

@@ -6,7 +6,6 @@ import (
 	"log"
 
 	"github.com/wasmhost/wasmhost/admin/client"
-	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 )
 
 // List the plugins a daemon knows, and their state.
@@ -16,11 +15,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	resp, err := c.ListPlugins(context.Background(), &adminv1.ListPluginsRequest{})
+	plugins, err := client.ListAllPlugins(context.Background(), c) // every page
 	if err != nil {
 		log.Fatal(err) // e.g. "no daemon is listening on /var/lib/wasmhost/admin.sock: is wasmhost running? …"
 	}
-	for _, p := range resp.GetPlugins() {
+	for _, p := range plugins {
 		fmt.Println(p.GetSocket(), p.GetType(), p.GetName(), p.GetState())
 	}
 }

@@ -957,8 +957,18 @@ func (x *Shadow) GetSkipped() uint64 {
 	return 0
 }
 
+// A list comes in pages, so that no size of the daemon's state makes one answer too large:
+// ask again with next_page_token until it is empty (admin/client's ListAllPlugins and
+// ListAllHandlers do). The entries are in a fixed order (plugins by socket path, handlers by
+// file) and a token names the last entry sent, so an entry added or removed between two pages
+// neither shifts nor repeats the others.
 type ListPluginsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many plugins in one answer; 0: the server's default (1,000); at most
+	// 10,000. An answer is also cut at about 1 MiB (it holds at least one plugin).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous answer; empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -993,9 +1003,25 @@ func (*ListPluginsRequest) Descriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *ListPluginsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPluginsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListPluginsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Plugins       []*Plugin              `protobuf:"bytes,1,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Plugins []*Plugin              `protobuf:"bytes,1,rep,name=plugins,proto3" json:"plugins,omitempty"`
+	// Pass as page_token for the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1037,6 +1063,13 @@ func (x *ListPluginsResponse) GetPlugins() []*Plugin {
 	return nil
 }
 
+func (x *ListPluginsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type WatchPluginsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1074,7 +1107,10 @@ func (*WatchPluginsRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListHandlersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As ListPluginsRequest's.
+	PageSize      int32  `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1109,9 +1145,25 @@ func (*ListHandlersRequest) Descriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{14}
 }
 
+func (x *ListHandlersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListHandlersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListHandlersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handlers      []*Handler             `protobuf:"bytes,1,rep,name=handlers,proto3" json:"handlers,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Handlers []*Handler             `protobuf:"bytes,1,rep,name=handlers,proto3" json:"handlers,omitempty"`
+	// Pass as page_token for the next page; empty after the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1151,6 +1203,13 @@ func (x *ListHandlersResponse) GetHandlers() []*Handler {
 		return x.Handlers
 	}
 	return nil
+}
+
+func (x *ListHandlersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type GetStatusRequest struct {
@@ -1874,14 +1933,22 @@ const file_admin_proto_rawDesc = "" +
 	"\bfailures\x18\t \x01(\x04R\bfailures\x12+\n" +
 	"\x11last_disagreement\x18\n" +
 	" \x01(\tR\x10lastDisagreement\x12\x18\n" +
-	"\askipped\x18\v \x01(\x04R\askipped\"\x14\n" +
-	"\x12ListPluginsRequest\"J\n" +
+	"\askipped\x18\v \x01(\x04R\askipped\"P\n" +
+	"\x12ListPluginsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"r\n" +
 	"\x13ListPluginsResponse\x123\n" +
-	"\aplugins\x18\x01 \x03(\v2\x19.wasmhost.admin.v1.PluginR\aplugins\"\x15\n" +
-	"\x13WatchPluginsRequest\"\x15\n" +
-	"\x13ListHandlersRequest\"N\n" +
+	"\aplugins\x18\x01 \x03(\v2\x19.wasmhost.admin.v1.PluginR\aplugins\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x15\n" +
+	"\x13WatchPluginsRequest\"Q\n" +
+	"\x13ListHandlersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"v\n" +
 	"\x14ListHandlersResponse\x126\n" +
-	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\"\x12\n" +
+	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x12\n" +
 	"\x10GetStatusRequest\"\x82\x05\n" +
 	"\x06Plugin\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x12\n" +

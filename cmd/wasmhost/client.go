@@ -85,7 +85,8 @@ everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListPluginsResponse, error) {
-				return c.ListPlugins(ctx, &adminv1.ListPluginsRequest{})
+				ps, err := client.ListAllPlugins(ctx, c)
+				return &adminv1.ListPluginsResponse{Plugins: ps}, err
 			})
 			if err != nil {
 				return err
@@ -134,7 +135,8 @@ the table, as is a type's shadow candidate (wasmhost handlers shadow).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			resp, err := callAdmin(cmd, o.socket, func(ctx context.Context, c adminv1.AdminClient) (*adminv1.ListHandlersResponse, error) {
-				return c.ListHandlers(ctx, &adminv1.ListHandlersRequest{})
+				hs, err := client.ListAllHandlers(ctx, c)
+				return &adminv1.ListHandlersResponse{Handlers: hs}, err
 			})
 			if err != nil {
 				return err

@@ -27,28 +27,29 @@ type rpcServer struct {
 
 var _ adminv1.AdminServer = rpcServer{}
 
-func (r rpcServer) ListPlugins(context.Context, *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
-	ps := r.s.cfg.Store.Plugins()
-	out := &adminv1.ListPluginsResponse{Plugins: make([]*adminv1.Plugin, 0, len(ps))}
-	for _, p := range ps {
-		out.Plugins = append(out.Plugins, pluginToProto(p))
+func (r rpcServer) ListPlugins(_ context.Context, req *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
+	ps, next, err := page(r.s.cfg.Store.Plugins(), func(p state.PluginView) string { return p.Path },
+		pluginToProto, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &adminv1.ListPluginsResponse{Plugins: ps, NextPageToken: next}, nil
 }
 
-func (r rpcServer) ListHandlers(context.Context, *adminv1.ListHandlersRequest) (*adminv1.ListHandlersResponse, error) {
+// handlerKey orders the handlers and names one in a page token: its file, then its types
+// (a built-in handler has no file).
+func handlerKey(h state.Handler) string {
+	return h.File + "\x00" + strings.Join(h.PluginTypes, "\x00")
+}
+
+func (r rpcServer) ListHandlers(_ context.Context, req *adminv1.ListHandlersRequest) (*adminv1.ListHandlersResponse, error) {
 	hs := r.s.cfg.Store.Handlers()
-	slices.SortFunc(hs, func(a, b state.Handler) int {
-		if c := strings.Compare(a.File, b.File); c != 0 {
-			return c
-		}
-		return slices.Compare(a.PluginTypes, b.PluginTypes)
-	})
-	out := &adminv1.ListHandlersResponse{Handlers: make([]*adminv1.Handler, 0, len(hs))}
-	for _, h := range hs {
-		out.Handlers = append(out.Handlers, handlerToProto(h))
+	slices.SortFunc(hs, func(a, b state.Handler) int { return strings.Compare(handlerKey(a), handlerKey(b)) })
+	out, next, err := page(hs, handlerKey, handlerToProto, req.GetPageSize(), req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &adminv1.ListHandlersResponse{Handlers: out, NextPageToken: next}, nil
 }
 
 func (r rpcServer) GetStatus(context.Context, *adminv1.GetStatusRequest) (*adminv1.Status, error) {

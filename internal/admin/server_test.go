@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
@@ -624,5 +626,78 @@ func TestNotUTF8IsEscaped(t *testing.T) {
 	}
 	if list := recvUntilSynced(t, w); len(list) != 2 {
 		t.Errorf("watch listed %d plugins, want 2", len(list))
+	}
+}
+
+// No size of the state breaks a list: 10,000 sockets and plugins that publish the ABI's most
+// (64 keys of 64 KiB each) come in pages of at most 1,000 entries and about 1 MiB, each within
+// gRPC's default 4 MiB but for an entry that is larger on its own, and ListAllPlugins gets every
+// one exactly once, in order, even with entries removed and added between pages.
+func TestListsComeInPages(t *testing.T) {
+	src := &admintest.Source{}
+	var ps []admintest.Plugin
+	for i := range 10_000 {
+		ps = append(ps, plugin(fmt.Sprintf("p%05d-reg.sock", i), state.StateFailing))
+	}
+	big := map[string]string{}
+	for k := range 64 {
+		big[fmt.Sprintf("key%02d", k)] = strings.Repeat("v", 64<<10)
+	}
+	for _, i := range []int{10, 11, 5000} {
+		ps[i].Published = big
+	}
+	src.SetPlugins(ps...)
+	ts := start(t, src, nil)
+	c := ts.dial(t, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize)))
+
+	first, err := c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(first.Plugins); n == 0 || n > 1000 || first.NextPageToken == "" {
+		t.Fatalf("first page: %d plugins, next %q; want 1 to 1,000 and a next page", n, first.NextPageToken)
+	}
+	// The page with the first big plugin is cut after it.
+	if sz := proto.Size(first); sz > 1<<20+5<<20 {
+		t.Errorf("first page is %d bytes", sz)
+	}
+
+	// Between two pages, an entry already sent goes and one before the cursor comes: the
+	// next page starts right after the last entry sent, skipping and repeating nothing.
+	last := first.Plugins[len(first.Plugins)-1].Socket
+	src.Remove(first.Plugins[0].Socket)
+	src.Upsert(plugin("a-reg.sock", state.StatePending))
+	second, err := c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{PageToken: first.NextPageToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Plugins) == 0 || second.Plugins[0].Socket <= last {
+		t.Fatalf("second page starts at %q, want the entry after %q", second.Plugins[0].GetSocket(), last)
+	}
+
+	all, err := client.ListAllPlugins(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 10_000 {
+		t.Errorf("ListAllPlugins: %d plugins, want 10,000", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i-1].Socket >= all[i].Socket {
+			t.Fatalf("plugins %q then %q: out of order or repeated", all[i-1].Socket, all[i].Socket)
+		}
+	}
+
+	small, err := c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{PageSize: 7})
+	if err != nil || len(small.Plugins) != 7 {
+		t.Errorf("page_size 7: %d plugins, %v", len(small.GetPlugins()), err)
+	}
+	_, err = c.ListPlugins(t.Context(), &adminv1.ListPluginsRequest{PageToken: "%%%"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "page_token") {
+		t.Errorf("a token the server did not give: %v, want InvalidArgument naming page_token", err)
+	}
+	hs, err := client.ListAllHandlers(t.Context(), c)
+	if err != nil || len(hs) != len(src.Store().Handlers()) {
+		t.Errorf("ListAllHandlers: %d handlers, %v", len(hs), err)
 	}
 }
