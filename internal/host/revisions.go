@@ -444,7 +444,9 @@ func (rs *revisions) installed(file string, m *Module) {
 	var probationFor, repin []string
 	for _, t := range m.manifest.PluginTypes {
 		ds := rs.byType[t]
-		if prev := rs.previousGoodLocked(t, m.sum); prev != nil {
+		if len(ds) > 0 && ds[0] != m.sum && rs.previousGoodLocked(t, m.sum) != nil {
+			// A new revision where a good one served (not the same one again after a
+			// restart): watched in its first minutes.
 			probationFor = append(probationFor, t)
 		}
 		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return d == m.sum })
@@ -475,7 +477,7 @@ func (rs *revisions) installed(file string, m *Module) {
 	for _, t := range repin {
 		rs.mu.Lock()
 		p := rs.pins[t]
-		delete(rs.pins, t)
+		rs.unpinLocked(t) // a pin of an earlier module of the same bytes is made again for m
 		rs.mu.Unlock()
 		if p == nil {
 			continue
@@ -491,7 +493,7 @@ func (rs *revisions) installed(file string, m *Module) {
 }
 
 // previousGoodLocked is the newest revision of t other than digest that was not rolled back
-// automatically and whose bytes are kept.
+// automatically.
 func (rs *revisions) previousGoodLocked(t, digest string) *revision {
 	for _, d := range rs.byType[t] {
 		if r := rs.bySHA[d]; d != digest && r != nil && r.Bad == "" {
