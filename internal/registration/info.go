@@ -32,7 +32,8 @@ const (
 //
 // It refuses an empty or oversized type or name, an oversized endpoint, more than MaxVersions
 // versions, an empty or oversized version, and any field that is not valid UTF-8 or holds a
-// control character. The error wraps ErrInvalidInfo and names the socket and the field, using
+// control character or a bidirectional control (an override that makes a name read otherwise
+// than it is). The error wraps ErrInvalidInfo and names the socket and the field, using
 // the protocol's field names (type, name, endpoint, supported_versions[i]).
 func ValidateInfo(socket string, in PluginInfo) (PluginInfo, error) {
 	bad := func(field, format string, args ...any) error {
@@ -84,6 +85,9 @@ func checkField(s string, maxLen int, mayBeEmpty bool) string {
 		}
 		if unicode.IsControl(r) {
 			return fmt.Sprintf("control character %U at byte %d", r, i)
+		}
+		if unicode.Is(unicode.Bidi_Control, r) {
+			return fmt.Sprintf("bidirectional control character %U at byte %d (it reorders how the text around it is shown)", r, i)
 		}
 	}
 	return ""

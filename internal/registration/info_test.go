@@ -40,6 +40,8 @@ func TestValidateInfo(t *testing.T) {
 		{"bad utf8 name", with(func(p *PluginInfo) { p.Name = "ab\xffcd" }), "field name: not valid UTF-8 at byte 2"},
 		{"escape in name", with(func(p *PluginInfo) { p.Name = "a\x1b[31m" }), "field name: control character U+001B"},
 		{"C1 control in name", with(func(p *PluginInfo) { p.Name = "a\u0085" }), "field name: control character U+0085"},
+		{"bidi override in name", with(func(p *PluginInfo) { p.Name = "driver\u202egpj.exe" }), "field name: bidirectional control character U+202E at byte 6"},
+		{"bidi isolate in version", with(func(p *PluginInfo) { p.Versions = []string{"1.0\u2066"} }), "field supported_versions[0]: bidirectional control character U+2066"},
 		{"long endpoint", with(func(p *PluginInfo) { p.Endpoint = strings.Repeat("e", MaxEndpointLen+1) }), "field endpoint: 4097 bytes"},
 		{"NUL in endpoint", with(func(p *PluginInfo) { p.Endpoint = "/run/a\x00b" }), "field endpoint: control character U+0000"},
 		{"too many versions", with(func(p *PluginInfo) { p.Versions = make([]string, MaxVersions+1) }), "field supported_versions: 65 entries"},
