@@ -52,6 +52,8 @@ import (
 
 var idleWindow = flag.Duration("wasmhost.idle", 10*time.Second, "BenchmarkDaemonProcess: how long the idle CPU of the daemon is measured")
 
+var daemonConfig = flag.String("wasmhost.config", "", "BenchmarkDaemonProcess: a configuration file for the daemon (its directories, metrics and log flags are the benchmark's)")
+
 // exampleType is the plugin type of the example handler (handlers-wasm/example).
 const exampleType = "example.wasmhost.dev"
 
@@ -453,6 +455,9 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 	metricsSock := filepath.Join(dirs.State, "metrics.sock")
 	args := []string{"run", "--socket-dir", dirs.Socket, "--handler-dir", dirs.Handler, "--state-dir", dirs.State,
 		"--metrics-listen", "unix:" + metricsSock, "--log-format", "json", "--log-level", "info"}
+	if *daemonConfig != "" {
+		args = append(args, "--config", *daemonConfig)
+	}
 	logFile, err := os.Create(filepath.Join(dirs.Base, "daemon.log"))
 	if err != nil {
 		b.Fatal(err)

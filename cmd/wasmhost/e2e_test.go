@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/http"
@@ -31,6 +32,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"go.yaml.in/yaml/v3"
 )
 
 const fakeType = "fake.wasmhost.dev"
@@ -695,6 +697,66 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 		st := rd.waitState(s, reconciler.StateWaitingForHandler)
 		if _, ok := rd.d.State().Actual().Get(s); ok {
 			t.Fatalf("%s is still in the actual state: %+v", s, st)
+		}
+	}
+}
+
+// TestE2EExampleManifestLimits: the handler memory limit and pool size the example DaemonSet
+// sets (examples/kubernetes/daemonset.yaml, sized for its container's memory limit) are enough
+// for the shipped example handler to register a thousand plugins at once.
+func TestE2EExampleManifestLimits(t *testing.T) {
+	t.Parallel()
+	manifest := manifestConfig(t, "../../examples/kubernetes/daemonset.yaml")
+	if manifest.Handlers.MemoryLimit == 0 || manifest.Handlers.PoolSize == 0 {
+		t.Fatalf("the example DaemonSet sets no handler memory limit or pool size: %+v", manifest.Handlers)
+	}
+	dirs := newE2EDirs(t, "/tmp")
+	cfg := e2eConfig(dirs)
+	cfg.Handlers.MemoryLimit = manifest.Handlers.MemoryLimit
+	cfg.Handlers.PoolSize = manifest.Handlers.PoolSize
+	if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), exampleWasm(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rd := startDaemon(t, cfg, testLog(t), nil)
+	const n = 1000
+	var ps []*registrationtest.Plugin
+	for i := range n {
+		name := fmt.Sprintf("m%04d", i)
+		ps = append(ps, registrationtest.Serve(t, filepath.Join(dirs.Socket, name+".sock"), pluginInfo(exampleType, name), registrationtest.Options{}))
+	}
+	for _, p := range ps {
+		wantNotification(t, p, true, "")
+	}
+	waitFor(t, "every plugin to be recorded registered", func() bool { return rd.d.State().Actual().Len() == n })
+}
+
+// manifestConfig returns the wasmhost configuration the ConfigMap of a Kubernetes manifest
+// carries, over the defaults.
+func manifestConfig(t *testing.T, path string) config.Config {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("%s: no ConfigMap with a config.yaml: %v", path, err)
+		}
+		if c, ok := doc.Data["config.yaml"]; ok && doc.Kind == "ConfigMap" {
+			p := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := config.Default()
+			if err := config.Load(p, &cfg); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return cfg
 		}
 	}
 }
