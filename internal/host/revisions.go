@@ -638,6 +638,9 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 		rs.mu.Unlock()
 		return r, nil
 	}
+	if why := rs.h.cfg.Bindings[t].refusal(t, cur.file, digest); why != "" {
+		return nil, fmt.Errorf("%w: revision %s may not serve: %s", ErrBadModule, short(digest), why)
+	}
 	bin, err := rs.bytesOf(digest)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type %s, revision %s: %w", t, short(digest), err)
