@@ -488,7 +488,10 @@ func TestWalkthrough(t *testing.T) {
 	}
 	poll("the plugin to be registered", func() bool {
 		out, err = handlerCmdRun(t, "plugins", "--admin-socket", admin)
-		return err == nil && strings.Contains(out, " registered ")
+		// The STATE column: "no handler registered for …" in LAST-ERROR is not it (the
+		// handler may still be compiling when the plugin starts).
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return err == nil && len(lines) == 2 && len(strings.Fields(lines[1])) > 3 && strings.Fields(lines[1])[3] == "registered"
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || !slices.Equal(strings.Fields(lines[0])[:6], []string{"SOCKET", "TYPE", "NAME", "STATE", "VERSIONS", "AGE"}) ||
