@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -214,4 +215,49 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestTypeFromOnePlace: a plugin type served by a handler pulled from a registry stays with it
+// when a file of the handler directory declares it too, while the daemon runs and after a
+// restart (the pulled handlers load first), and the file is refused the same way both times.
+func TestTypeFromOnePlace(t *testing.T) {
+	reg := ocitest.Start(t)
+	key := ocitest.NewKey(t, t.TempDir(), "trusted")
+	ref := ocitest.PushArtifact(t, reg.Ref("h/ok:v1"), testdataModule(t, "ok")) // ok.example
+	ocitest.Sign(t, ref, key)
+
+	cfg, _ := testDaemonConfig(t)
+	cfg.Handlers.Sources = []string{ref.String()}
+	cfg.Handlers.Trust = config.TrustConfig{Keys: []config.TrustKey{{PublicKey: key.PublicPEM, PluginTypes: []string{"ok.example"}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(cfg.HandlerDir, "a-ok.wasm")
+	refused := func(d *Daemon) func() bool {
+		return func() bool {
+			for _, h := range d.State().Handlers() {
+				if h.File == file {
+					return !h.Serving && strings.Contains(h.LastError, "plugin type ok.example is already handled by "+filepath.Join(cfg.StateDir, "handlers-oci"))
+				}
+			}
+			return false
+		}
+	}
+
+	t.Run("while it runs", func(t *testing.T) {
+		d := runTestDaemon(t, cfg, nil)
+		waitUntil(t, "the pulled handler to serve", func() bool { return d.registry.Has("ok.example") })
+		if err := os.WriteFile(file, testdataModule(t, "ok"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the file of the handler directory to be refused", refused(d))
+	})
+	t.Run("after a restart", func(t *testing.T) {
+		reg.SetDown(true)
+		d := runTestDaemon(t, cfg, nil)
+		waitUntil(t, "the file of the handler directory to be refused", refused(d))
+		if !d.registry.Has("ok.example") {
+			t.Error("ok.example is not served")
+		}
+	})
 }
