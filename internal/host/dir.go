@@ -808,13 +808,18 @@ const compileBusyRetry = time.Second
 // unless AllowInsecure, only its owner may write it.
 func (r *reloader) rewatch() bool {
 	fi, err := os.Stat(r.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false // not known to be gone (a parent not searchable): nothing is removed
+	}
 	if err != nil || !fi.IsDir() {
-		if r.watched != nil {
+		if r.watched != nil || !r.lost {
 			r.h.log.Warn("handler directory is gone; its handlers are removed unless it is back within the removal grace",
 				"dir", r.dir, "grace", r.h.cfg.RemovalGrace)
-			_ = r.w.Remove(r.dir)
-			r.watched, r.lost = nil, true
+			if r.watched != nil {
+				_ = r.w.Remove(r.dir)
+			}
 		}
+		r.watched, r.lost = nil, true
 		return false
 	}
 	if r.watched != nil && os.SameFile(fi, r.watched) {
