@@ -70,19 +70,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 		}
 	}
 	cfg, base := testDaemonConfig(t)
-	// Sources of mode 0644 (a checkout may make the fixtures group-writable; the tools keep
-	// the mode of what they copy).
-	src := map[string]string{}
-	sums := map[string]string{}
-	for _, v := range []string{"reload_v1", "reload_v2"} {
-		b := testdataModule(t, v)
-		p := filepath.Join(base, v+".wasm")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		src[v], sums[v] = p, hex.EncodeToString(sum[:])
-	}
+	src, sums := writeFixtures(t, base, "reload_v1", "reload_v2")
 	sh := func(dir, name string, args ...string) {
 		t.Helper()
 		cmd := exec.Command(name, args...)
@@ -260,4 +248,22 @@ func TestTypeFromOnePlace(t *testing.T) {
 			t.Error("ok.example is not served")
 		}
 	})
+}
+
+// writeFixtures writes the testdata modules named to dir as <name>.wasm, mode 0644 (a
+// checkout may make the fixtures group-writable; tools keep the mode of what they copy), and
+// returns their paths and sha256 by name.
+func writeFixtures(t *testing.T, dir string, names ...string) (paths, sums map[string]string) {
+	t.Helper()
+	paths, sums = map[string]string{}, map[string]string{}
+	for _, v := range names {
+		b := testdataModule(t, v)
+		p := filepath.Join(dir, v+".wasm")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		paths[v], sums[v] = p, hex.EncodeToString(sum[:])
+	}
+	return paths, sums
 }

@@ -6,8 +6,6 @@ package daemon
 // shadow candidate whose disagreement is counted without touching the plugin.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,16 +25,7 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 	cfg.Handlers.Revisions.AutoRollback = config.AutoRollbackConfig{Window: config.Duration(time.Hour), Threshold: 0.5, MinCalls: 2}
 	cfg.Reconciler.InitialBackoff = config.Duration(10 * time.Millisecond)
 	cfg.Reconciler.MaxBackoff = config.Duration(50 * time.Millisecond)
-	src, sums := map[string]string{}, map[string]string{}
-	for _, v := range []string{"rev_v1", "rev_v2", "rev_v3", "rev_v4"} {
-		b := testdataModule(t, v)
-		p := filepath.Join(base, v+".wasm")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s := sha256.Sum256(b)
-		src[v], sums[v] = p, hex.EncodeToString(s[:])
-	}
+	src, sums := writeFixtures(t, base, "rev_v1", "rev_v2", "rev_v3", "rev_v4")
 	// Dropped in as operators do: a temporary name, then a rename over the handler.
 	drop := func(v string) {
 		t.Helper()
