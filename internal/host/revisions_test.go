@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -296,5 +297,70 @@ func TestShadowCannotChangeTheStore(t *testing.T) {
 	waitFor(t, "the shadow run", func() bool { return h.Shadows()[0].Runs == 1 })
 	if s := h.Shadows()[0]; s.Disagreements != 1 || s.Failures != 1 || !strings.Contains(s.LastDisagreement, "fail") {
 		t.Errorf("shadow = %+v; want its kv_set refused, so its validate failing", s)
+	}
+}
+
+// TestRevisionsHammer: calls of a type keep being served, by one revision or another, while
+// the operator rolls back, unpins, sets and clears a shadow and reads the history, and the
+// file changes (run with -race).
+func TestRevisionsHammer(t *testing.T) {
+	rh := newRevHost(t, "", RevisionConfig{})
+	rh.run(t)
+	rh.install(t, "rev_v1")
+	rh.install(t, "rev_v4")
+	cand := filepath.Join(tempDir(t), "rev_v3.wasm")
+	copyFile(t, fixture("rev_v3"), cand, 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				hd, ok := rh.Registry().Get(revType)
+				if !ok {
+					continue
+				}
+				pub, err := hd.RegisterPlugin(context.Background(), info(revType, "p"))
+				if err != nil && !errors.Is(err, ErrRetired) {
+					errs <- err
+					return
+				}
+				if err == nil && pub["revision"] != "v1" && pub["revision"] != "v4" {
+					errs <- errors.New("published " + pub["revision"])
+					return
+				}
+				_ = hd.ValidatePlugin(context.Background(), info(revType, "p"))
+			}
+		})
+	}
+	for i := range 30 {
+		switch i % 5 {
+		case 0:
+			if _, err := rh.Rollback(context.Background(), revType, ""); err != nil && !errors.Is(err, ErrNoRevision) {
+				t.Error(err)
+			}
+		case 1:
+			_, _ = rh.SetShadow(context.Background(), revType, cand)
+		case 2:
+			_ = rh.Unpin(revType)
+		case 3:
+			rh.History(revType)
+			rh.Shadows()
+			rh.Pins([]string{revType})
+		case 4:
+			_, _ = rh.SetShadow(context.Background(), revType, "")
+			if i%10 == 4 {
+				rh.install(t, "rev_v1")
+			} else {
+				rh.install(t, "rev_v4")
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
