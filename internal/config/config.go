@@ -79,8 +79,10 @@ type ReconcilerConfig struct {
 	// StalledAfter), and the registrations in their handler phase (past GetInfo) at once
 	// across all plugin types. Defaults to 64.
 	MaxConcurrent int `yaml:"maxConcurrent"`
-	// StalledAfter: an operation running for longer than this no longer counts against
-	// maxConcurrent, only against maxInFlight. It waits for a plugin that does not accept
+	// StalledAfter: an operation running for longer than this (and than four times the recent
+	// duration of successful registrations, so that on a loaded machine, where every operation
+	// is slow, no more start at once) no longer counts against maxConcurrent, only against
+	// maxInFlight. It waits for a plugin that does not accept
 	// the connection or answer GetInfo (a goroutine and a descriptor, no CPU), or for a slow
 	// handler (bounded by maxPerType and maxConcurrent in its handler phase): so sockets that
 	// never answer delay a plugin that does by this much per maxConcurrent of them that

@@ -88,8 +88,10 @@ type Config struct {
 	MaxInFlight int
 	// MaxConcurrent bounds the operations in flight that are not stalled. Defaults to 64.
 	MaxConcurrent int
-	// StalledAfter: an operation in flight for longer than this no longer counts against
-	// MaxConcurrent, only against MaxInFlight. Such an operation waits for a plugin that does
+	// StalledAfter: an operation in flight for longer than this, and than four times the
+	// recent duration of successful registrations, no longer counts against MaxConcurrent,
+	// only against MaxInFlight. (The second part keeps a loaded machine, where every operation
+	// is slow, from starting more at once and being slower still.) Such an operation waits for a plugin that does
 	// not accept its connection or answer GetInfo (which costs a goroutine and a descriptor,
 	// no CPU), or for a slow handler, whose calls TypeSlots bounds per type and across types.
 	// So sockets that never answer cannot keep a plugin that does from its first attempt for
@@ -326,8 +328,9 @@ type sock struct {
 
 	busy    bool   // an operation is in flight
 	queued  bool   // an operation waits for a free slot
-	opSeq   uint64 // of the operation in flight (loop.flights)
-	stalled bool   // the operation in flight is stalled (counted in loop.stalled)
+	opSeq   uint64    // of the operation in flight (loop.flights)
+	opStart time.Time // when it started
+	stalled bool      // the operation in flight is stalled (counted in loop.stalled)
 
 	attempts  int
 	lastErr   string
@@ -377,7 +380,8 @@ type loop struct {
 	stalled    int
 	opSeq      uint64
 	stallTimer *time.Timer
-	stallAt    time.Time // when the stall timer is set for; zero when stopped
+	stallAt    time.Time     // when the stall timer is set for; zero when stopped
+	okAvg      time.Duration // moving average of the successful registrations' durations
 	// retryQueue holds the sockets that failed before and wait for a slot of their own
 	// budget (Config.MaxRetrying); retrying counts those in flight.
 	retryQueue []string
@@ -658,9 +662,9 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 	s.busy = true
 	l.inflight++
 	l.opSeq++
-	s.opSeq, s.stalled = l.opSeq, false
+	s.opSeq, s.stalled, s.opStart = l.opSeq, false, time.Now()
 	if l.r.cfg.StalledAfter > 0 {
-		l.flights = append(l.flights, flight{path: s.path, seq: s.opSeq, at: time.Now()})
+		l.flights = append(l.flights, flight{path: s.path, seq: s.opSeq, at: s.opStart})
 	}
 	res := result{path: s.path, kind: kind, gen: l.handlerGen}
 	ops := l.r.ops
@@ -696,6 +700,14 @@ func (l *loop) complete(res result) {
 	s.busy = false
 	if s.stalled {
 		l.stalled--
+	}
+	if res.kind == opRegister && res.err == nil {
+		d := time.Since(s.opStart)
+		if l.okAvg == 0 {
+			l.okAvg = d
+		} else {
+			l.okAvg += (d - l.okAvg) / 8
+		}
 	}
 	s.opSeq, s.stalled = 0, false
 	switch res.kind {
@@ -750,7 +762,7 @@ func (l *loop) hasRoom() bool {
 // markStalled marks the operations in flight since StalledAfter before now as stalled, and
 // drops the ended ones from the front of loop.flights. It returns how many it marked.
 func (l *loop) markStalled(now time.Time) (marked int) {
-	cut := now.Add(-l.r.cfg.StalledAfter)
+	cut := now.Add(-l.stallAge())
 	for len(l.flights) > 0 {
 		f := l.flights[0]
 		s, ok := l.socks[f.path]
@@ -772,6 +784,10 @@ func (l *loop) markStalled(now time.Time) (marked int) {
 	return marked
 }
 
+// stallAge is how long an operation runs before it is stalled: StalledAfter, or four times
+// the recent successful registrations' duration when that is longer.
+func (l *loop) stallAge() time.Duration { return max(l.r.cfg.StalledAfter, 4*l.okAvg) }
+
 // armStallTimer sets the stall timer for the first operation in flight that may stall.
 func (l *loop) armStallTimer() {
 	if l.markStalled(time.Now()) > 0 { // also drops ended operations from the front
@@ -784,7 +800,7 @@ func (l *loop) armStallTimer() {
 		}
 		return
 	}
-	due := l.flights[0].at.Add(l.r.cfg.StalledAfter)
+	due := l.flights[0].at.Add(l.stallAge())
 	if due.Equal(l.stallAt) {
 		return
 	}
