@@ -326,8 +326,8 @@ type sock struct {
 	id    state.Identity // identity of the desired socket, when hasID
 	hasID bool
 
-	busy    bool   // an operation is in flight
-	queued  bool   // an operation waits for a free slot
+	busy    bool      // an operation is in flight
+	queued  bool      // an operation waits for a free slot
 	opSeq   uint64    // of the operation in flight (loop.flights)
 	opStart time.Time // when it started
 	stalled bool      // the operation in flight is stalled (counted in loop.stalled)
