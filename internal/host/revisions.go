@@ -204,7 +204,9 @@ type revisions struct {
 	byType  map[string][]string // digests, newest first
 	pins    map[string]*pinned
 	shadows map[string]*shadowRun // shadow.go
-	mem     map[string][]byte     // the bytes, when there is no Dir
+
+	shadowSnap atomic.Pointer[map[string]*shadowRun] // a copy of shadows, read without mu
+	mem        map[string][]byte                     // the bytes, when there is no Dir
 }
 
 // newRevisions makes h's store and follows Run's steps through Config.OnChange: after each,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -56,10 +57,10 @@ func noShadow(error) {}
 // if t has a candidate; the caller passes the serving decision to the function it returns (it
 // must call it once, and it never blocks).
 func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving error) {
-	rs := h.revs
-	rs.mu.Lock()
-	s := rs.shadows[t]
-	rs.mu.Unlock()
+	var s *shadowRun
+	if snap := h.revs.shadowSnap.Load(); snap != nil { // no lock on every registration's path
+		s = (*snap)[t]
+	}
 	if s == nil {
 		return noShadow
 	}
@@ -98,6 +99,12 @@ func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving err
 		s.compare(h, p, served, shadowErr)
 	}()
 	return func(err error) { servingErr <- err }
+}
+
+// publishShadowsLocked makes the shadows as they are now what startShadow reads (rs.mu held).
+func (rs *revisions) publishShadowsLocked() {
+	snap := maps.Clone(rs.shadows)
+	rs.shadowSnap.Store(&snap)
 }
 
 // decision names what a Validate decided: accept, reject or fail.
@@ -165,6 +172,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 		rs.mu.Lock()
 		old := rs.shadows[t]
 		delete(rs.shadows, t)
+		rs.publishShadowsLocked()
 		rs.forgetLocked()
 		rs.mu.Unlock()
 		if old == nil {
@@ -214,6 +222,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	s.rev = rs.recordLocked(m, file)
 	old := rs.shadows[t]
 	rs.shadows[t] = s
+	rs.publishShadowsLocked()
 	rs.forgetLocked()
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
