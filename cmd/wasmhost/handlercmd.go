@@ -720,6 +720,19 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 	if err == nil {
 		v.Loads = true
 		_ = m.Close(ctx)
+		// A plugin type the config binds to another file or module (handlers.types.<T>.file,
+		// .digest) would not be served by it, dropped into the handler directory.
+		for _, t := range rep.Manifest.PluginTypes {
+			tc := cfg.Handlers.Types[t]
+			b := host.Binding{Digest: tc.Digest}
+			if tc.File != "" {
+				b.File = filepath.Join(cfg.HandlerDir, tc.File)
+			}
+			if why := b.Refusal(t, filepath.Join(cfg.HandlerDir, filepath.Base(path)), rep.SHA256); why != "" {
+				v.Loads, v.LoadError = false, why
+				break
+			}
+		}
 	} else {
 		v.LoadError = err.Error()
 		v.Hints = loadHints(err, path, rep.Manifest.PluginTypes, rep.Capabilities)
