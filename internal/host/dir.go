@@ -101,6 +101,7 @@ type fileEntry struct {
 	seen      fileIdent // the file as last seen
 	seenAt    time.Time // when seen was first seen: the file is complete once quiet for Debounce
 	seenOK    bool      // seen is set
+	retryAt   time.Time // not loaded before then (RefusedCompileBusy)
 	goneSince time.Time // zero while the name is in the directory; else when it was first missed (written under Host.mu)
 }
 
@@ -355,6 +356,10 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 			e.again = true
 			continue
 		}
+		if e.retryAt.After(now) {
+			r.due(e.retryAt)
+			continue
+		}
 		// A file refused for a plugin type another file held is tried again once it is free.
 		force := e.conflict != "" && r.free(e.conflict)
 		if e.tried && id == e.ident && !force {
@@ -566,10 +571,8 @@ func (r *reloader) apply(res loadResult) {
 	case res.sameFailure:
 	case RefusalReason(res.err) == RefusedCompileBusy:
 		// Not the file's fault: tried again soon, as if it had changed.
-		e.tried = false
-		if soon := time.Now().Add(compileBusyRetry); soon.Before(r.resyncAt) {
-			r.resyncAt = soon
-		}
+		e.tried, e.retryAt = false, time.Now().Add(compileBusyRetry)
+		r.due(e.retryAt)
 		r.setLoadError(e, res.err)
 		r.h.countRefusal(RefusedCompileBusy)
 		r.h.log.Warn("handler file not loaded for now", "handler", e.path, "error", res.err)

@@ -532,3 +532,18 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCompileBusyRetried: a file refused for now because abandoned compiles are still
+// running is tried again a second later by itself, without another event.
+func TestRunCompileBusyRetried(t *testing.T) {
+	dir := tempDir(t)
+	h, logs := newStrictHost(t, Config{HandlerDir: dir, Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	startRun(t, h)
+	writeFile(t, filepath.Join(dir, "slow.wasm"), bombModule(6000, 1, 0x03))
+	waitFor(t, "the slow compile to be abandoned", func() bool { n, _ := h.AbandonedCompiles(); return n == 1 })
+	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	handlerFor(t, h.Registry(), "ok.example")
+	if logs.count("not loaded for now") == 0 {
+		t.Log("the abandoned compile ended before ok.wasm was read: nothing was retried")
+	}
+}
