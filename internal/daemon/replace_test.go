@@ -1,7 +1,8 @@
 package daemon
 
-// Issue 10 end to end: a handler replaced in the ways operators replace files, in a running
-// daemon with a plugin registered through it. The host's tests (internal/host/replace_test.go)
+// Issue 10 end to end: a handler replaced in the ways operators replace files (install, cp,
+// mv over it, rsync, an editor's backup-and-rename, a rename to a versioned name, the directory
+// deleted and made again), in a running daemon with a plugin registered through it. The host's tests (internal/host/replace_test.go)
 // go through every pattern; this one checks what an operator would: the plugin stays
 // registered (never deregistered and registered again), nothing is logged as an error, and
 // `wasmhost handlers` shows the new revision serving.
@@ -61,7 +62,7 @@ func (l *recordLogs) matching(level slog.Level, msg string) []string {
 }
 
 func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
-	for _, name := range []string{"install", "cp", "rm", "mkdir"} {
+	for _, name := range []string{"install", "cp", "mv", "rm", "mkdir"} {
 		if _, err := exec.LookPath(name); err != nil {
 			if os.Getenv("CI") != "" {
 				t.Fatalf("%s is not installed", name)
@@ -95,12 +96,8 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 
 	serving := func(sum string) func() bool {
 		return func() bool {
-			for _, h := range d.State().Handlers() {
-				if filepath.Base(h.File) == "reload.wasm" {
-					return h.Serving && h.SHA256 == sum && h.GoneSince.IsZero() && h.LastError == ""
-				}
-			}
-			return false
+			hs := d.State().Handlers()
+			return len(hs) == 1 && hs[0].Serving && hs[0].SHA256 == sum && hs[0].GoneSince.IsZero() && hs[0].LastError == ""
 		}
 	}
 	steps := []struct {
@@ -116,6 +113,23 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 			sh(base, "mkdir", "-m", "0700", cfg.HandlerDir)
 			sh(cfg.HandlerDir, "install", "-m", "0644", src["reload_v2"], "reload.wasm")
 		}, sums["reload_v2"]},
+		{"cp to a temporary name, mv over it", func() {
+			sh(cfg.HandlerDir, "cp", src["reload_v1"], "reload.wasm.new")
+			sh(cfg.HandlerDir, "mv", "reload.wasm.new", "reload.wasm")
+		}, sums["reload_v1"]},
+		{"an editor: backup by rename, write anew", func() {
+			sh(cfg.HandlerDir, "mv", "reload.wasm", "reload.wasm~")
+			sh(cfg.HandlerDir, "cp", src["reload_v2"], "reload.wasm")
+			sh(cfg.HandlerDir, "rm", "reload.wasm~")
+		}, sums["reload_v2"]},
+		{"mv to a versioned name", func() { sh(cfg.HandlerDir, "mv", "reload.wasm", "reload-v2.wasm") }, sums["reload_v2"]},
+	}
+	if _, err := exec.LookPath("rsync"); err == nil || os.Getenv("CI") != "" {
+		steps = append(steps, struct {
+			name string
+			do   func()
+			sum  string
+		}{"rsync over it", func() { sh(cfg.HandlerDir, "rsync", src["reload_v1"], "reload-v2.wasm") }, sums["reload_v1"]})
 	}
 	for _, s := range steps {
 		s.do()
