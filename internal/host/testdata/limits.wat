@@ -50,15 +50,15 @@
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br_if $more (i32.le_u (local.get $i) (i32.const 64))))
     (call $expect (call $publish (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 1)) (i32.const -5) (i32.const 2)))
-  ;; deregister: 4096 keys fit in the store, the 4097th does not; overwriting one still works.
+  ;; deregister: 16384 keys (abi.MaxKVEntries since v1.2) fit in the store, the 16385th does not; overwriting one still works.
   (func (export "wasmhost_deregister") (param i32) (result i32)
     (local $i i32) (local $r i32)
     (loop $more
       (i32.store (i32.const 2000) (local.get $i))
       (local.set $r (call $expect (call $kv_set (i32.const 2000) (i32.const 4) (i32.const 0) (i32.const 1))
-        (select (i32.const 0) (i32.const -2) (i32.lt_u (local.get $i) (i32.const 4096))) (i32.const 1)))
+        (select (i32.const 0) (i32.const -2) (i32.lt_u (local.get $i) (i32.const 16384))) (i32.const 1)))
       (if (local.get $r) (then (return (local.get $r))))
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br_if $more (i32.le_u (local.get $i) (i32.const 4096))))
+      (br_if $more (i32.le_u (local.get $i) (i32.const 16384))))
     (i32.store (i32.const 2000) (i32.const 7))
     (call $expect (call $kv_set (i32.const 2000) (i32.const 4) (i32.const 0) (i32.const 1)) (i32.const 0) (i32.const 2))))
