@@ -165,6 +165,14 @@ func (h *Host) Run(ctx context.Context) error {
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("host: watching handler directory %s: %w", dir, err)
 	}
+	// The parent's events say when the directory is deleted, made again or renamed over; an
+	// event of another name there only makes a pass more. Without it (it cannot be watched),
+	// a directory made again is found by looking every second while it is missing.
+	if parent := filepath.Dir(filepath.Clean(dir)); parent != filepath.Clean(dir) {
+		if err := w.Add(parent); err != nil {
+			h.log.Debug("cannot watch the handler directory's parent", "dir", parent, "error", err)
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
