@@ -55,13 +55,7 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 	ctx := t.Context()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitUntil(t, what, cond)
 	}
 	serve := func(name string) *registrationtest.Plugin {
 		return registrationtest.Serve(t, filepath.Join(cfg.SocketDir, name+".sock"),
