@@ -151,3 +151,54 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 		t.Errorf("logged: %s", bad)
 	}
 }
+
+// TestRollbackAsksRejectedPluginsAgain: a plugin a new revision rejected is registered as soon
+// as the operator rolls the type back, not at the next reconciler.rejectedRecheck.
+func TestRollbackAsksRejectedPluginsAgain(t *testing.T) {
+	cfg, _ := testDaemonConfig(t)
+	cfg.Reconciler.RejectedRecheck = config.Duration(time.Hour)
+	put := func(v string) {
+		t.Helper()
+		tmp := filepath.Join(cfg.HandlerDir, ".rev.wasm.tmp")
+		if err := os.WriteFile(tmp, testdataModule(t, v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(cfg.HandlerDir, "rev.wasm")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("rev_v4")
+	d := runTestDaemon(t, cfg, nil)
+	c, err := client.Dial(d.AdminSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	history := func() *adminv1.ListRevisionsResponse {
+		h, _ := c.ListRevisions(t.Context(), &adminv1.ListRevisionsRequest{PluginType: "rev.example"})
+		return h
+	}
+	waitFor("v4 serving", func() bool { return len(history().GetRevisions()) == 1 })
+	put("rev_v3")
+	waitFor("v3 serving", func() bool { return len(history().GetRevisions()) == 2 && history().GetRevisions()[0].GetServing() })
+	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "r.sock"),
+		registrationtest.Info{Type: "rev.example", Name: "r", Versions: []string{"1"}}, registrationtest.Options{})
+	waitFor("r rejected by v3", func() bool { return plugin(d, p.Path()).State == state.StateRejected })
+	if _, err := c.Rollback(t.Context(), &adminv1.RollbackRequest{PluginType: "rev.example"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("r registered by v4", func() bool {
+		v := plugin(d, p.Path())
+		return v.State == state.StateRegistered && v.Published["revision"] == "v4"
+	})
+}

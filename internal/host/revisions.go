@@ -567,14 +567,22 @@ func (rs *revisions) autoRollback(m *Module, reason string, last error) {
 		rs.h.log.Warn("handler revision rolled back automatically", "plugin_type", t, "handler", m.file,
 			"from_sha256", m.sum, "to_sha256", prev.Digest, "to_version", prev.Version, "reason", reason, "last_error", last)
 	}
-	rs.changed()
+	rs.repinned()
 }
 
-// changed tells the daemon the handler set changed (a pin), as Run does after its steps.
+// changed tells the daemon the handler set changed (a pin, a shadow), as Run does after its
+// steps.
 func (rs *revisions) changed() {
 	if rs.onChange != nil {
 		rs.onChange()
 	}
+}
+
+// repinned is changed for a pin set or cleared: another revision serves the type, so the
+// plugins it rejected are asked again (the registry wakes the reconciler).
+func (rs *revisions) repinned() {
+	rs.changed()
+	rs.h.cfg.Registry.Touch()
 }
 
 // sync runs after each of Run's steps, on its goroutine: it records the modules Run installed
@@ -730,7 +738,7 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 	}
 	h.log.Warn("handler rolled back by the operator", "plugin_type", t, "from_sha256", serving, "to_sha256", r.Digest,
 		"to_version", r.Version, "handler", th.cur.Load().file)
-	rs.changed()
+	rs.repinned()
 	return rs.view(t, r), nil
 }
 
@@ -783,7 +791,7 @@ func (h *Host) Unpin(t string) error {
 		return fmt.Errorf("%w: plugin type %s is not pinned", ErrNoRevision, t)
 	}
 	h.log.Info("rollback pin cleared by the operator; the handler file's revision serves", "plugin_type", t, "sha256", p.FileSHA256)
-	rs.changed()
+	rs.repinned()
 	return nil
 }
 
