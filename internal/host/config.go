@@ -137,7 +137,9 @@ type Binding struct {
 
 // Refusal says why a module of file with digest sum may not serve pluginType, or "" (for
 // `wasmhost handler inspect`).
-func (b Binding) Refusal(pluginType, file, sum string) string { return b.refusal(pluginType, file, sum) }
+func (b Binding) Refusal(pluginType, file, sum string) string {
+	return b.refusal(pluginType, file, sum)
+}
 
 // refusal says why a module of file with digest sum may not serve pluginType, or "".
 func (b Binding) refusal(pluginType, file, sum string) string {
