@@ -108,14 +108,15 @@ func TestHandlersFromRegistry(t *testing.T) {
 	for {
 		hs := d.State().Handlers()
 		u, w := byFile(hs, unsigned.String()), byFile(hs, wrongKey.String())
-		if strings.Contains(u.LastError, "unsigned, and") && strings.Contains(w.LastError, "no signature verifies with a configured key") {
-			if a := byFile(hs, artifact.String()); !a.Serving || a.LastError != "" || len(a.PluginTypes) != 1 {
-				t.Errorf("the signed artifact: %+v", a)
-			}
+		// The handler list follows the registry a moment later: wait for the signed
+		// artifact's entry too.
+		a := byFile(hs, artifact.String())
+		if strings.Contains(u.LastError, "unsigned, and") && strings.Contains(w.LastError, "no signature verifies with a configured key") &&
+			a.Serving && a.LastError == "" && len(a.PluginTypes) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("refusals not reported: unsigned %q, wrong key %q", u.LastError, w.LastError)
+			t.Fatalf("refusals not reported (unsigned %q, wrong key %q), or the signed artifact not serving: %+v", u.LastError, w.LastError, a)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
