@@ -202,3 +202,26 @@ func TestRollbackAsksRejectedPluginsAgain(t *testing.T) {
 		return v.State == state.StateRegistered && v.Published["revision"] == "v4"
 	})
 }
+
+// TestNewRevisionAsksRejectedPluginsAgain: a plugin its handler's revision rejected is asked
+// again as soon as a new revision of the file serves (the README's promise), not at the next
+// reconciler.rejectedRecheck.
+func TestNewRevisionAsksRejectedPluginsAgain(t *testing.T) {
+	cfg, _ := testDaemonConfig(t)
+	cfg.Reconciler.RejectedRecheck = config.Duration(time.Hour)
+	file := filepath.Join(cfg.HandlerDir, "rev.wasm")
+	if err := os.WriteFile(file, testdataModule(t, "rev_v3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runTestDaemon(t, cfg, nil)
+	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "r.sock"),
+		registrationtest.Info{Type: "rev.example", Name: "r", Versions: []string{"1"}}, registrationtest.Options{})
+	waitUntil(t, "r rejected by v3", func() bool { return plugin(d, p.Path()).State == state.StateRejected })
+	if err := os.WriteFile(file, testdataModule(t, "rev_v1"), 0o644); err != nil { // in place, as cp does
+		t.Fatal(err)
+	}
+	waitUntil(t, "r registered by v1", func() bool {
+		v := plugin(d, p.Path())
+		return v.State == state.StateRegistered && v.Published["revision"] == "v1"
+	})
+}

@@ -680,6 +680,7 @@ func (r *reloader) clearLoadError(e *fileEntry) {
 // m, new types get a handler in the registry, and types m no longer declares are retired.
 func (r *reloader) install(e *fileEntry, m *Module) {
 	old := e.cur
+	swapped := false
 	for _, t := range m.manifest.PluginTypes {
 		m.holders++
 		if th := r.handlers[t]; th != nil {
@@ -688,6 +689,7 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 			}
 			if prev := th.cur.Swap(m); prev != nil {
 				r.release(prev)
+				swapped = true
 			}
 			continue
 		}
@@ -705,6 +707,11 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	if m.holders == 0 {
 		m.retire()
 		return
+	}
+	if swapped {
+		// Behind the same registered handler a new revision now answers: the plugins the
+		// old one rejected are asked again (the registry did not change, so say so).
+		defer r.h.cfg.Registry.Touch()
 	}
 	for _, t := range e.types {
 		if !slices.Contains(m.manifest.PluginTypes, t) {
