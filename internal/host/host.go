@@ -63,6 +63,11 @@ type Host struct {
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
+	// The deadline thread (deadline.go), started by the first call.
+	dlMu     sync.Mutex
+	dl       *deadlines
+	dlClosed bool
+
 	ctx    context.Context // background work (instance refills); canceled by Close
 	cancel context.CancelFunc
 
@@ -255,6 +260,7 @@ func (h *Host) Close(ctx context.Context) error {
 		for _, m := range mods {
 			<-m.done
 		}
+		h.stopDeadlineThread()
 		h.compileMu.Lock()
 		pending := h.abandoned > 0
 		h.cacheClosePending = pending

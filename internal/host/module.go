@@ -452,7 +452,28 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 	if err != nil {
 		return 0, m.callError(ctx, callCtx, st, limit, err)
 	}
+	// The deadline thread closes the instance at the deadline (deadline.go); the context's
+	// own deadline, which wazero watches too, is the fallback.
+	fired := func() bool { return false }
+	if dl := m.h.deadlineThread(); dl != nil {
+		at, _ := callCtx.Deadline()
+		fired = dl.at(at, func() {
+			_ = in.mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
+			cancel() // callCtx says what happened, as its own timer would have
+		})
+	}
 	status, err := in.call(callCtx, st, fn, arg)
+	if fired() && err == nil {
+		// It returned at its deadline, as the instance was being closed: the answer
+		// stands, the instance does not.
+		m.discard(in)
+		if bad := checkAnswer(status, st.resultOver); bad != "" {
+			err := fmt.Errorf("%w from %s %s: %s", ErrBadResult, m.file, st.export, bad)
+			m.stats.failed(err)
+			return 0, err
+		}
+		return status, nil
+	}
 	if err != nil {
 		m.discard(in)
 		return 0, m.callError(ctx, callCtx, st, limit, err)
