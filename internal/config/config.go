@@ -164,7 +164,8 @@ type TypeConfig struct {
 	PluginCallEndpoints []string `yaml:"pluginCallEndpoints"`
 	// File binds the type to one file of the handler directory (a name such as csi.wasm):
 	// only it may serve the type, whatever other files declare it. Defaults to "": the first
-	// file to serve the type keeps it (at start, the first by name).
+	// file to serve the type keeps it, across restarts (at start, a type nobody served goes to
+	// the first file by name).
 	File string `yaml:"file"`
 	// Digest binds the type to one module, by the SHA-256 of its bytes (sha256:<hex> or
 	// <hex>), from the handler directory or handlers.sources: only it may serve the type.

@@ -258,29 +258,32 @@ func (h *Host) Run(ctx context.Context) error {
 // (ConfigMap volumes), needs writes (a file written in place), decides on the bytes (a digest),
 // and never re-creates the directory, whose removal is the removal of its files.
 type reloader struct {
-	w         *fsnotify.Watcher
-	watched   os.FileInfo // the directory the watch is on; nil when it is lost
-	lost      bool        // the watched directory went away
-	insecure  bool        // the watched directory's mode or owner became insecure
-	refused   os.FileInfo // a directory found in its place but refused (insecure), logged once
-	h         *Host
-	ctx       context.Context // of Run; canceled before Run waits for its loads
-	cancel    context.CancelFunc
-	dir       string
-	handlers  map[string]*typeHandler // the registered handler of each plugin type
-	retiring  []retiringHandler
-	results   chan loadResult
-	sem       chan struct{} // bounds concurrent loads
-	inflight  int
-	initial   map[string]bool // files present at start whose load has not returned yet
-	pending   []loadResult    // their results, applied together
-	held      []loadResult    // results waiting for the loads of files before them (applyHeld)
-	ready     bool
-	dirty     bool      // a file changed while it was loading: re-scan
-	initialBy time.Time // files still being written at start are waited for until then
-	resyncAt  time.Time
-	dueAt     time.Time // the next time a file becomes complete or its removal grace ends
-	shrinkAt  time.Time // the next look for idle instances (idle.go)
+	w        *fsnotify.Watcher
+	watched  os.FileInfo // the directory the watch is on; nil when it is lost
+	lost     bool        // the watched directory went away
+	insecure bool        // the watched directory's mode or owner became insecure
+	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once
+	h        *Host
+	ctx      context.Context // of Run; canceled before Run waits for its loads
+	cancel   context.CancelFunc
+	dir      string
+	handlers map[string]*typeHandler // the registered handler of each plugin type
+	retiring []retiringHandler
+	results  chan loadResult
+	sem      chan struct{} // bounds concurrent loads
+	inflight int
+	initial  map[string]bool // files present at start whose load has not returned yet
+	pending  []loadResult    // their results, applied together
+	held     []loadResult    // results waiting for the loads of files before them (applyHeld)
+	// startOwners: while the files present at start are applied, the file that served each
+	// plugin type before the restart, when it is among them.
+	startOwners map[string]*fileEntry
+	ready       bool
+	dirty       bool      // a file changed while it was loading: re-scan
+	initialBy   time.Time // files still being written at start are waited for until then
+	resyncAt    time.Time
+	dueAt       time.Time // the next time a file becomes complete or its removal grace ends
+	shrinkAt    time.Time // the next look for idle instances (idle.go)
 }
 
 type retiringHandler struct {
@@ -553,10 +556,28 @@ func (r *reloader) flushInitial() {
 		return
 	}
 	slices.SortFunc(r.pending, func(a, b loadResult) int { return strings.Compare(a.e.name, b.e.name) })
+	// A file that served a plugin type before the restart (the revision store remembers)
+	// keeps it, as it would have kept it had the daemon run on; the first by name takes a
+	// type nobody served.
+	// The file it served from first; else a file with the bytes that served it.
+	r.startOwners = make(map[string]*fileEntry)
+	for _, sameFile := range []bool{true, false} {
+		for _, res := range r.pending {
+			if res.m == nil {
+				continue
+			}
+			for _, t := range res.m.manifest.PluginTypes {
+				byFile, byDigest := r.h.revs.servedBefore(t, res.e.path, res.m.sum)
+				if r.startOwners[t] == nil && ((sameFile && byFile) || (!sameFile && byDigest)) {
+					r.startOwners[t] = res.e
+				}
+			}
+		}
+	}
 	for _, res := range r.pending {
 		r.apply(res)
 	}
-	r.pending = nil
+	r.pending, r.startOwners = nil, nil
 	r.checkReady()
 	r.applyHeld()
 }
@@ -609,7 +630,7 @@ func (r *reloader) apply(res loadResult) {
 					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.sum, "error", err)
 			} else if held {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err,
-					"hint", fmt.Sprintf("the first to serve a plugin type keeps it (at start, the first file by name); handlers.types.%s.file or .digest in the config decides", t))
+					"hint", fmt.Sprintf("the first to serve a plugin type keeps it, across restarts; handlers.types.%s.file or .digest in the config decides", t))
 			} else {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
 			}
@@ -633,6 +654,9 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why string, held 
 		}
 		if th := r.handlers[t]; th != nil && th.file != e && th.file.goneSince.IsZero() {
 			return t, fmt.Sprintf("plugin type %s is already handled by %s", t, th.file.path), true
+		}
+		if o := r.startOwners[t]; o != nil && o != e {
+			return t, fmt.Sprintf("plugin type %s is already handled by %s (it served it before the restart)", t, o.path), true
 		}
 		if r.handlers[t] == nil {
 			if other, ok := r.h.cfg.Registry.Get(t); ok {

@@ -349,12 +349,47 @@ func TestRunTypeOwnership(t *testing.T) {
 		}
 		stop()
 
-		// At start, the first by name takes it; the other is refused with the same words.
+		// At start with nothing remembered (no revision store), the first by name takes it;
+		// the other is refused with the same words.
 		h2, _ := newStrictHost(t, Config{HandlerDir: dir})
 		startRun(t, h2)
 		want = "plugin type reload.example is already handled by " + filepath.Join(dir, "a.wasm")
 		if s, _ := status(h2, filepath.Join(dir, "csi.wasm")); s.Serving || !strings.Contains(s.LastError, want) {
 			t.Errorf("csi.wasm at start: %+v, want refused with %q", s, want)
+		}
+	})
+	t.Run("with the revision store: a restart keeps the incumbent", func(t *testing.T) {
+		dir, revDir := tempDir(t), filepath.Join(tempDir(t), "revisions")
+		run := func() *Host {
+			h, _ := newStrictHost(t, Config{HandlerDir: dir})
+			if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
+				t.Fatal(err)
+			}
+			stop := startRun(t, h)
+			t.Cleanup(func() { stop(); h.Close(context.Background()) })
+			return h
+		}
+		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		h := run()
+		handlerFor(t, h.Registry(), "reload.example")
+		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
+		want := "plugin type reload.example is already handled by " + filepath.Join(dir, "csi.wasm")
+		waitFor(t, "a.wasm to be refused", func() bool {
+			s, _ := status(h, filepath.Join(dir, "a.wasm"))
+			return strings.Contains(s.LastError, want)
+		})
+		if err := h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		// Restarted: csi.wasm served the type, so it keeps it, though a.wasm comes first by
+		// name; a.wasm is refused with the same words.
+		h2 := run()
+		if s, _ := status(h2, filepath.Join(dir, "csi.wasm")); !s.Serving {
+			t.Errorf("csi.wasm after the restart: %+v, want serving", s)
+		}
+		if s, _ := status(h2, filepath.Join(dir, "a.wasm")); s.Serving || !strings.Contains(s.LastError, want) {
+			t.Errorf("a.wasm after the restart: %+v, want refused with %q", s, want)
 		}
 	})
 	t.Run("bound to a file", func(t *testing.T) {

@@ -494,6 +494,21 @@ func (rs *revisions) installed(file string, m *Module) {
 	}
 }
 
+// servedBefore says whether the module of file, with digest sum, is what served plugin type t
+// when the index was last written: the newest revision installed for t was installed from that
+// file (byFile), or has that digest (byDigest). Run asks it for the files present at start,
+// before it installs any, so that a restart keeps who serves each type.
+func (rs *revisions) servedBefore(t, file, sum string) (byFile, byDigest bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	ds := rs.byType[t]
+	if len(ds) == 0 {
+		return false, false
+	}
+	r := rs.bySHA[ds[0]]
+	return r != nil && r.File == file, ds[0] == sum
+}
+
 // previousGoodLocked is the newest revision of t other than digest that was not rolled back
 // automatically.
 func (rs *revisions) previousGoodLocked(t, digest string) *revision {
