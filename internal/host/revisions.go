@@ -467,6 +467,11 @@ func (rs *revisions) installed(file string, m *Module) {
 			rs.unpinLocked(t)
 		}
 	}
+	// On probation before the history shows it: a call that follows what the history says
+	// is counted.
+	if len(probationFor) > 0 && rs.cfg.RollbackWindow > 0 && len(repin) == 0 {
+		m.probation.Store(&probation{until: time.Now().Add(rs.cfg.RollbackWindow)})
+	}
 	rs.forgetLocked()
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
@@ -488,9 +493,6 @@ func (rs *revisions) installed(file string, m *Module) {
 			rs.h.log.Error("rollback pin kept across the restart could not be applied; the file's revision serves",
 				"plugin_type", t, "pinned_sha256", p.SHA256, "error", err)
 		}
-	}
-	if len(probationFor) > 0 && rs.cfg.RollbackWindow > 0 && len(repin) == 0 {
-		m.probation.Store(&probation{until: time.Now().Add(rs.cfg.RollbackWindow)})
 	}
 }
 
