@@ -16,9 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 // typeHandler is the registration.Handler of one plugin type: a stable object registered
@@ -156,29 +155,27 @@ func (h *Host) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	w, err := fsnotify.NewWatcher()
+	// A pass that could not read the directory (missing, insecure) is tried again soon.
+	retry := min(h.cfg.Resync, lostDirRetry)
+	f, err := watcher.NewFollower(filepath.Clean(dir), watcher.Pacing{Resync: h.cfg.Resync, MinBackoff: retry, MaxBackoff: retry})
 	if err != nil {
 		return fmt.Errorf("host: watching handler directory: %w", err)
 	}
-	defer w.Close()
+	defer f.Close()
 	// Watch before listing, so that nothing happens unseen in between.
-	if err := w.Add(dir); err != nil {
+	if _, err := f.WatchRoot(fi); err != nil {
 		return fmt.Errorf("host: watching handler directory %s: %w", dir, err)
 	}
-	// The parent's events say when the directory is deleted, made again or renamed over; an
-	// event of another name there only makes a pass more. Without it (it cannot be watched),
-	// a directory made again is found by looking every second while it is missing.
-	if parent := filepath.Dir(filepath.Clean(dir)); parent != filepath.Clean(dir) {
-		if err := w.Add(parent); err != nil {
-			h.log.Debug("cannot watch the handler directory's parent", "dir", parent, "error", err)
-		}
+	// Without the parent's watch, a directory made again is found by looking every second
+	// while it is missing.
+	if err := f.WatchParent(); err != nil {
+		h.log.Debug("cannot watch the handler directory's parent", "dir", filepath.Dir(filepath.Clean(dir)), "error", err)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &reloader{
-		w:        w,
-		watched:  fi,
+		f:        f,
 		h:        h,
 		ctx:      ctx,
 		cancel:   cancel,
@@ -208,29 +205,21 @@ func (h *Host) Run(ctx context.Context) error {
 			return nil
 		case <-h.closing:
 			return nil
-		case _, ok := <-w.Events:
-			if !ok {
+		case _, ok := <-f.Events:
+			// An event only wakes the pass: what it does depends on what the directory
+			// holds now.
+			if !ok || !f.Drain() {
 				return errors.New("host: handler directory watcher closed")
 			}
-			// An event only wakes the pass: what it does depends on what the directory
-			// holds now. A burst of events (a file written in pieces) makes one pass.
-		drain:
-			for range 4096 {
-				select {
-				case _, ok := <-w.Events:
-					if !ok {
-						break drain
-					}
-				default:
-					break drain
-				}
-			}
 			r.rescan(time.Now(), false)
-		case err, ok := <-w.Errors:
+		case err, ok := <-f.Errors:
 			if !ok {
 				return errors.New("host: handler directory watcher closed")
 			}
 			h.log.Warn("handler directory watcher error; re-scanning", "dir", dir, "error", err)
+			f.Request("watcher error", 0)
+		case <-f.Due():
+			f.Take()
 			r.rescan(time.Now(), false)
 		case res := <-r.results:
 			r.receive(res)
@@ -251,15 +240,16 @@ func (h *Host) Run(ctx context.Context) error {
 
 // reloader is Run's state; only Run's goroutine uses it.
 //
-// It has the shape of package watcher (watch before listing, events only wake a pass, a full
-// pass on any watcher error and on a slow timer) but not its engine: the watcher keeps the unix
-// sockets of a tree by identity, without following links, ignoring writes, and re-creates its
-// directory; this follows the regular files of one flat directory through symbolic links
-// (ConfigMap volumes), needs writes (a file written in place), decides on the bytes (a digest),
-// and never re-creates the directory, whose removal is the removal of its files.
+// It follows the directory on the socket watcher's engine, a watcher.Follower (watch before
+// listing, the parent watched, events only wake a pass, a pass soon after any watcher error,
+// retried while the directory cannot be read, and on a slow timer), with decisions of its own:
+// the watcher keeps the unix sockets of a tree by identity, without following links, ignoring
+// writes, and re-creates its directory; this follows the regular files of one flat directory
+// through symbolic links (ConfigMap volumes), needs writes (a file written in place), decides on
+// the bytes (a digest), and never re-creates the directory, whose removal is the removal of its
+// files.
 type reloader struct {
-	w        *fsnotify.Watcher
-	watched  os.FileInfo // the directory the watch is on; nil when it is lost
+	f        *watcher.Follower
 	lost     bool        // the watched directory went away
 	insecure bool        // the watched directory's mode or owner became insecure
 	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once
@@ -281,7 +271,6 @@ type reloader struct {
 	ready       bool
 	dirty       bool      // a file changed while it was loading: re-scan
 	initialBy   time.Time // files still being written at start are waited for until then
-	resyncAt    time.Time
 	dueAt       time.Time // the next time a file becomes complete or its removal grace ends
 	shrinkAt    time.Time // the next look for idle instances (idle.go)
 }
@@ -307,9 +296,9 @@ type loadResult struct {
 // RemovalGrace, so that a file replaced by unlinking and creating it again (install), or a
 // directory deleted and made again, is a replacement and not a removal.
 func (r *reloader) rescan(now time.Time, initial bool) {
-	r.resyncAt = now.Add(r.h.cfg.Resync)
 	r.dueAt = time.Time{}
-	present, ok := r.list()
+	present, ok, err := r.list()
+	r.f.Done(err)
 	if !ok {
 		return // the directory cannot be read for now: nothing is known to be gone
 	}
@@ -419,20 +408,19 @@ func minTime(a, b time.Time) time.Time {
 // list returns the handler files the directory holds now, by name, with what stat says of
 // them (symbolic links followed); a name whose stat fails (a dangling link, for a moment, in a
 // ConfigMap update) is not there. ok is false when the directory cannot be read, or may not be
-// read: then nothing is known to be gone. A directory that does not exist holds nothing.
-func (r *reloader) list() (map[string]os.FileInfo, bool) {
+// read: then nothing is known to be gone. A directory that does not exist holds nothing. err
+// says that the directory is to be looked at again soon (missing, insecure, unreadable).
+func (r *reloader) list() (map[string]os.FileInfo, bool, error) {
 	if !r.rewatch() {
-		r.resyncAt = time.Now().Add(min(r.h.cfg.Resync, lostDirRetry))
-		return nil, r.lost
+		return nil, r.lost, errNotFollowed
 	}
 	entries, err := os.ReadDir(r.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, true // deleted since rewatch looked: the next pass sees it lost
+		return nil, true, nil // deleted since rewatch looked: the next pass sees it lost
 	}
 	if err != nil {
 		r.h.log.Error("reading handler directory; keeping the handlers loaded", "dir", r.dir, "error", err)
-		r.resyncAt = time.Now().Add(min(r.h.cfg.Resync, lostDirRetry))
-		return nil, false
+		return nil, false, err
 	}
 	present := make(map[string]os.FileInfo, len(entries))
 	for _, de := range entries {
@@ -444,7 +432,7 @@ func (r *reloader) list() (map[string]os.FileInfo, bool) {
 			present[name] = fi
 		}
 	}
-	return present, true
+	return present, true, nil
 }
 
 func (r *reloader) startLoad(e *fileEntry, force bool) {
@@ -841,6 +829,8 @@ func (r *reloader) remove(e *fileEntry) {
 // insecure).
 const lostDirRetry = time.Second
 
+var errNotFollowed = errors.New("host: handler directory missing or refused")
+
 // compileBusyRetry is how soon a file refused for RefusedCompileBusy is tried again.
 const compileBusyRetry = time.Second
 
@@ -849,22 +839,19 @@ const compileBusyRetry = time.Second
 // directory, or is gone with it). It reports whether the directory can be read: it exists and,
 // unless AllowInsecure, only its owner may write it.
 func (r *reloader) rewatch() bool {
-	fi, err := os.Stat(r.dir)
+	fi, same, err := r.f.Root()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false // not known to be gone (a parent not searchable): nothing is removed
 	}
 	if err != nil || !fi.IsDir() {
-		if r.watched != nil || !r.lost {
+		if watched := r.f.UnwatchRoot(); watched || !r.lost {
 			r.h.log.Warn("handler directory is gone; its handlers are removed unless it is back within the removal grace",
 				"dir", r.dir, "grace", r.h.cfg.RemovalGrace)
-			if r.watched != nil {
-				_ = r.w.Remove(r.dir)
-			}
 		}
-		r.watched, r.lost = nil, true
+		r.lost = true
 		return false
 	}
-	if r.watched != nil && os.SameFile(fi, r.watched) {
+	if same {
 		// The same directory, but its mode or owner may have changed: the rules of the start
 		// hold all along. While it is insecure no file is read from it; the handlers loaded
 		// keep serving (their bytes were read while it was not).
@@ -902,23 +889,20 @@ func (r *reloader) rewatch() bool {
 		r.h.setDirError(nil)
 	}
 	r.refused, r.insecure = nil, false
-	_ = r.w.Remove(r.dir)
-	if err := r.w.Add(r.dir); err != nil {
+	moved, err := r.f.WatchRoot(fi)
+	if err != nil {
 		r.h.log.Error("watching handler directory again", "dir", r.dir, "error", err)
 		return false
 	}
-	if r.watched != nil || r.lost {
+	if moved || r.lost {
 		r.h.log.Info("handler directory is back; watching it again", "dir", r.dir)
 	}
-	r.watched, r.lost = fi, false
+	r.lost = false
 	return true
 }
 
 func (r *reloader) nextWake(now time.Time) time.Duration {
-	next := r.resyncAt
-	if r.shrinkAt.Before(next) {
-		next = r.shrinkAt
-	}
+	next := r.shrinkAt
 	if !r.dueAt.IsZero() && r.dueAt.Before(next) {
 		next = r.dueAt
 	}

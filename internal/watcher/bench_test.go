@@ -74,14 +74,12 @@ func BenchmarkRelist(b *testing.B) {
 	h.waitUntil("all sockets", func() bool { return h.desired.Len() == 4000 })
 	h.stop() // call relist directly, from this goroutine only
 	w := h.w
-	w.fsw = nil
-	fsw, err := w.newFSW()
+	f, err := newFollower(w.dir, Pacing{}, w.newFSW, &w.watches)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer fsw.Close()
-	w.fsw = fsw
-	w.dirs, w.parent = make(map[string]dirState), dirState{}
+	defer f.Close()
+	w.f, w.dirs = f, make(map[string]dirState)
 	if err := w.relist("benchmark", false); err != nil { // watches everything again
 		b.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func withUnwatchable(name string) option {
 			if filepath.Base(p) == name {
 				return fmt.Errorf("add %s: %w", p, syscall.ENOSPC)
 			}
-			return w.fsw.Add(p)
+			return w.f.Add(p)
 		}
 	}}
 }
@@ -70,7 +70,7 @@ func withUnreadable() option {
 			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o400 == 0 {
 				return fmt.Errorf("add %s: %w", p, syscall.EACCES)
 			}
-			return w.fsw.Add(p)
+			return w.f.Add(p)
 		}
 	}}
 }

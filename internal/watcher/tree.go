@@ -103,11 +103,7 @@ func (w *Watcher) dropDirs(p string) {
 			continue
 		}
 		if st.watched {
-			// fsnotify may already have dropped it (the directory was deleted): not an error.
-			if err := w.fsw.Remove(d); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
-				w.log.Debug("removing watch", "path", d, "err", err)
-			}
-			w.watches.Add(-1)
+			w.f.Remove(d)
 		}
 		delete(w.dirs, d)
 	}
@@ -214,21 +210,15 @@ func (w *Watcher) watchDir(p string, fi fs.FileInfo) bool {
 		w.dropDirs(p)
 		known = false
 	}
-	id := identityOf(fi)
-	st = dirState{dev: id.Dev, ino: id.Ino}
-	var err error
+	add := w.f.Add
 	if w.addWatch != nil {
-		err = w.addWatch(p)
-	} else {
-		err = w.fsw.Add(p)
+		add = w.addWatch
 	}
+	err := add(p)
+	w.dirs[p] = dirStateOf(fi, err == nil)
 	if err == nil {
-		st.watched = true
-		w.watches.Add(1)
-		w.dirs[p] = st
 		return true
 	}
-	w.dirs[p] = st
 	w.errs.Add(1)
 	w.watchFailures.Add(1)
 	if w.inRelist {
@@ -241,15 +231,9 @@ func (w *Watcher) watchDir(p string, fi fs.FileInfo) bool {
 		w.log.Warn("cannot watch directory (its sockets are found only by re-lists until then)", "path", p, "err", err)
 	}
 	if !w.inRelist {
-		w.requestRelist(fmt.Sprintf("cannot watch %s: %v", p, err), relistDelay)
+		w.f.Request(fmt.Sprintf("cannot watch %s: %v", p, err), relistDelay)
 	}
 	return false
-}
-
-// sameFile reports whether fi is the directory recorded in st.
-func sameFile(st dirState, fi fs.FileInfo) bool {
-	id := identityOf(fi)
-	return st.dev == id.Dev && st.ino == id.Ino
 }
 
 // rootEvent handles an event on the socket directory itself, reported by the watch on its
@@ -261,50 +245,14 @@ func (w *Watcher) rootEvent(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Remove | fsnotify.Rename) {
 		return
 	}
-	if st, ok := w.dirs[w.dir]; ok {
-		if fi, err := os.Stat(w.dir); err == nil && fi.IsDir() && sameFile(st, fi) {
-			return
-		}
+	st, ok := w.dirs[w.dir]
+	if fi, err := os.Stat(w.dir); ok && err == nil && fi.IsDir() && sameFile(st, fi) {
+		return
 	}
-	if _, ok := w.dirs[w.dir]; !ok && w.sched.pending && w.sched.urgent {
+	if !ok && w.f.pending && w.f.urgent {
 		return // already handled; the re-list that recreates it is due
 	}
 	w.rootGone(ev.Op.String())
-}
-
-// watchParent watches the socket directory's parent, whose events are the reliable report of
-// the socket directory being removed or renamed. Every other name in the parent is ignored. A
-// failure is logged and counted: the periodic re-list then finds a removed directory.
-func (w *Watcher) watchParent() {
-	parent := filepath.Dir(w.dir)
-	if parent == w.dir {
-		return // the socket directory is "/"
-	}
-	fi, err := os.Stat(parent)
-	if err != nil {
-		return
-	}
-	if w.parent.watched {
-		if sameFile(w.parent, fi) {
-			return
-		}
-		// The parent was replaced: its old watch reports nothing useful any more.
-		if err := w.fsw.Remove(parent); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
-			w.log.Debug("removing watch", "path", parent, "err", err)
-		}
-		w.watches.Add(-1)
-		w.parent = dirState{}
-	}
-	if err := w.fsw.Add(parent); err != nil {
-		w.errs.Add(1)
-		w.watchFailures.Add(1)
-		w.log.Warn("cannot watch the socket directory's parent; its removal is noticed only by the periodic re-list",
-			"path", parent, "err", err)
-		return
-	}
-	id := identityOf(fi)
-	w.parent = dirState{dev: id.Dev, ino: id.Ino, watched: true}
-	w.watches.Add(1)
 }
 
 // rootGone handles the socket directory itself being removed or renamed: every socket leaves
@@ -314,7 +262,7 @@ func (w *Watcher) rootGone(op string) {
 	n := w.desired.RemoveUnder(w.dir)
 	w.dropDirs(w.dir)
 	w.log.Warn("socket directory removed; recreating it", "op", op, "sockets_removed", n)
-	w.requestRelist("socket directory removed", 0)
+	w.f.Request("socket directory removed", 0)
 }
 
 // relist lists the whole tree and makes Desired equal to it: it upserts every socket found and
@@ -350,7 +298,12 @@ func (w *Watcher) relist(reason string, urgent bool) (err error) {
 		err = fmt.Errorf("%w: %s is not a directory", ErrSocketDir, w.dir)
 	}
 	if err == nil {
-		w.watchParent()
+		if perr := w.f.WatchParent(); perr != nil {
+			w.errs.Add(1)
+			w.watchFailures.Add(1)
+			w.log.Warn("cannot watch the socket directory's parent; its removal is noticed only by the periodic re-list",
+				"path", filepath.Dir(w.dir), "err", perr)
+		}
 	}
 	found := make(map[string]fs.FileInfo, w.desired.Len())
 	listed := false

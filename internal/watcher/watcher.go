@@ -12,6 +12,8 @@
 // is not a unix socket or a directory; symbolic links below the socket directory are not
 // followed.
 //
+// Its engine, Follower, is the host's too: the handler directory is followed on it.
+//
 // This package is part of the daemon, not a stable API.
 package watcher
 
@@ -25,7 +27,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -106,18 +107,10 @@ type Watcher struct {
 	addWatch func(path string) error
 
 	// Owned by the Run goroutine.
-	fsw       *fsnotify.Watcher
+	f         *Follower
 	dirs      map[string]dirState // directories seen under dir (dir itself included)
-	parent    dirState            // the watch on dir's parent, which reports dir's removal
 	inRelist  bool                // a failure to watch does not ask for another re-list
 	unwatched int                 // directories whose watch failed during the current re-list
-	sched     schedule
-}
-
-// dirState is what the watcher knows of one directory.
-type dirState struct {
-	dev, ino uint64
-	watched  bool
 }
 
 // New checks cfg and creates the socket directory if it is missing. The watcher starts with
@@ -196,104 +189,49 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
-	fsw, err := w.newFSW()
+	f, err := newFollower(w.dir, Pacing{Resync: w.resync, MinBackoff: minBackoff, MaxBackoff: maxBackoff}, w.newFSW, &w.watches)
 	if err != nil {
-		if errors.Is(err, syscall.EMFILE) {
-			return fmt.Errorf("%w: %w (too many inotify instances: raise the sysctl fs.inotify.max_user_instances)", ErrInotify, err)
-		}
-		return fmt.Errorf("%w: %w", ErrInotify, err)
+		return err
 	}
-	w.fsw = fsw
+	w.f = f
 	w.dirs = make(map[string]dirState)
-	w.sched.timer = time.NewTimer(time.Hour)
-	w.sched.timer.Stop()
 	defer func() {
-		w.sched.timer.Stop()
-		// Close waits for fsnotify's reading goroutine to exit.
-		if err := fsw.Close(); err != nil {
+		if err := f.Close(); err != nil {
 			w.log.Warn("closing inotify", "err", err)
 		}
-		w.watches.Store(0)
 	}()
 
-	w.runRelist(relistStart)
+	w.runRelist(relistStart, false, 0)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-fsw.Events:
+		case ev, ok := <-f.Events:
 			if !ok {
 				return fmt.Errorf("%w: fsnotify closed its event channel", ErrInotify)
 			}
 			w.handleEvent(ev)
-		case err, ok := <-fsw.Errors:
+		case err, ok := <-f.Errors:
 			if !ok {
 				return fmt.Errorf("%w: fsnotify closed its error channel", ErrInotify)
 			}
 			w.errs.Add(1)
 			w.log.Debug("fsnotify error", "err", err)
-			w.requestRelist("fsnotify error: "+err.Error(), relistDelay)
-		case <-w.sched.timer.C:
-			w.sched.pending = false
-			w.runRelist(w.sched.reason)
+			f.Request("fsnotify error: "+err.Error(), relistDelay)
+		case <-f.Due():
+			w.runRelist(f.Take())
 		}
 	}
 }
 
-// schedule is the one timer behind every re-list: asked for by an error (urgent, coalesced),
-// a retry after a failed re-list (backoff), or the periodic resync.
-type schedule struct {
-	timer     *time.Timer
-	pending   bool
-	at        time.Time
-	reason    string
-	urgent    bool // asked for by an error, not the periodic resync
-	coalesced int  // requests folded into the pending re-list
-	backoff   time.Duration
-}
-
-// requestRelist asks for a re-list within delay. Requests made while an urgent re-list is
-// already due by then fold into it.
-func (w *Watcher) requestRelist(reason string, delay time.Duration) {
-	s := &w.sched
-	at := time.Now().Add(delay)
-	if s.pending && s.urgent && !s.at.After(at) {
-		s.coalesced++
-		return
-	}
-	if !s.pending || !s.urgent {
-		s.coalesced = 0
-		s.reason = reason
-	}
-	s.coalesced++
-	s.pending, s.urgent, s.at = true, true, at
-	s.timer.Reset(delay)
-}
-
 // runRelist re-lists now and schedules the next one: a retry with backoff if it failed, else
 // the periodic resync.
-func (w *Watcher) runRelist(reason string) {
-	s := &w.sched
-	urgent, coalesced := s.urgent, s.coalesced
-	s.urgent, s.coalesced = false, 0
+func (w *Watcher) runRelist(reason string, urgent bool, requests int) {
 	if urgent {
-		w.log.Warn("re-listing socket directory", "reason", reason, "requests", coalesced)
+		w.log.Warn("re-listing socket directory", "reason", reason, "requests", requests)
 	}
 	err := w.relist(reason, urgent)
-	if s.pending {
-		return // asked for again while it ran; that one stands
-	}
-	if err != nil {
-		s.backoff = min(max(s.backoff*2, minBackoff), maxBackoff)
-		w.log.Warn("re-list failed; retrying", "err", err, "retry_in", s.backoff)
-		s.pending, s.urgent, s.reason, s.at = true, true, "retry: "+err.Error(), time.Now().Add(s.backoff)
-		s.coalesced = 1
-		s.timer.Reset(s.backoff)
-		return
-	}
-	s.backoff = 0
-	if w.resync > 0 {
-		s.pending, s.urgent, s.reason, s.at = true, false, "periodic resync", time.Now().Add(w.resync)
-		s.timer.Reset(w.resync)
+	if retry := w.f.Done(err); err != nil && retry > 0 {
+		w.log.Warn("re-list failed; retrying", "err", err, "retry_in", retry)
 	}
 }
