@@ -28,11 +28,11 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/config/configtest"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"go.yaml.in/yaml/v3"
 )
 
 const fakeType = "fake.wasmhost.dev"
@@ -715,7 +715,11 @@ func TestE2EWasmExampleHandler(t *testing.T) {
 // for the shipped example handler to register a thousand plugins at once.
 func TestE2EExampleManifestLimits(t *testing.T) {
 	t.Parallel()
-	manifest := manifestConfig(t, "../../examples/kubernetes/daemonset.yaml")
+	cfgs := configtest.FromManifest(t, "../../examples/kubernetes/daemonset.yaml")
+	if len(cfgs) != 1 {
+		t.Fatalf("%d wasmhost configs in the example DaemonSet, want 1", len(cfgs))
+	}
+	manifest := cfgs[0]
 	if manifest.Handlers.MemoryLimit == 0 || manifest.Handlers.PoolSize == 0 {
 		t.Fatalf("the example DaemonSet sets no handler memory limit or pool size: %+v", manifest.Handlers)
 	}
@@ -737,35 +741,4 @@ func TestE2EExampleManifestLimits(t *testing.T) {
 		wantNotification(t, p, true, "")
 	}
 	waitFor(t, "every plugin to be recorded registered", func() bool { return rd.d.State().Actual().Len() == n })
-}
-
-// manifestConfig returns the wasmhost configuration the ConfigMap of a Kubernetes manifest
-// carries, over the defaults.
-func manifestConfig(t *testing.T, path string) config.Config {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	for {
-		var doc struct {
-			Kind string            `yaml:"kind"`
-			Data map[string]string `yaml:"data"`
-		}
-		if err := dec.Decode(&doc); err != nil {
-			t.Fatalf("%s: no ConfigMap with a config.yaml: %v", path, err)
-		}
-		if c, ok := doc.Data["config.yaml"]; ok && doc.Kind == "ConfigMap" {
-			p := filepath.Join(t.TempDir(), "config.yaml")
-			if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg := config.Default()
-			if err := config.Load(p, &cfg); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			return cfg
-		}
-	}
 }
