@@ -176,13 +176,7 @@ func TestRollbackAsksRejectedPluginsAgain(t *testing.T) {
 	defer c.Close()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitUntil(t, what, cond)
 	}
 	history := func() *adminv1.ListRevisionsResponse {
 		h, _ := c.ListRevisions(t.Context(), &adminv1.ListRevisionsRequest{PluginType: "rev.example"})
