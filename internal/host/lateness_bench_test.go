@@ -17,9 +17,14 @@ import (
 // its deadline to the call's return, p50/p99/max over every looping call.
 //
 //   - idle: one looping call at a time, nothing else running.
-//   - busy: the same while GOMAXPROCS goroutines call a well-behaved handler (ok.wasm) in a
-//     tight loop: the daemon under load.
-//   - loopers: 2×NumCPU looping calls at once, more guest loops than cores.
+//   - spare: the same while NumCPU-1 goroutines call a well-behaved handler (ok.wasm) in a
+//     tight loop: the daemon under load, with a core left for the looping call.
+//   - busy: the same with NumCPU such goroutines: every core taken, one more busy thread than
+//     cores.
+//   - loopers: 2×NumCPU looping calls at once, twice as many guest loops as cores.
+//
+// BenchmarkDeadlineFloor runs busy and loopers with plain Go loops in place of the guests: the
+// floor the machine's scheduler sets, which no deadline mechanism in the process goes below.
 //
 // It runs with the GOMAXPROCS the host sets (NumCPU+4, see procs.go; the testing package sets
 // its own for each benchmark, so it is set again here), or with the environment's GOMAXPROCS
@@ -31,6 +36,7 @@ func BenchmarkDeadlineLateness(b *testing.B) {
 		loopers, busy int
 	}{
 		{"idle", 1, 0},
+		{"spare", 1, runtime.NumCPU() - 1},
 		{"busy", 1, runtime.NumCPU()},
 		{"loopers", 2 * runtime.NumCPU(), 0},
 	} {
@@ -97,6 +103,84 @@ func BenchmarkDeadlineLateness(b *testing.B) {
 				b.ReportMetric(float64(others.Load())/float64(b.N), "other-calls/op")
 				b.ReportMetric(float64(failed.Load()), "other-failed")
 			}
+		})
+	}
+}
+
+// BenchmarkDeadlineFloor is BenchmarkDeadlineLateness's busy and loopers cases without
+// WebAssembly: each looping call is a goroutine locked to its thread that spins until the
+// host's deadline thread sets its flag, and each busy goroutine allocates and computes in a
+// loop as a quick handler call does. What it measures, from the deadline to the moment the
+// spinning goroutine sees its flag, is how long the OS keeps a runnable thread off the CPU
+// when there are more busy threads than cores: the floor under BenchmarkDeadlineLateness.
+func BenchmarkDeadlineFloor(b *testing.B) {
+	for _, bc := range []struct {
+		name          string
+		loopers, busy int
+	}{
+		{"spare", 1, runtime.NumCPU() - 1},
+		{"busy", 1, runtime.NumCPU()},
+		{"loopers", 2 * runtime.NumCPU(), 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if os.Getenv("GOMAXPROCS") == "" {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(wantProcs()))
+			}
+			const timeout = 20 * time.Millisecond
+			ds, err := startDeadlines()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ds.stop()
+			var (
+				mu   sync.Mutex
+				late []time.Duration
+				wg   sync.WaitGroup
+				next = make(chan struct{})
+				stop atomic.Bool
+			)
+			for range bc.busy {
+				wg.Go(func() {
+					var buf []byte
+					for !stop.Load() {
+						buf = make([]byte, 512)
+						for i := range buf {
+							buf[i] = byte(i)
+						}
+					}
+					_ = buf
+				})
+			}
+			var loops sync.WaitGroup
+			b.ResetTimer()
+			for range bc.loopers {
+				loops.Go(func() {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					for range next {
+						at := time.Now().Add(timeout)
+						var due atomic.Bool
+						cancel := ds.at(at, func() { due.Store(true) })
+						for !due.Load() {
+						}
+						d := time.Since(at)
+						cancel()
+						mu.Lock()
+						late = append(late, d)
+						mu.Unlock()
+					}
+				})
+			}
+			for b.Loop() {
+				next <- struct{}{}
+			}
+			close(next)
+			loops.Wait()
+			b.StopTimer()
+			stop.Store(true)
+			wg.Wait()
+			percentiles(b, late, "late-ns")
+			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 		})
 	}
 }
