@@ -63,7 +63,7 @@ type Config struct {
 
 	// Bindings give a plugin type to one handler: only the file, or only a module of the
 	// digest, that its Binding names may serve it; another module that declares it is refused
-	// (RefusedConflict), whatever the order in which they arrive. Without a binding, a type
+	// (RefusedNotBound), whatever the order in which they arrive. Without a binding, a type
 	// belongs to the file that serves it first: a file that declares it later is refused, and
 	// of the files present at start the one that served it before the restart (the revision
 	// store remembers), else the first by name, takes it. Defaults to nil: no binding.

@@ -605,14 +605,14 @@ func (r *reloader) apply(res loadResult) {
 		}
 	default:
 		m := res.m
-		if t, why, held := r.owner(e, m); why != "" {
-			err := refuse(e.path, RefusedConflict, nil, "%s", why)
+		if t, why, reason, held := r.owner(e, m); why != "" {
+			err := refuse(e.path, reason, nil, "%s", why)
 			e.conflict, e.failedSHA = "", res.sum
 			if held {
 				e.conflict = t // tried again once the type is free
 			}
 			r.setLoadError(e, err)
-			r.h.countRefusal(RefusedConflict)
+			r.h.countRefusal(reason)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
 					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.sum, "error", err)
@@ -634,25 +634,26 @@ func (r *reloader) apply(res loadResult) {
 // bound (Config.Bindings) to another file or digest may not, nor one that another handler
 // serves already, of this host or another on the same registry (the handlers pulled from OCI
 // registries): a newcomer never displaces the one serving. It returns the first type refused,
-// why (or ""), and whether it is refused because it is held, which may change.
-func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why string, held bool) {
+// why (or ""), the refusal's reason (RefusedNotBound or RefusedConflict), and whether it is
+// refused because it is held, which may change.
+func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason string, held bool) {
 	for _, t := range m.manifest.PluginTypes {
 		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.sum); why != "" {
-			return t, why, false
+			return t, why, RefusedNotBound, false
 		}
 		if th := r.handlers[t]; th != nil && th.file != e && th.file.goneSince.IsZero() {
-			return t, fmt.Sprintf("plugin type %s is already handled by %s", t, th.file.path), true
+			return t, fmt.Sprintf("plugin type %s is already handled by %s", t, th.file.path), RefusedConflict, true
 		}
 		if o := r.startOwners[t]; o != nil && o != e {
-			return t, fmt.Sprintf("plugin type %s is already handled by %s (it served it before the restart)", t, o.path), true
+			return t, fmt.Sprintf("plugin type %s is already handled by %s (it served it before the restart)", t, o.path), RefusedConflict, true
 		}
 		if r.handlers[t] == nil {
 			if other, ok := r.h.cfg.Registry.Get(t); ok {
-				return t, fmt.Sprintf("plugin type %s is already handled by %s", t, handlerName(other)), true
+				return t, fmt.Sprintf("plugin type %s is already handled by %s", t, handlerName(other)), RefusedConflict, true
 			}
 		}
 	}
-	return "", "", false
+	return "", "", "", false
 }
 
 // handlerName names the handler of another host for a refusal: its file.

@@ -588,6 +588,7 @@ const (
 	RefusedTrap           = "trap"               // trapped while it was instantiated or described
 	RefusedTimeout        = "timeout"            // ran over the call timeout while being loaded
 	RefusedConflict       = "conflict"           // declares a plugin type another file handles
+	RefusedNotBound       = "not_bound"          // declares a plugin type bound to another file or digest
 	RefusedDirectory      = "insecure_directory" // the handler directory became insecure
 )
 

@@ -407,6 +407,10 @@ func TestRunTypeOwnership(t *testing.T) {
 		if s.Serving || !strings.Contains(s.LastError, "bound to the handler file "+filepath.Join(dir, "csi.wasm")) {
 			t.Errorf("a.wasm: %+v", s)
 		}
+		// Counted as refused by the binding, not as a conflict between files.
+		if r := h.Refusals(); r[RefusedNotBound] != 1 || r[RefusedConflict] != 0 {
+			t.Errorf("refusals %v, want one %s and no %s", r, RefusedNotBound, RefusedConflict)
+		}
 	})
 	t.Run("bound to a digest", func(t *testing.T) {
 		dir := tempDir(t)
@@ -437,6 +441,9 @@ func TestRunTypeOwnership(t *testing.T) {
 		s, _ := status(h2, filepath.Join(dir2, "reload.wasm"))
 		if s.Serving || !strings.Contains(s.LastError, "already handled by "+filepath.Join(dir1, "reload.wasm")) {
 			t.Errorf("the second host's file: %+v", s)
+		}
+		if r := h2.Refusals(); r[RefusedConflict] != 1 || r[RefusedNotBound] != 0 {
+			t.Errorf("refusals %v, want one %s", r, RefusedConflict)
 		}
 		if now, _ := reg.Get("reload.example"); now != hd {
 			t.Error("the second host displaced the first's handler")

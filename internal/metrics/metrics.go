@@ -345,7 +345,7 @@ var (
 	handlerShadowDisagreementsDesc = prometheus.NewDesc("wasmhost_handler_shadow_disagreements_total",
 		"Of those, the ones the candidate decided otherwise than the serving revision (accept, reject, fail).", []string{"plugin_type", "sha256"}, nil)
 	handlerRefusalsDesc = prometheus.NewDesc("wasmhost_handler_refusals_total",
-		"Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict.",
+		"Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict, not_bound.",
 		[]string{"reason"}, nil)
 )
 

@@ -89,7 +89,7 @@ wasmhost_handler_quarantined{handler="csi.wasm"} 1
 # HELP wasmhost_handler_quarantines_total Times a handler was quarantined (a failed probe counts again).
 # TYPE wasmhost_handler_quarantines_total counter
 wasmhost_handler_quarantines_total{handler="csi.wasm"} 2
-# HELP wasmhost_handler_refusals_total Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict.
+# HELP wasmhost_handler_refusals_total Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict, not_bound.
 # TYPE wasmhost_handler_refusals_total counter
 wasmhost_handler_refusals_total{reason="not_regular"} 1
 wasmhost_handler_refusals_total{reason="structure"} 2
