@@ -37,6 +37,10 @@ type HandlerLimits struct {
 	// MaxEntries bounds the entries of every other section of a module (types, imports,
 	// globals, exports, segments). Defaults to 100000.
 	MaxEntries int `yaml:"maxEntries"`
+	// MaxCallStack bounds the guest's call stack, counted at each call from the callee's
+	// parameters and locals: a call past it traps. wazero's own stack, outside memoryLimit,
+	// otherwise grows to 50 MB and more before it overflows. Defaults to 1Mi.
+	MaxCallStack ByteSize `yaml:"maxCallStack"`
 	// LogLinesPerCall and LogBytesPerCall bound what one call logs (log, stdout and stderr
 	// together); going over ends the call. Default to 1000 and 64Ki.
 	LogLinesPerCall int      `yaml:"logLinesPerCall"`
@@ -85,6 +89,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		MaxLocals:              50_000,
 		MaxTableElements:       200_000,
 		MaxEntries:             100_000,
+		MaxCallStack:           1 << 20,
 		LogLinesPerCall:        1000,
 		LogBytesPerCall:        64 << 10,
 		KVKeysPerHandler:       abi.MaxKVEntries,
@@ -116,6 +121,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.maxLocals":              int64(l.MaxLocals),
 		"handlers.limits.maxTableElements":       int64(l.MaxTableElements),
 		"handlers.limits.maxEntries":             int64(l.MaxEntries),
+		"handlers.limits.maxCallStack":           int64(l.MaxCallStack),
 		"handlers.limits.logLinesPerCall":        int64(l.LogLinesPerCall),
 		"handlers.limits.logBytesPerCall":        int64(l.LogBytesPerCall),
 		"handlers.limits.kvKeysPerHandler":       int64(l.KVKeysPerHandler),

@@ -70,8 +70,8 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	registered(a)
 	registered(b)
 
-	// The hostile files: a FIFO, the compile bomb, a log flood and a handler that
-	// traps, the last two with plugins of their own.
+	// The hostile files: a FIFO, the compile bomb, a log flood, a handler that traps
+	// and one that recurses without end, the last three with plugins of their own.
 	if err := syscall.Mkfifo(filepath.Join(cfg.HandlerDir, "fifo.wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,8 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	}
 	put("logflood.wasm", "logflood")
 	put("trap.wasm", "trap")
-	flood, trap := plugin("logflood.example", "f"), plugin("trap.example", "t")
+	put("recurse.wasm", "recurse")
+	flood, trap, recurse := plugin("logflood.example", "f"), plugin("trap.example", "t"), plugin("recurse.example", "r")
 
 	handler := func(file string) state.Handler {
 		for _, h := range d.State().Handlers() {
@@ -117,6 +118,10 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	if h := handler("trap.wasm"); !strings.Contains(h.Counters.QuarantineReason, "unreachable") || h.Counters.Failures < 3 {
 		t.Errorf("trap.wasm: %+v", h.Counters)
 	}
+	waitFor("the recursing handler's quarantine", func() bool { return handler("recurse.wasm").Counters.Quarantined })
+	if h := handler("recurse.wasm"); !strings.Contains(h.Counters.QuarantineReason, "handlers.limits.maxCallStack") {
+		t.Errorf("recurse.wasm: %+v", h.Counters)
+	}
 	waitFor("the log flood's quarantine", func() bool { return handler("logflood.wasm").Counters.Quarantined })
 	if h := handler("logflood.wasm"); !strings.Contains(h.Counters.QuarantineReason, "handlers.limits.logLinesPerCall") {
 		t.Errorf("logflood.wasm: %+v", h.Counters)
@@ -141,7 +146,7 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	if quarantined != 1 {
 		t.Errorf("ListHandlers does not show trap.wasm quarantined: %v", resp.GetHandlers())
 	}
-	for _, p := range []*registrationtest.Plugin{flood, trap} {
+	for _, p := range []*registrationtest.Plugin{flood, trap, recurse} {
 		if n := p.WaitNotification(t, hostileWait); n.Registered {
 			t.Errorf("%s registered", p.Path())
 		}

@@ -21,6 +21,7 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		MaxLocals:               l.MaxLocals,
 		MaxTableElements:        l.MaxTableElements,
 		MaxEntries:              l.MaxEntries,
+		MaxCallStack:            int64(l.MaxCallStack),
 		LogLinesPerCall:         l.LogLinesPerCall,
 		LogBytesPerCall:         int(l.LogBytesPerCall),
 		KVKeysPerHandler:        l.KVKeysPerHandler,

@@ -187,6 +187,11 @@ type Limits struct {
 	// globals, exports, element and data segments): wazero's decoder allocates about 100
 	// bytes for each (25 MB of globals took 540 MB to compile). Defaults to 100,000.
 	MaxEntries int
+	// MaxCallStack bounds a guest's call stack in bytes, counted at each call site from the
+	// callee's parameters and locals (callstack.go): a call past it traps, reported as such.
+	// wazero's own stack, outside MemoryLimit, otherwise grows past 50 MB before it overflows.
+	// Defaults to 1 MiB.
+	MaxCallStack int64
 	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) may log,
 	// through the log host function and stdout/stderr together; going over ends the call.
 	// Default to 1,000 lines and 64 KiB.
@@ -225,6 +230,7 @@ var DefaultLimits = Limits{
 	MaxLocals:               50_000,
 	MaxTableElements:        200_000,
 	MaxEntries:              100_000,
+	MaxCallStack:            1 << 20,
 	LogLinesPerCall:         1000,
 	LogBytesPerCall:         64 << 10,
 	KVKeysPerHandler:        abi.MaxKVEntries,
@@ -393,6 +399,7 @@ func (l *Limits) withDefaults() error {
 		fill(&l.MaxLocals, d.MaxLocals, "MaxLocals"),
 		fill(&l.MaxTableElements, d.MaxTableElements, "MaxTableElements"),
 		fill(&l.MaxEntries, d.MaxEntries, "MaxEntries"),
+		fill64(&l.MaxCallStack, d.MaxCallStack, "MaxCallStack"),
 		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
 		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
 		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -96,6 +97,14 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
+	// Its calls run as at load: with the call stack bounded (callstack.go).
+	guarded, err := guardCallStack(bin, uint64(h.cfg.Limits.MaxCallStack))
+	switch {
+	case errors.Is(err, errReservedExport):
+		return nil, refuse(name, RefusedABI, nil, "%v", err)
+	case err != nil:
+		return nil, badModule(name, nil, "module not valid WebAssembly: %v", err)
+	}
 	// Described, not kept: compiled without the cache on disk.
 	rtCfg := h.rtCfg.WithCompilationCache(nil)
 	if info.memMin > uint64(h.limitPages) {
@@ -104,7 +113,7 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
 	defer rt.Close(context.Background())
-	cm, err := rt.CompileModule(ctx, bin)
+	cm, err := rt.CompileModule(ctx, guarded)
 	if err != nil {
 		return nil, badModule(name, nil, "module not valid WebAssembly: %v", err)
 	}

@@ -475,6 +475,9 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 		return status, nil
 	}
 	if err != nil {
+		if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
+			err = &callStackFault{limit: lim, err: err}
+		}
 		m.discard(in)
 		return 0, m.callError(ctx, callCtx, st, limit, err)
 	}
@@ -496,6 +499,7 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 	}
 	var fault *guestFault
 	var over *budgetFault
+	var stack *callStackFault
 	var exit *sys.ExitError
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
@@ -510,6 +514,8 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 		return fmt.Errorf("%w: handler %s was closed during the call", ErrRetired, what)
 	case errors.As(err, &over):
 		err = fmt.Errorf("%w: %s %w", ErrBudget, what, over)
+	case errors.As(err, &stack):
+		err = fmt.Errorf("%w in %s: %v", ErrTrap, what, stack)
 	case errors.As(err, &fault):
 		err = fmt.Errorf("%w in %s: bad pointer: %v", ErrTrap, what, fault)
 	case errors.As(err, &exit):
@@ -655,6 +661,13 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
+	guarded, err := guardCallStack(bin, uint64(h.cfg.Limits.MaxCallStack))
+	switch {
+	case errors.Is(err, errReservedExport):
+		return nil, refuse(file, RefusedABI, nil, "%v", err)
+	case err != nil:
+		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
+	}
 
 	rtCfg, release, err := h.moduleRuntimeConfig(hex.EncodeToString(sum[:]))
 	if err != nil {
@@ -668,7 +681,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			release() // a module refused is not kept in the cache
 		}
 	}()
-	cm, abandoned, err := h.compile(rt, release, file, bin)
+	cm, abandoned, err := h.compile(rt, release, file, guarded)
 	if err != nil {
 		return nil, err
 	}

@@ -140,25 +140,13 @@ func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest in
 	depth := 0
 	for len(r.b) > 0 {
 		at := len(body) - len(r.b)
-		op, _ := r.byte()
-		ok := true
+		op, sub, known, ok := r.instr()
 		switch {
+		case !known:
+			return deepest, work, locals, fmt.Sprintf("unknown instruction 0x%02x at byte %d of the body", op, at)
+		case !ok:
+			return deepest, work, locals, "" // truncated: the compiler says so
 		case op == 0x02 || op == 0x03 || op == 0x04 || op == 0x06 || op == 0x1f: // block loop if try try_table
-			ok = r.sleb()
-			if op == 0x1f { // try_table's catch clauses
-				var k uint64
-				if k, ok = r.uleb(32); ok {
-					for j := uint64(0); ok && j < k; j++ {
-						var kind byte
-						if kind, ok = r.byte(); ok && kind <= 1 {
-							_, ok = r.uleb(32) // tag
-						}
-						if ok {
-							_, ok = r.uleb(32) // label
-						}
-					}
-				}
-			}
 			depth++
 			work += int64(depth)
 			if depth > deepest {
@@ -172,65 +160,88 @@ func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest in
 			if depth < 0 {
 				return deepest, work, locals, "" // the function's own end
 			}
-		case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0a || op == 0x0f || op == 0x19 ||
-			op == 0x1a || op == 0x1b || op == 0xd1 || op == 0xd3 || (op >= 0x45 && op <= 0xc4):
-			// no immediate
 		case op == 0x18: // delegate: closes the try
-			_, ok = r.uleb(32)
 			depth--
-		case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x0c || op == 0x0d || op == 0x10 || op == 0x12 ||
-			op == 0x14 || op == 0x15 || op == 0xd2 || op == 0xd4 || op == 0xd5 ||
-			(op >= 0x20 && op <= 0x26) || op == 0x3f || op == 0x40:
-			_, ok = r.uleb(32)
-		case op == 0x11 || op == 0x13: // call_indirect: type, table
-			if _, ok = r.uleb(32); ok {
-				_, ok = r.uleb(32)
+		case op == 0xfc && sub == 15 && !info.tableGrow: // table.grow
+			info.tableGrow = true
+			if msg := info.checkGrow(lim); msg != "" {
+				return deepest, work, locals, msg
 			}
-		case op == 0x0e: // br_table
-			var k uint64
-			if k, ok = r.uleb(32); ok {
-				for j := uint64(0); ok && j <= k; j++ {
-					_, ok = r.uleb(32)
-				}
-			}
-		case op == 0x1c: // select t*
-			var k uint64
-			if k, ok = r.uleb(32); ok {
-				for j := uint64(0); ok && j < k; j++ {
-					ok = r.valType()
-				}
-			}
-		case op >= 0x28 && op <= 0x3e:
-			ok = r.memarg()
-		case op == 0x41 || op == 0x42 || op == 0xd0:
-			ok = r.sleb()
-		case op == 0x43:
-			ok = r.skip(4)
-		case op == 0x44:
-			ok = r.skip(8)
-		case op == 0xfc:
-			var sub uint64
-			if sub, ok = r.uleb(32); ok {
-				if sub == 15 && !info.tableGrow { // table.grow
-					info.tableGrow = true
-					if msg := info.checkGrow(lim); msg != "" {
-						return deepest, work, locals, msg
-					}
-				}
-				ok = r.prefixFC(sub)
-			}
-		case op == 0xfd:
-			ok = r.prefixFD()
-		case op == 0xfe:
-			ok = r.prefixFE()
-		default:
-			return deepest, work, locals, fmt.Sprintf("unknown instruction 0x%02x at byte %d of the body", op, at)
-		}
-		if !ok {
-			return deepest, work, locals, "" // truncated: the compiler says so
 		}
 	}
 	return deepest, work, locals, ""
+}
+
+// instr reads one instruction with its immediates and returns its opcode and, after the 0xFC
+// prefix, its sub-opcode. known is false for an opcode the walk does not know (nothing is read
+// past it); ok is false when the immediates are cut short.
+func (r *reader) instr() (op byte, sub uint64, known, ok bool) {
+	op, ok = r.byte()
+	if !ok {
+		return 0, 0, true, false
+	}
+	switch {
+	case op == 0x02 || op == 0x03 || op == 0x04 || op == 0x06 || op == 0x1f: // block loop if try try_table
+		ok = r.sleb()
+		if op == 0x1f { // try_table's catch clauses
+			var k uint64
+			if k, ok = r.uleb(32); ok {
+				for j := uint64(0); ok && j < k; j++ {
+					var kind byte
+					if kind, ok = r.byte(); ok && kind <= 1 {
+						_, ok = r.uleb(32) // tag
+					}
+					if ok {
+						_, ok = r.uleb(32) // label
+					}
+				}
+			}
+		}
+	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0a || op == 0x0b || op == 0x0f || op == 0x19 ||
+		op == 0x1a || op == 0x1b || op == 0xd1 || op == 0xd3 || (op >= 0x45 && op <= 0xc4):
+		// no immediate
+	case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x0c || op == 0x0d || op == 0x10 || op == 0x12 ||
+		op == 0x14 || op == 0x15 || op == 0x18 || op == 0xd2 || op == 0xd4 || op == 0xd5 ||
+		(op >= 0x20 && op <= 0x26) || op == 0x3f || op == 0x40:
+		_, ok = r.uleb(32)
+	case op == 0x11 || op == 0x13: // call_indirect: type, table
+		if _, ok = r.uleb(32); ok {
+			_, ok = r.uleb(32)
+		}
+	case op == 0x0e: // br_table
+		var k uint64
+		if k, ok = r.uleb(32); ok {
+			for j := uint64(0); ok && j <= k; j++ {
+				_, ok = r.uleb(32)
+			}
+		}
+	case op == 0x1c: // select t*
+		var k uint64
+		if k, ok = r.uleb(32); ok {
+			for j := uint64(0); ok && j < k; j++ {
+				ok = r.valType()
+			}
+		}
+	case op >= 0x28 && op <= 0x3e:
+		ok = r.memarg()
+	case op == 0x41 || op == 0x42 || op == 0xd0:
+		ok = r.sleb()
+	case op == 0x43:
+		ok = r.skip(4)
+	case op == 0x44:
+		ok = r.skip(8)
+	case op == 0xfc:
+		if sub, ok = r.uleb(32); ok {
+			ok = r.prefixFC(sub)
+		}
+	case op == 0xfd:
+		ok = r.prefixFD()
+	case op == 0xfe:
+		ok = r.prefixFE()
+	default:
+		return op, 0, false, false
+	}
+	return op, sub, true, ok
 }
 
 func (r *reader) skip(n int) bool {

@@ -1,0 +1,174 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+)
+
+// TestCallStackBound: a guest that recurses without end, directly or through a table, traps on
+// handlers.limits.maxCallStack, named as such, and costs only its instance: the next call gets
+// a fresh one and another handler is not affected.
+func TestCallStackBound(t *testing.T) {
+	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: -1}})
+	m := mustLoad(t, h, "recurse")
+	good := mustLoad(t, h, "ok")
+	ctx := context.Background()
+	p := info("recurse.example", "p")
+	for range 2 {
+		errContains(t, m.ValidatePlugin(ctx, p), ErrTrap, "recurse.wasm", "wasmhost_validate",
+			"call stack over 1048576 bytes (handlers.limits.maxCallStack)")
+		_, err := m.RegisterPlugin(ctx, p)
+		errContains(t, err, ErrTrap, "wasmhost_register", "handlers.limits.maxCallStack")
+	}
+	if err := m.DeRegisterPlugin(ctx, p); err != nil {
+		t.Errorf("deregister, which does not recurse: %v", err)
+	}
+	checkOK(t, good)
+}
+
+// TestCallStackBoundLeavesGoGuests: a Go guest keeps its goroutine stacks in its linear
+// memory, so its calls run far under the default bound, here with 4 KiB of call stack.
+func TestCallStackBoundLeavesGoGuests(t *testing.T) {
+	path := guesttest.Build(t, "./testdata/goguest")
+	h, _ := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: Limits{MaxCallStack: 4 << 10}})
+	m := mustLoadPath(t, h, path)
+	if err := m.ValidatePlugin(context.Background(), info("go.example", "fine")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGuardCallStack checks the rewrite itself: the module still compiles and exports the
+// counter, a module that exports the counter's name is refused, and DWARF sections, whose
+// offsets the rewrite invalidates, are dropped while other custom sections stay.
+func TestGuardCallStack(t *testing.T) {
+	ctx := context.Background()
+	src, err := os.ReadFile(fixture("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := func(name string, body []byte) []byte {
+		b := append([]byte{byte(len(name))}, name...)
+		b = append(b, body...)
+		return append([]byte{0, byte(len(b))}, b...)
+	}
+	withCustom := append(append(bytes.Clone(src), custom(".debug_info", []byte("xyz"))...), custom("keep.me", []byte("abc"))...)
+	out, err := guardCallStack(withCustom, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(".debug_info")) || !bytes.Contains(out, []byte("keep.me")) {
+		t.Error("want .debug_info dropped and keep.me kept")
+	}
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, out)
+	if err != nil {
+		t.Fatalf("the rewritten module does not compile: %v", err)
+	}
+	if _, ok := cm.ExportedFunctions()["wasmhost_validate"]; !ok {
+		t.Error("the module's own exports are gone")
+	}
+	if same, _ := guardCallStack(src, 0); !bytes.Equal(same, src) {
+		t.Error("a zero bound changed the module")
+	}
+
+	// A module exporting the counter's name is refused at load, as an ABI fault.
+	h, _ := newTestHost(t, Config{})
+	exporting := guardedTwice(t, src)
+	_, err = h.load(ctx, "twice.wasm", exporting, &stats{})
+	if RefusalReason(err) != RefusedABI || !errors.Is(err, ErrBadModule) {
+		t.Errorf("a module exporting %s: %v", callStackExport, err)
+	}
+}
+
+// guardedTwice is a module that exports callStackExport already.
+func guardedTwice(t *testing.T, src []byte) []byte {
+	t.Helper()
+	once, err := guardCallStack(src, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guardCallStack(once, 1<<20); !errors.Is(err, errReservedExport) {
+		t.Fatalf("guarding twice: %v", err)
+	}
+	return once
+}
+
+// BenchmarkRecursion measures what a call that recurses without end allocates before it
+// fails: with the default bound, and with the bound out of the way (wazero's own stack grows
+// to its 50 MB ceiling). docs/benchmarks.md records the figures.
+func BenchmarkRecursion(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		limit int64
+	}{{"bound=1Mi", 1 << 20}, {"unbounded", 1<<31 - 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: Limits{MaxCallStack: bc.limit}})
+			m := mustLoad(b, h, "recurse")
+			p := info("recurse.example", "p")
+			runtime.GC()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := m.ValidatePlugin(context.Background(), p); !errors.Is(err, ErrTrap) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzGuardCallStack: the rewrite never panics, and a module that compiles compiles as well
+// once rewritten (or is refused for exporting the counter's name).
+func FuzzGuardCallStack(f *testing.F) {
+	addFixtures(f)
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !bytes.HasPrefix(b, wasmHeader) {
+			return
+		}
+		out, err := guardCallStack(b, 1<<20)
+		rt := wazero.NewRuntime(ctx)
+		defer rt.Close(ctx)
+		// What the host would not compile (wazero's decoder allocates by the counts it reads).
+		lim := DefaultLimits
+		if _, bad := checkStructure(b, lim.structure()); bad != "" {
+			return
+		}
+		cm, cerr := rt.CompileModule(ctx, b)
+		if cerr != nil {
+			return
+		}
+		defer cm.Close(ctx)
+		if err != nil {
+			if errors.Is(err, errReservedExport) {
+				return
+			}
+			// Only function imports are rewritten (the host refuses others before).
+			for _, imp := range scanImports(b) {
+				if imp.kind != 0 {
+					return
+				}
+			}
+			t.Fatalf("a module that compiles was not rewritten: %v", err)
+		}
+		gm, err := rt.CompileModule(ctx, out)
+		if err != nil {
+			t.Fatalf("the rewritten module does not compile: %v", err)
+		}
+		gm.Close(ctx)
+	})
+}
+
+func scanImports(b []byte) []scanImport {
+	info, _ := scanModule(b)
+	return info.imports
+}

@@ -1,0 +1,22 @@
+;; Type "recurse.example". validate calls itself without end; register recurses through a
+;; table (call_indirect), two functions calling each other; deregister returns at once.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0frecurse.example")
+  (type $rec (func (param i32) (result i32)))
+  (table 2 funcref)
+  (elem (i32.const 0) $ping $pong)
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 17)))
+    (i32.const 0))
+  (func $self (param i32) (result i32)
+    (call $self (i32.add (local.get 0) (i32.const 1))))
+  (func $ping (type $rec) (param i32) (result i32)
+    (call_indirect (type $rec) (local.get 0) (i32.const 1)))
+  (func $pong (type $rec) (param i32) (result i32)
+    (call_indirect (type $rec) (local.get 0) (i32.const 0)))
+  (func (export "wasmhost_validate") (param i32) (result i32) (call $self (i32.const 0)))
+  (func (export "wasmhost_register") (param i32) (result i32) (call $ping (i32.const 0)))
+  (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
