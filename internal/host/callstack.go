@@ -322,28 +322,27 @@ func guardBody(body []byte, g uint64, limit uint32, frames, byType []uint64) ([]
 			continue
 		}
 		c := int64(min(cost, 1<<31-1))
-		// counter += cost; if counter > limit (unsigned) { unreachable }
-		out = append(out, 0x23)
-		out = binary.AppendUvarint(out, g)
-		out = append(out, 0x41)
-		out = appendSleb(out, c)
-		out = append(out, 0x6a, 0x24)
-		out = binary.AppendUvarint(out, g)
+		out = addToGlobal(out, g, c, 0x6a) // counter += cost
+		// if counter > limit (unsigned) { unreachable }
 		out = append(out, 0x23)
 		out = binary.AppendUvarint(out, g)
 		out = append(out, 0x41)
 		out = appendSleb(out, int64(limit))
 		out = append(out, 0x4b, 0x04, 0x40, 0x00, 0x0b)
 		out = append(out, ins...)
-		// counter -= cost
-		out = append(out, 0x23)
-		out = binary.AppendUvarint(out, g)
-		out = append(out, 0x41)
-		out = appendSleb(out, c)
-		out = append(out, 0x6b, 0x24)
-		out = binary.AppendUvarint(out, g)
+		out = addToGlobal(out, g, c, 0x6b) // counter -= cost
 	}
 	return out, nil
+}
+
+// addToGlobal appends global.get g, i32.const c, op (i32.add or i32.sub), global.set g.
+func addToGlobal(out []byte, g uint64, c int64, op byte) []byte {
+	out = append(out, 0x23)
+	out = binary.AppendUvarint(out, g)
+	out = append(out, 0x41)
+	out = appendSleb(out, c)
+	out = append(out, op, 0x24)
+	return binary.AppendUvarint(out, g)
 }
 
 // callStackFault is a trap of the call stack's bound.

@@ -23,83 +23,44 @@ import (
 //     cores.
 //   - loopers: 2×NumCPU looping calls at once, twice as many guest loops as cores.
 //
-// BenchmarkDeadlineFloor runs busy and loopers with plain Go loops in place of the guests: the
-// floor the machine's scheduler sets, which no deadline mechanism in the process goes below.
+// BenchmarkDeadlineFloor runs spare, busy and loopers with plain Go loops in place of the
+// guests: the floor the machine's scheduler sets, which no deadline mechanism in the process
+// goes below.
 //
-// It runs with the GOMAXPROCS the host sets (NumCPU+4, see procs.go; the testing package sets
+// Both run with the GOMAXPROCS the host sets (NumCPU+4, see procs.go; the testing package sets
 // its own for each benchmark, so it is set again here), or with the environment's GOMAXPROCS
 // when there is one: GOMAXPROCS=2 on two cores measures without the headroom.
 // docs/benchmarks.md records the figures.
 func BenchmarkDeadlineLateness(b *testing.B) {
-	for _, bc := range []struct {
-		name          string
-		loopers, busy int
-	}{
-		{"idle", 1, 0},
-		{"spare", 1, runtime.NumCPU() - 1},
-		{"busy", 1, runtime.NumCPU()},
-		{"loopers", 2 * runtime.NumCPU(), 0},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			if os.Getenv("GOMAXPROCS") == "" {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(wantProcs()))
-			}
-			const timeout = 20 * time.Millisecond
+	const timeout = 20 * time.Millisecond
+	for _, lc := range latenessCases(true) {
+		b.Run(lc.name, func(b *testing.B) {
 			// Logged as the daemon logs (info, JSON), to a writer that keeps nothing: the tests'
 			// log capture keeps every record, and the heap it grew (650 MB over a run) made each
 			// garbage collection's mark phase last 50-260 ms, which this measured before.
 			logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-			h, _ := newTestHost(b, Config{CallTimeout: timeout, PoolSize: max(bc.loopers, bc.busy), Quarantine: Quarantine{After: -1}, Logger: logger})
+			h, _ := newTestHost(b, Config{CallTimeout: timeout, PoolSize: max(lc.loopers, lc.busy), Quarantine: Quarantine{After: -1}, Logger: logger})
 			m := mustLoad(b, h, "loop")
 			ok := mustLoad(b, h, "ok")
 			p := info("loop.example", "p")
-			var (
-				mu     sync.Mutex
-				late   []time.Duration
-				wg     sync.WaitGroup
-				next   = make(chan struct{})
-				stop   atomic.Bool
-				others atomic.Int64
-				failed atomic.Int64
-			)
-			for range bc.busy {
-				wg.Go(func() {
-					for !stop.Load() {
-						if err := ok.ValidatePlugin(context.Background(), info("ok.example", "q")); err != nil {
-							failed.Add(1) // timed out: reported, not fatal
-						}
-						others.Add(1)
+			var others, failed atomic.Int64
+			lc.run(b,
+				func() {
+					if err := ok.ValidatePlugin(context.Background(), info("ok.example", "q")); err != nil {
+						failed.Add(1) // timed out: reported, not fatal
 					}
-				})
-			}
-			var loops sync.WaitGroup
-			b.ResetTimer()
-			for range bc.loopers {
-				loops.Go(func() {
-					for range next {
-						t0 := time.Now()
-						err := m.ValidatePlugin(context.Background(), p)
-						d := time.Since(t0) - timeout
-						if !errors.Is(err, context.DeadlineExceeded) {
-							b.Errorf("a looping call ended with %v", err)
-						}
-						mu.Lock()
-						late = append(late, d)
-						mu.Unlock()
+					others.Add(1)
+				},
+				func() time.Duration {
+					t0 := time.Now()
+					err := m.ValidatePlugin(context.Background(), p)
+					d := time.Since(t0) - timeout
+					if !errors.Is(err, context.DeadlineExceeded) {
+						b.Errorf("a looping call ended with %v", err)
 					}
+					return d
 				})
-			}
-			for b.Loop() {
-				next <- struct{}{}
-			}
-			close(next)
-			loops.Wait()
-			b.StopTimer()
-			stop.Store(true)
-			wg.Wait()
-			percentiles(b, late, "late-ns")
-			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
-			if bc.busy > 0 {
+			if lc.busy > 0 {
 				b.ReportMetric(float64(others.Load())/float64(b.N), "other-calls/op")
 				b.ReportMetric(float64(failed.Load()), "other-failed")
 			}
@@ -107,80 +68,103 @@ func BenchmarkDeadlineLateness(b *testing.B) {
 	}
 }
 
-// BenchmarkDeadlineFloor is BenchmarkDeadlineLateness's busy and loopers cases without
+// BenchmarkDeadlineFloor is BenchmarkDeadlineLateness's spare, busy and loopers cases without
 // WebAssembly: each looping call is a goroutine locked to its thread that spins until the
 // host's deadline thread sets its flag, and each busy goroutine allocates and computes in a
 // loop as a quick handler call does. What it measures, from the deadline to the moment the
 // spinning goroutine sees its flag, is how long the OS keeps a runnable thread off the CPU
 // when there are more busy threads than cores: the floor under BenchmarkDeadlineLateness.
 func BenchmarkDeadlineFloor(b *testing.B) {
-	for _, bc := range []struct {
-		name          string
-		loopers, busy int
-	}{
-		{"spare", 1, runtime.NumCPU() - 1},
-		{"busy", 1, runtime.NumCPU()},
-		{"loopers", 2 * runtime.NumCPU(), 0},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			if os.Getenv("GOMAXPROCS") == "" {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(wantProcs()))
-			}
-			const timeout = 20 * time.Millisecond
+	const timeout = 20 * time.Millisecond
+	for _, lc := range latenessCases(false) {
+		b.Run(lc.name, func(b *testing.B) {
 			ds, err := startDeadlines()
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer ds.stop()
-			var (
-				mu   sync.Mutex
-				late []time.Duration
-				wg   sync.WaitGroup
-				next = make(chan struct{})
-				stop atomic.Bool
-			)
-			for range bc.busy {
-				wg.Go(func() {
-					var buf []byte
-					for !stop.Load() {
-						buf = make([]byte, 512)
-						for i := range buf {
-							buf[i] = byte(i)
-						}
+			lc.run(b,
+				func() {
+					buf := make([]byte, 512)
+					for i := range buf {
+						buf[i] = byte(i)
 					}
-					_ = buf
-				})
-			}
-			var loops sync.WaitGroup
-			b.ResetTimer()
-			for range bc.loopers {
-				loops.Go(func() {
+				},
+				func() time.Duration {
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
-					for range next {
-						at := time.Now().Add(timeout)
-						var due atomic.Bool
-						cancel := ds.at(at, func() { due.Store(true) })
-						for !due.Load() {
-						}
-						d := time.Since(at)
-						cancel()
-						mu.Lock()
-						late = append(late, d)
-						mu.Unlock()
+					at := time.Now().Add(timeout)
+					var due atomic.Bool
+					cancel := ds.at(at, func() { due.Store(true) })
+					for !due.Load() {
 					}
+					d := time.Since(at)
+					cancel()
+					return d
 				})
-			}
-			for b.Loop() {
-				next <- struct{}{}
-			}
-			close(next)
-			loops.Wait()
-			b.StopTimer()
-			stop.Store(true)
-			wg.Wait()
-			percentiles(b, late, "late-ns")
-			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 		})
 	}
+}
+
+// latenessCase is one load shape of the lateness benchmarks: loopers looping calls at once,
+// beside busy goroutines working without pause.
+type latenessCase struct {
+	name          string
+	loopers, busy int
+}
+
+func latenessCases(idle bool) []latenessCase {
+	cs := []latenessCase{
+		{"spare", 1, runtime.NumCPU() - 1},
+		{"busy", 1, runtime.NumCPU()},
+		{"loopers", 2 * runtime.NumCPU(), 0},
+	}
+	if idle {
+		cs = append([]latenessCase{{"idle", 1, 0}}, cs...)
+	}
+	return cs
+}
+
+// run runs the case: lc.busy goroutines call work until the end, and for each b.Loop round
+// one of lc.loopers goroutines calls loop, which says how late it ended. It reports the
+// lateness's p50, p99 and max, and GOMAXPROCS.
+func (lc latenessCase) run(b *testing.B, work func(), loop func() time.Duration) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(wantProcs()))
+	}
+	var (
+		mu          sync.Mutex
+		late        []time.Duration
+		busy, loops sync.WaitGroup
+		next        = make(chan struct{})
+		stop        atomic.Bool
+	)
+	for range lc.busy {
+		busy.Go(func() {
+			for !stop.Load() {
+				work()
+			}
+		})
+	}
+	b.ResetTimer()
+	for range lc.loopers {
+		loops.Go(func() {
+			for range next {
+				d := loop()
+				mu.Lock()
+				late = append(late, d)
+				mu.Unlock()
+			}
+		})
+	}
+	for b.Loop() {
+		next <- struct{}{}
+	}
+	close(next)
+	loops.Wait()
+	b.StopTimer()
+	stop.Store(true)
+	busy.Wait()
+	percentiles(b, late, "late-ns")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 }
