@@ -36,8 +36,8 @@ var sectionOrder = map[byte]int{1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 13: 6, 6: 7, 7: 8,
 const callStackFrame = 64
 
 // guardCallStack returns b with its call sites counting toward limit bytes of call stack, as
-// described above (b itself when limit is 0). b must import functions only (the host refuses
-// other imports before). A module it cannot read is an error; the compiler would refuse it too.
+// described above (b itself when limit is 0). A module it cannot read is an error; the
+// compiler would refuse it too.
 func guardCallStack(b []byte, limit uint64) ([]byte, error) {
 	if limit == 0 {
 		return b, nil
@@ -66,15 +66,16 @@ func guardCallStack(b []byte, limit uint64) ([]byte, error) {
 
 	// What the costs need: each type's parameter count, and each function's type and locals.
 	var (
-		typeParams []int
-		funcTypes  []uint32 // imported functions first, as in the function index space
-		imported   int
-		globals    uint64
-		hasGlobals bool
-		exports    []byte // the export section's content after its count, and the count
-		nExports   uint64
-		hasExports bool
-		code       []byte
+		typeParams      []int
+		funcTypes       []uint32 // imported functions first, as in the function index space
+		imported        int
+		importedGlobals uint64
+		globals         uint64
+		hasGlobals      bool
+		exports         []byte // the export section's content after its count, and the count
+		nExports        uint64
+		hasExports      bool
+		code            []byte
 	)
 	for _, s := range secs {
 		sr := reader{b: s.body}
@@ -105,25 +106,17 @@ func guardCallStack(b []byte, limit uint64) ([]byte, error) {
 				return nil, errors.New("the type section cannot be read")
 			}
 		case 2:
-			n, ok := sr.uleb(32)
-			for i := uint64(0); ok && i < n; i++ {
-				var kind byte
-				if _, ok = sr.name(); ok {
-					if _, ok = sr.name(); ok {
-						kind, ok = sr.byte()
-					}
-				}
-				if ok && kind != 0 {
-					return nil, fmt.Errorf("import %d is not a function", i)
-				}
-				var t uint64
-				if ok {
-					t, ok = sr.uleb(32)
-				}
-				funcTypes = append(funcTypes, uint32(t))
-			}
-			if !ok {
+			imps := sr.imports()
+			if imps == nil && len(s.body) > 0 {
 				return nil, errors.New("the import section cannot be read")
+			}
+			for _, imp := range imps {
+				switch imp.kind {
+				case 0:
+					funcTypes = append(funcTypes, imp.typ)
+				case 3:
+					importedGlobals++
+				}
 			}
 			imported = len(funcTypes)
 		case 3:
@@ -216,7 +209,7 @@ func guardCallStack(b []byte, limit uint64) ([]byte, error) {
 		byType[t] = max(byType[t], frames[f])
 	}
 
-	g := globals // the counter's index: the module imports no globals
+	g := importedGlobals + globals // the counter's index: after the module's own
 	var out []byte
 	out = append(out, wasmHeader...)
 	put := func(id byte, body []byte) {

@@ -17,7 +17,8 @@ type scanInfo struct {
 
 type scanImport struct {
 	module, name string
-	kind         byte // 0 func, 1 table, 2 memory, 3 global, 4 tag
+	kind         byte   // 0 func, 1 table, 2 memory, 3 global, 4 tag
+	typ          uint32 // a function's type index
 }
 
 var importKinds = [...]string{"function", "table", "memory", "global", "tag"}
@@ -148,7 +149,9 @@ func (r *reader) imports() []scanImport {
 		}
 		switch imp.kind {
 		case 0: // type index
-			_, ok = r.uleb(32)
+			var t uint64
+			t, ok = r.uleb(32)
+			imp.typ = uint32(t)
 		case 1: // reference type, limits
 			if _, ok = r.byte(); ok {
 				_, ok = r.limitsMin()
