@@ -92,6 +92,8 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 	if n := p.WaitNotification(t, time.Minute); !n.Registered {
 		t.Fatalf("not registered: %+v", n)
 	}
+	// The plugin is told before the state records it: read the time once it is there.
+	waitUntil(t, "the registration in the state", func() bool { return plugin(d, p.Path()).Registered })
 	registeredAt := plugin(d, p.Path()).RegisteredAt
 
 	serving := func(sum string) func() bool {
