@@ -338,6 +338,18 @@ func addToGlobal(out []byte, g uint64, c int64, op byte) []byte {
 	return binary.AppendUvarint(out, g)
 }
 
+// guardCallStack is guardCallStack with the host's bound, its failures refusals of file.
+func (h *Host) guardCallStack(file string, bin []byte) ([]byte, error) {
+	guarded, err := guardCallStack(bin, uint64(h.cfg.Limits.MaxCallStack))
+	switch {
+	case errors.Is(err, errReservedExport):
+		return nil, refuse(file, RefusedABI, nil, "%v", err)
+	case err != nil:
+		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
+	}
+	return guarded, nil
+}
+
 // callStackFault is a trap of the call stack's bound.
 type callStackFault struct {
 	limit int64

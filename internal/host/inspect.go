@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,12 +97,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
 	// Its calls run as at load: with the call stack bounded (callstack.go).
-	guarded, err := guardCallStack(bin, uint64(h.cfg.Limits.MaxCallStack))
-	switch {
-	case errors.Is(err, errReservedExport):
-		return nil, refuse(name, RefusedABI, nil, "%v", err)
-	case err != nil:
-		return nil, badModule(name, nil, "module not valid WebAssembly: %v", err)
+	guarded, err := h.guardCallStack(name, bin)
+	if err != nil {
+		return nil, err
 	}
 	// Described, not kept: compiled without the cache on disk.
 	rtCfg := h.rtCfg.WithCompilationCache(nil)

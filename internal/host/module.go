@@ -661,12 +661,9 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
-	guarded, err := guardCallStack(bin, uint64(h.cfg.Limits.MaxCallStack))
-	switch {
-	case errors.Is(err, errReservedExport):
-		return nil, refuse(file, RefusedABI, nil, "%v", err)
-	case err != nil:
-		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
+	guarded, err := h.guardCallStack(file, bin)
+	if err != nil {
+		return nil, err
 	}
 
 	rtCfg, release, err := h.moduleRuntimeConfig(hex.EncodeToString(sum[:]))
