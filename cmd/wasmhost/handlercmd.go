@@ -45,7 +45,7 @@ Both run it in the sandbox the daemon uses, with the same limits and grants.
 Ship it through an OCI registry (push, signed as cosign signs), and fetch what a node
 would get with handlers.sources (pull, verified against your public keys).`,
 	}
-	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerPushCmd(), newHandlerPullCmd())
+	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerConformanceCmd(), newHandlerPushCmd(), newHandlerPullCmd())
 	return cmd
 }
 

@@ -528,3 +528,26 @@ func TestWalkthrough(t *testing.T) {
 	})
 	stop()
 }
+
+// TestHandlerConformanceCommand: the conformance kit from the command line passes a module that
+// does what it is asked, and fails, naming the check, one that does not.
+func TestHandlerConformanceCommand(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	minimal := handlerCmdCopy(t, dir, "../../abi/testdata/minimal.wasm") // accepts every plugin
+
+	out, err := handlerCmdRun(t, "handler", "conformance", minimal, "--name", "demo", "--versions", "v1", "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	handlerCmdWant(t, out, "PASS  load\n", "PASS  register-again\n", "PASS  deregister\n", "\nPASS: all 14 checks passed\n")
+
+	out, err = handlerCmdRun(t, "handler", "conformance", minimal, "--name", "demo", "--invalid", "old=v0", "--cache-dir", cache)
+	if !errors.Is(err, errHandlerFailed) {
+		t.Fatalf("a plugin the module accepts given as --invalid: %v, want a failed conformance run\n%s", err, out)
+	}
+	handlerCmdWant(t, out, "FAIL  reject/old: ", "\nFAIL: 1 of 15 checks failed\n")
+
+	if _, err := handlerCmdRun(t, "handler", "conformance", minimal, "--cache-dir", cache); err == nil || !strings.Contains(err.Error(), "--name") {
+		t.Errorf("no --name: %v, want an error naming --name", err)
+	}
+}

@@ -1,0 +1,31 @@
+// Package sdks tests the walkthroughs of the handler SDKs other than Go's (examples/handler-c,
+// ...), and so the SDKs and their example handlers: each walkthrough builds its example, runs
+// it with wasmhost handler inspect and test, and passes it through the conformance kit. (The
+// tests live here, not beside the examples, because the go command refuses a package directory
+// with C files in it.)
+package sdks
+
+import (
+	"testing"
+
+	"github.com/wasmhost/wasmhost/internal/doctest"
+)
+
+// walkthrough follows the README.md of example word for word, in a directory dir outside the
+// repository beside a checkout of it, as the language's programmer would.
+func walkthrough(t *testing.T, example, dir string) {
+	page := doctest.Parse(t, "../"+example+"/README.md", dir)
+	if len(page.Steps) < 6 {
+		t.Fatalf("%s/README.md shows %d commands, want the walkthrough's", example, len(page.Steps))
+	}
+	page.Run(t, doctest.Workspace(t, "../..", dir))
+}
+
+func TestWalkthroughC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a C handler and the wasmhost command")
+	}
+	doctest.Tool(t, "clang", "Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32")
+	doctest.Tool(t, "go", "Go 1.26")
+	walkthrough(t, "handler-c", "widget")
+}
