@@ -97,11 +97,13 @@ func newHandlerPullCmd() *cobra.Command {
 		Use:   "pull REF",
 		Short: "Pull a handler module from an OCI registry, check its digest and signatures",
 		Long: `Pull a handler module as the daemon does (the CNCF WebAssembly artifact, the older
-wasm-to-oci layout, or Istio's compat image), check it against its digests, write it to a file,
-and say which layout it came in, its pinned reference and its signatures.
+wasm-to-oci layout, or Istio's compat image), check it against its digests, say which layout it came in, its pinned reference and its
+signatures, and write it to a file.
 
 With --key (repeatable), verify the signatures against these PEM public keys, offline, as the
-daemon does; exit 1 when none verifies.`,
+daemon does, before anything is written: when none verifies, nothing is written and the exit
+status is 1. The file is written through a temporary file in its directory and renamed, so a
+script never finds a part of a module, or an unverified one, under its name.`,
 		Example: `  wasmhost handler pull registry.example.com/wasmhost/csi:v1
   wasmhost handler pull --key platform.pub -o csi.wasm registry.example.com/wasmhost/csi@sha256:…
   wasmhost handler inspect csi.wasm`,
@@ -117,32 +119,7 @@ daemon does; exit 1 when none verifies.`,
 
 func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) error {
 	ctx := cmd.Context()
-	p, err := oci.Pull(ctx, ref, oci.Options{})
-	if err != nil {
-		return err
-	}
-	sigs, err := oci.FetchSignatures(ctx, p.Pinned, oci.Options{})
-	if err != nil {
-		return fmt.Errorf("pulled %s, but reading its signatures failed: %w", p.Pinned, err)
-	}
-	if output == "" {
-		output = filepath.Base(p.Pinned.Context().RepositoryStr()) + ".wasm"
-	}
-	if err := os.WriteFile(output, p.Module, 0o644); err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "pulled %s to %s\n", ref, output)
-	fmt.Fprintf(out, "pinned: %s\n", p.Pinned)
-	if p.Resolved {
-		fmt.Fprintln(out, "        (a tag: name the digest in handlers.sources)")
-	}
-	fmt.Fprintf(out, "layout: %s\n", p.Layout)
-	fmt.Fprintf(out, "sha256: %s (%d bytes)\n", p.ModuleSHA256, len(p.Module))
-	fmt.Fprintf(out, "signatures: %d in %s\n", len(sigs), oci.SignatureTag(p.Pinned))
-	if len(keyFiles) == 0 {
-		return nil
-	}
+	// The keys first: a pull that cannot be verified as asked is not wanted.
 	var keys []oci.Key
 	for _, f := range keyFiles {
 		k, err := oci.LoadKey(f, nil)
@@ -151,17 +128,67 @@ func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) e
 		}
 		keys = append(keys, k)
 	}
-	signedBy, problems := oci.Verify(sigs, p.Pinned, keys)
-	for _, k := range signedBy {
-		fmt.Fprintf(out, "verified: signed with %s\n", k.Name)
+	p, err := oci.Pull(ctx, ref, oci.Options{})
+	if err != nil {
+		return err
 	}
-	if len(signedBy) == 0 {
-		why := "it has no signature"
-		if len(problems) > 0 {
-			why = strings.Join(problems, "; ")
+	sigs, err := oci.FetchSignatures(ctx, p.Pinned, oci.Options{})
+	if err != nil {
+		return fmt.Errorf("pulled %s, but reading its signatures failed (nothing written): %w", p.Pinned, err)
+	}
+	if output == "" {
+		output = filepath.Base(p.Pinned.Context().RepositoryStr()) + ".wasm"
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "pulled %s\n", ref)
+	fmt.Fprintf(out, "pinned: %s\n", p.Pinned)
+	if p.Resolved {
+		fmt.Fprintln(out, "        (a tag: name the digest in handlers.sources)")
+	}
+	fmt.Fprintf(out, "layout: %s\n", p.Layout)
+	fmt.Fprintf(out, "sha256: %s (%d bytes)\n", p.ModuleSHA256, len(p.Module))
+	fmt.Fprintf(out, "signatures: %d in %s\n", len(sigs), oci.SignatureTag(p.Pinned))
+	if len(keys) > 0 {
+		signedBy, problems := oci.Verify(sigs, p.Pinned, keys)
+		for _, k := range signedBy {
+			fmt.Fprintf(out, "verified: signed with %s\n", k.Name)
 		}
-		fmt.Fprintf(out, "not verified: %s\n", why)
-		return errors.New("no signature verifies with the keys given")
+		if len(signedBy) == 0 {
+			why := "it has no signature"
+			if len(problems) > 0 {
+				why = strings.Join(problems, "; ")
+			}
+			fmt.Fprintf(out, "not verified: %s\n", why)
+			fmt.Fprintf(out, "not written: %s\n", output)
+			return errors.New("no signature verifies with the keys given; nothing written")
+		}
 	}
+	if err := writeFileAtomic(output, p.Module); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "written: %s\n", output)
 	return nil
+}
+
+// writeFileAtomic writes b to path through a temporary file in path's directory, renamed over
+// path only once it is complete: path holds the old content or the new, never a part.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // gone after the rename; left by nothing else
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

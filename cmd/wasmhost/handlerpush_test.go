@@ -41,7 +41,7 @@ func TestHandlerPushPull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pull: %v\n%s", err, out)
 	}
-	for _, want := range []string{"pinned: " + pinned, "(a tag: name the digest", "layout: " + oci.LayoutArtifact, "signatures: 1", "verified: signed with " + key.PublicPEM} {
+	for _, want := range []string{"pinned: " + pinned, "(a tag: name the digest", "layout: " + oci.LayoutArtifact, "signatures: 1", "verified: signed with " + key.PublicPEM, "written: " + got} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pull output lacks %q:\n%s", want, out)
 		}
@@ -50,10 +50,31 @@ func TestHandlerPushPull(t *testing.T) {
 		t.Errorf("pulled %d bytes, pushed %d", len(b), len(bin))
 	}
 
-	// Another key does not verify it: exit 1, and why.
-	out, err = runRoot(t, "handler", "pull", "--key", other.PublicPEM, "-O", got, pinned)
-	if err == nil || !strings.Contains(out, "not verified: signature 1: verifies with none of the configured keys") {
+	// Another key does not verify it: exit 1, and why; nothing is written, and nothing is
+	// left in the directory (a script that installs the file finds none).
+	unverified := filepath.Join(dir, "unverified", "x.wasm")
+	if err := os.MkdirAll(filepath.Dir(unverified), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runRoot(t, "handler", "pull", "--key", other.PublicPEM, "-O", unverified, pinned)
+	if err == nil || !strings.Contains(out, "not verified: signature 1: verifies with none of the configured keys") || !strings.Contains(out, "not written: "+unverified) {
 		t.Errorf("pull with another key: %v\n%s", err, out)
+	}
+	if left, _ := os.ReadDir(filepath.Dir(unverified)); len(left) != 0 {
+		t.Errorf("an unverified pull left %v behind", left)
+	}
+	// Over an existing file, an unverified pull leaves it as it was.
+	if err := os.WriteFile(unverified, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runRoot(t, "handler", "pull", "--key", other.PublicPEM, "-O", unverified, pinned); err == nil {
+		t.Errorf("pull with another key succeeded")
+	}
+	if b, _ := os.ReadFile(unverified); string(b) != "old" {
+		t.Errorf("an unverified pull replaced the file: %q", b)
+	}
+	if left, _ := os.ReadDir(filepath.Dir(unverified)); len(left) != 1 {
+		t.Errorf("an unverified pull left %v", left)
 	}
 
 	// Unsigned, and a file that is not WebAssembly.

@@ -151,6 +151,8 @@ type HandlersConfig struct {
 	Sources []string `yaml:"sources"`
 	// Trust is the signature policy of Sources (sources.go).
 	Trust TrustConfig `yaml:"trust"`
+	// Pull is how Sources are pulled (sources.go).
+	Pull PullConfig `yaml:"pull"`
 }
 
 // TypeConfig is what the operator Grants the handlers of one plugin type.
@@ -226,6 +228,7 @@ func Default() Config {
 			Limits:       DefaultHandlerLimits(),
 			Quarantine:   DefaultQuarantine(),
 			Revisions:    DefaultRevisions(),
+			Pull:         DefaultPull(),
 		},
 		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
 	}
@@ -371,8 +374,9 @@ func (c *Config) Validate() error {
 			}
 		}
 		for _, prefix := range tc.PluginCallEndpoints {
-			if !filepath.IsAbs(prefix) || filepath.Clean(prefix) == "/" {
-				bad("handlers.types."+typ+".pluginCallEndpoints", "%q: want an absolute directory other than /", prefix)
+			p := strings.TrimPrefix(strings.TrimPrefix(prefix, "unix://"), "unix:")
+			if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+				bad("handlers.types."+typ+".pluginCallEndpoints", "%q: want an absolute directory other than / (a path, or unix:// and a path)", prefix)
 			}
 		}
 		if f := tc.File; f != "" && (strings.ContainsRune(f, '/') || strings.HasPrefix(f, ".") || !strings.HasSuffix(f, ".wasm")) {

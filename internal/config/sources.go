@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -29,7 +30,30 @@ type TrustKey struct {
 	PluginTypes []string `yaml:"pluginTypes"`
 }
 
-// validateSources checks handlers.sources and handlers.trust.
+// PullConfig is how handlers.sources are pulled.
+type PullConfig struct {
+	// Timeout bounds each attempt at one source: its manifest, its layer and its signatures.
+	// Defaults to 30s; it must be shorter than FirstWait, so that a registry that hangs is
+	// tried again within the wait.
+	Timeout Duration `yaml:"timeout"`
+	// FirstWait bounds how long registrations (and /readyz) wait at start for the sources
+	// that serve nothing yet: pulled and loaded, or refused. Past it they start without them,
+	// and a source pulled later serves from then on. Defaults to 1m.
+	FirstWait Duration `yaml:"firstWait"`
+	// Parallel bounds the sources pulled at once. Defaults to 4.
+	Parallel int `yaml:"parallel"`
+	// Retry is the first wait before a source whose registry could not be reached is tried
+	// again; it doubles up to 5m, each wait shortened by a random part of at most half so
+	// that a fleet does not come back to a registry all at once. Defaults to 10s.
+	Retry Duration `yaml:"retry"`
+}
+
+// DefaultPull is handlers.pull's defaults.
+func DefaultPull() PullConfig {
+	return PullConfig{Timeout: Duration(30 * time.Second), FirstWait: Duration(time.Minute), Parallel: 4, Retry: Duration(10 * time.Second)}
+}
+
+// validateSources checks handlers.sources, handlers.trust and handlers.pull.
 func (h *HandlersConfig) validateSources(bad func(key, format string, args ...any)) {
 	repos := map[string]string{}
 	for i, ref := range h.Sources {
@@ -58,6 +82,22 @@ func (h *HandlersConfig) validateSources(bad func(key, format string, args ...an
 		if slices.Contains(k.PluginTypes, "") {
 			bad(key+".pluginTypes", "a plugin type must not be empty")
 		}
+	}
+	p := h.Pull
+	if p.Timeout <= 0 {
+		bad("handlers.pull.timeout", "must be positive")
+	}
+	if p.FirstWait < 0 {
+		bad("handlers.pull.firstWait", "must not be negative")
+	}
+	if p.Timeout > 0 && p.FirstWait > 0 && p.Timeout >= p.FirstWait {
+		bad("handlers.pull.timeout", "%s is not shorter than handlers.pull.firstWait (%s): a registry that hangs would hold the first wait without a second try", p.Timeout, p.FirstWait)
+	}
+	if p.Parallel < 1 || p.Parallel > 64 {
+		bad("handlers.pull.parallel", "%d: want 1 to 64", p.Parallel)
+	}
+	if p.Retry <= 0 {
+		bad("handlers.pull.retry", "must be positive")
 	}
 	if len(h.Sources) > 0 && len(h.Trust.Keys) == 0 && len(h.Trust.AllowUnsigned) == 0 {
 		bad("handlers.trust", "handlers.sources is set, but no key is trusted (handlers.trust.keys) and no plugin type allows unsigned handlers (handlers.trust.allowUnsigned): every source would be refused")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 )
 
 // pluginCallPolicy confines plugin_call: a handler may call only its own plugin, at the socket
@@ -13,14 +14,19 @@ import (
 // (handlers.types.<T>.pluginCallEndpoints), and never one of the daemon's own sockets. A
 // plugin names its endpoint in GetInfo, so without this it could steer a handler granted
 // plugin_call to any socket on the node. Symlinks are resolved first, and the resolved path
-// is what is dialled.
+// is what is dialled. An endpoint may be a path or a unix:// URL (unix:///path, unix:/path),
+// as CSI drivers often name theirs.
 func pluginCallPolicy(cfg config.Config) func(pluginType, socket, endpoint string) (string, error) {
 	own := []string{cfg.AdminSocket()}
 	if p, ok := strings.CutPrefix(cfg.Metrics.Listen, "unix:"); ok {
 		own = append(own, p)
 	}
 	return func(pluginType, socket, endpoint string) (string, error) {
-		resolved, err := filepath.EvalSymlinks(endpoint)
+		path, err := registrar.UnixPath(endpoint)
+		if err != nil {
+			return "", fmt.Errorf("plugin_call to endpoint %s refused: %w", endpoint, err)
+		}
+		resolved, err := filepath.EvalSymlinks(path)
 		if err != nil {
 			return "", fmt.Errorf("plugin_call to endpoint %s: %w", endpoint, err)
 		}
@@ -33,7 +39,10 @@ func pluginCallPolicy(cfg config.Config) func(pluginType, socket, endpoint strin
 			return resolved, nil
 		}
 		for _, prefix := range cfg.Handlers.Types[pluginType].PluginCallEndpoints {
-			dir := filepath.Clean(prefix)
+			dir, err := registrar.UnixPath(prefix)
+			if err != nil {
+				continue // refused by the config's validation
+			}
 			if r, err := filepath.EvalSymlinks(dir); err == nil {
 				dir = r
 			}

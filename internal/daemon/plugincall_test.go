@@ -46,7 +46,7 @@ func TestPluginCallPolicy(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.Admin.Socket = admin
-	cfg.Handlers.Types = map[string]config.TypeConfig{"CSIPlugin": {PluginCallEndpoints: []string{filepath.Join(dir, "plugins")}}}
+	cfg.Handlers.Types = map[string]config.TypeConfig{"CSIPlugin": {PluginCallEndpoints: []string{"unix://" + filepath.Join(dir, "plugins")}}}
 	policy := pluginCallPolicy(cfg)
 	for _, tc := range []struct {
 		typ, endpoint string
@@ -61,6 +61,14 @@ func TestPluginCallPolicy(t *testing.T) {
 		{"CSIPlugin", link, "the daemon's own sockets"},
 		{"CSIPlugin", escape, "neither the plugin's own socket"},
 		{"CSIPlugin", filepath.Join(dir, "plugins", "gone.sock"), "no such file"},
+		// unix:// URLs name the same sockets (a common CSI spelling), and are confined alike.
+		{"CSIPlugin", "unix://" + driver, ""},
+		{"CSIPlugin", "unix:" + driver, ""},
+		{"OtherPlugin", "unix://" + reg, ""},
+		{"CSIPlugin", "unix://" + admin, "the daemon's own sockets"},
+		{"CSIPlugin", "unix://" + other, "neither the plugin's own socket"},
+		{"CSIPlugin", "unix://relative.sock", "not a unix socket path"},
+		{"CSIPlugin", "tcp://127.0.0.1:1", "not a unix socket path"},
 	} {
 		got, err := policy(tc.typ, reg, tc.endpoint)
 		switch {

@@ -7,9 +7,11 @@ package daemon
 // directory at once.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,19 +30,17 @@ import (
 type ociSources struct {
 	host    *host.Host
 	sources *oci.Sources
-	// gate is closed once the sources pulled at start are loaded (or refused), or after
-	// firstPullWait: registrations and readiness wait for it, as they wait for the handler
+	// gate is closed once every source serves a loaded revision or is refused, or after
+	// firstWait: registrations and readiness wait for it, as they wait for the handler
 	// directory's files, so that a plugin is not told "no handler" for a type whose handler is
-	// on its way.
-	gate chan struct{}
+	// on its way (a registry that refuses connections or hangs keeps it closed too).
+	gate      chan struct{}
+	firstWait time.Duration
+	log       *slog.Logger
 }
 
 // publishMu serializes publishHandlers (views.go).
 var publishMu sync.Mutex
-
-// firstPullWait bounds how long registrations wait for the first pull of the sources at start;
-// past it they start, and a source pulled later serves from then on.
-const firstPullWait = time.Minute
 
 // newSources builds the host that serves handlers.sources (hcfg is the first host's config)
 // and serves at once what was pulled before. It returns nil when no source is configured.
@@ -53,7 +53,7 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 	hcfg.CacheDir = filepath.Join(store, "cache")
 	hcfg.AllowInsecure = false // the daemon writes that directory itself, 0700
 	hcfg.Logger = d.log.With("component", "host", "handler_source", "oci")
-	o := &ociSources{gate: make(chan struct{})}
+	o := &ociSources{gate: make(chan struct{}), firstWait: time.Duration(cfg.Handlers.Pull.FirstWait), log: d.log.With("component", "sources")}
 	o.host, err = host.New(ctx, hcfg)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,10 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 		AllowUnsigned: cfg.Handlers.Trust.AllowUnsigned,
 		PluginTypes:   d.sourcePluginTypes(o.host),
 		Remote:        oci.Options{MaxModuleBytes: int64(cfg.Handlers.Limits.MaxModuleSize)},
-		Logger:        d.log.With("component", "sources"),
+		Retry:         time.Duration(cfg.Handlers.Pull.Retry),
+		PullTimeout:   time.Duration(cfg.Handlers.Pull.Timeout),
+		MaxParallel:   cfg.Handlers.Pull.Parallel,
+		Logger:        o.log,
 		OnChange:      d.publishHandlers,
 	})
 	if err != nil {
@@ -125,24 +128,17 @@ func (o *ociSources) run(ctx context.Context) error {
 	g.Go(func() error { return o.sources.Run(gctx) })
 	g.Go(func() error {
 		defer close(o.gate)
-		t := time.NewTimer(firstPullWait)
+		t := time.NewTimer(o.firstWait)
 		defer t.Stop()
-		for _, ch := range []<-chan struct{}{o.host.Ready(), o.sources.Synced()} {
-			select {
-			case <-ch:
-			case <-t.C:
-				return nil
-			case <-gctx.Done():
-				return nil
-			}
-		}
-		// The files written by the first pull are loaded by the host in the background.
+		// The sources change as they are pulled, the host's handlers as it loads what they
+		// write: look again at every change of either, and now and then.
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		for !o.loaded() {
+		for !o.settled() {
 			select {
 			case <-tick.C:
 			case <-t.C:
+				o.warnUnsettled()
 				return nil
 			case <-gctx.Done():
 				return nil
@@ -153,26 +149,55 @@ func (o *ociSources) run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// loaded reports whether the host has loaded, or refused, the revision of every source that
-// has one on disk.
-func (o *ociSources) loaded() bool {
+// settled reports whether every source is done with at start: each was tried once, and the
+// host has loaded (or refused) the revision it has on disk, or it has none and was refused (a
+// source that has none and whose registry could not be reached is not settled).
+func (o *ociSources) settled() bool {
+	for _, ch := range []<-chan struct{}{o.host.Ready(), o.sources.Synced()} {
+		select {
+		case <-ch:
+		default:
+			return false
+		}
+	}
+	return len(o.unsettled()) == 0
+}
+
+// unsettled returns the sources that settled waits for.
+func (o *ociSources) unsettled() []oci.SourceStatus {
 	byFile := map[string]host.HandlerStatus{}
 	for _, hs := range o.host.Handlers() {
 		byFile[hs.File] = hs
 	}
+	var out []oci.SourceStatus
 	for _, st := range o.sources.Statuses() {
 		if st.ModuleSHA256 == "" {
+			if !st.Refused {
+				out = append(out, st)
+			}
 			continue
 		}
 		hs, ok := byFile[st.File]
 		if !ok || !(hs.Serving && hs.SHA256 == st.ModuleSHA256) && hs.LastError == "" {
-			return false
+			out = append(out, st)
 		}
 	}
-	return true
+	return out
 }
 
-// waitReady waits until the handlers from registries are loaded (or firstPullWait passed), or
+// warnUnsettled says which sources the first wait ended without.
+func (o *ociSources) warnUnsettled() {
+	for _, st := range o.unsettled() {
+		why := st.Error
+		if why == "" {
+			why = "not pulled yet"
+		}
+		o.log.Warn("handler source not serving when the first wait ended (handlers.pull.firstWait); registrations start without it, and it serves once pulled",
+			"source", st.Ref, "wait", o.firstWait, "reason", cmp.Or(st.Reason, oci.ReasonPending), "error", why)
+	}
+}
+
+// waitReady waits until the handlers from registries are loaded (or the first wait passed), or
 // ctx is done.
 func (o *ociSources) waitReady(ctx context.Context) error {
 	if o == nil {

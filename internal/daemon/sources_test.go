@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,5 +195,43 @@ func TestSourceRevisions(t *testing.T) {
 	ocitest.Sign(t, v2, key)
 	if got, e := serving(v2.String()); got != sha(v2bin) || e != "" {
 		t.Errorf("v2 signed: serving %s (%q), want %s", got, e, sha(v2bin))
+	}
+}
+
+// TestFirstWaitCoversARefusedConnection: a registry that refuses connections keeps the first
+// wait closed (a plugin is not told "no handler" while its handler may still come), up to
+// handlers.pull.firstWait; then registrations start, with a warning naming the source.
+func TestFirstWaitCoversARefusedConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens there now: connections are refused
+	cfg, _ := testDaemonConfig(t)
+	source := addr + "/h/csi@sha256:" + strings.Repeat("ab", 32)
+	cfg.Handlers.Sources = []string{source}
+	cfg.Handlers.Trust.AllowUnsigned = []string{"csi.example"}
+	cfg.Handlers.Pull.FirstWait = config.Duration(2 * time.Second)
+	cfg.Handlers.Pull.Timeout = config.Duration(time.Second)
+	cfg.Handlers.Pull.Retry = config.Duration(100 * time.Millisecond)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &recordLogs{}
+	start := time.Now()
+	d := runTestDaemon(t, cfg, slog.New(logs))
+	<-d.oci.gate
+	if waited := time.Since(start); waited < 2*time.Second {
+		t.Errorf("the gate opened after %s, before handlers.pull.firstWait (2s); source: %+v", waited, d.oci.sources.Statuses())
+	}
+	if st := d.oci.sources.Statuses()[0]; st.Reason != oci.ReasonUnreachable || st.Refused {
+		t.Errorf("source after the wait: %+v", st)
+	}
+	if got := logs.matching(slog.LevelWarn, "not serving when the first wait ended"); len(got) != 1 || !strings.Contains(got[0], source) {
+		t.Errorf("warnings at the end of the wait: %q", got)
+	}
+	if err := d.Ready(); err != nil {
+		t.Errorf("not ready after the wait: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ func (o Options) remote(ctx context.Context) []remote.Option {
 	return []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(kc),
-		remote.WithTransport(tr),
+		remote.WithTransport(boundManifests{tr}),
 		remote.WithUserAgent("wasmhost"),
 	}
 }
@@ -151,8 +151,14 @@ func ParseReference(ref string) (name.Reference, error) {
 }
 
 // Pull fetches the module ref names: the manifest (checked against ref's digest when it has
-// one), then the module's layer (checked against the manifest's digest of it).
+// one), then the module's layer (checked against the manifest's digest of it). Content that
+// does not match its digest is ErrIntegrity.
 func Pull(ctx context.Context, ref string, o Options) (*Pulled, error) {
+	p, err := pull(ctx, ref, o)
+	return p, BoundError(err)
+}
+
+func pull(ctx context.Context, ref string, o Options) (*Pulled, error) {
 	r, err := ParseReference(ref)
 	if err != nil {
 		return nil, err
@@ -167,7 +173,7 @@ func Pull(ctx context.Context, ref string, o Options) (*Pulled, error) {
 		// go-containerregistry checks the manifest it read against the digest asked for;
 		// say so here too, for whoever reads this without knowing it.
 		if d.DigestStr() != desc.Digest.String() {
-			return nil, fmt.Errorf("%w: %s: the registry answered manifest %s", ErrBadArtifact, ref, desc.Digest)
+			return nil, fmt.Errorf("%w: %s: the registry answered manifest %s", ErrIntegrity, ref, desc.Digest)
 		}
 	} else {
 		p.Resolved = true
@@ -220,8 +226,8 @@ func pickLayer(m *v1.Manifest) (v1.Descriptor, string, error) {
 	for _, l := range m.Layers {
 		mts = append(mts, string(l.MediaType))
 	}
-	return v1.Descriptor{}, "", fmt.Errorf("no module layer: want a layer of media type %s or %s, or a single-layer image holding plugin.wasm; the layers are [%s]",
-		MediaTypeWasm, MediaTypeWasmToOCILayer, strings.Join(mts, ", "))
+	return v1.Descriptor{}, "", fmt.Errorf("no module layer: want a layer of media type %s or %s, or a single-layer image holding plugin.wasm; the %d layers are [%s]",
+		MediaTypeWasm, MediaTypeWasmToOCILayer, len(mts), listed(mts))
 }
 
 // fetchBlob reads a blob, at most max bytes, and checks it against its digest.
@@ -244,7 +250,7 @@ func fetchBlob(repo name.Repository, d v1.Descriptor, max int64, ropts []remote.
 	b, err := io.ReadAll(io.LimitReader(rc, max+1))
 	if err != nil {
 		if strings.Contains(err.Error(), "checksum") { // go-containerregistry's verifying reader
-			return nil, fmt.Errorf("%w: layer %s: its content does not match its digest: %v", ErrBadArtifact, d.Digest, err)
+			return nil, fmt.Errorf("%w: layer %s: %v", ErrIntegrity, d.Digest, err)
 		}
 		return nil, err
 	}
@@ -253,7 +259,7 @@ func fetchBlob(repo name.Repository, d v1.Descriptor, max int64, ropts []remote.
 	}
 	sum := sha256.Sum256(b)
 	if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.Digest.String() {
-		return nil, fmt.Errorf("%w: layer %s: its content has digest %s", ErrBadArtifact, d.Digest, got)
+		return nil, fmt.Errorf("%w: layer %s: its content has digest %s", ErrIntegrity, d.Digest, got)
 	}
 	return b, nil
 }
@@ -315,8 +321,11 @@ func moduleFromTar(blob []byte, max int64) ([]byte, error) {
 
 // classify wraps a registry error with ErrNotFound or ErrUnreachable when it is one.
 func classify(ref string, err error) error {
-	if errors.Is(err, ErrBadArtifact) {
+	if errors.Is(err, ErrBadArtifact) || errors.Is(err, ErrIntegrity) {
 		return err
+	}
+	if strings.Contains(err.Error(), "does not match requested digest") { // go-containerregistry's manifest check
+		return fmt.Errorf("%w: %s: %v", ErrIntegrity, ref, err)
 	}
 	var te *transport.Error
 	if errors.As(err, &te) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,8 +79,43 @@ func TestPullRefusals(t *testing.T) {
 		}
 		return b
 	})
-	if _, err := oci.Pull(ctx, d.String(), oci.Options{}); !errors.Is(err, oci.ErrBadArtifact) || !strings.Contains(err.Error(), "does not match its digest") {
+	if _, err := oci.Pull(ctx, d.String(), oci.Options{}); !errors.Is(err, oci.ErrIntegrity) || !strings.Contains(err.Error(), "does not match its digest") {
 		t.Errorf("tampered layer: %v, want a digest mismatch", err)
+	}
+	// A manifest is checked against the digest it was asked by: the same class of failure.
+	reg.Tamper(func(path string, b []byte) []byte {
+		if strings.Contains(path, "/manifests/") {
+			return bytes.Replace(b, []byte("module.wasm"), []byte("modulX.wasm"), 1)
+		}
+		return b
+	})
+	if _, err := oci.Pull(ctx, d.String(), oci.Options{}); !errors.Is(err, oci.ErrIntegrity) || !strings.Contains(err.Error(), "does not match its digest") {
+		t.Errorf("tampered manifest: %v, want a digest mismatch", err)
+	}
+	reg.Tamper(nil)
+
+	// A manifest over the limit is refused while it is read, before it is parsed; one
+	// that lists many layers gives an error of bounded length.
+	huge := reg.Ref("h/huge:v1")
+	ocitest.PushArtifact(t, huge, bin)
+	reg.Tamper(func(path string, b []byte) []byte {
+		if !strings.Contains(path, "/manifests/") {
+			return b
+		}
+		return manyLayers(oci.MaxManifestBytes/100 + 1000)
+	})
+	if _, err := oci.Pull(ctx, huge, oci.Options{}); !errors.Is(err, oci.ErrBadArtifact) || !strings.Contains(err.Error(), "over the limit of") {
+		t.Errorf("manifest over the limit: %v", err)
+	}
+	reg.Tamper(func(path string, b []byte) []byte {
+		if !strings.Contains(path, "/manifests/") {
+			return b
+		}
+		return manyLayers(20000)
+	})
+	_, err := oci.Pull(ctx, huge, oci.Options{})
+	if !errors.Is(err, oci.ErrBadArtifact) || !strings.Contains(err.Error(), "and 19992 more") || len(err.Error()) > oci.MaxErrorText {
+		t.Errorf("manifest of 20000 unknown layers: %d bytes of error: %.300s", len(err.Error()), err)
 	}
 	reg.Tamper(nil)
 
@@ -87,6 +123,20 @@ func TestPullRefusals(t *testing.T) {
 	if _, err := oci.Pull(ctx, d.String(), oci.Options{}); !errors.Is(err, oci.ErrUnreachable) {
 		t.Errorf("registry down: %v, want ErrUnreachable", err)
 	}
+}
+
+// manyLayers is an OCI manifest of n layers of an unknown media type, about 100 bytes each.
+func manyLayers(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:` + strings.Repeat("0", 64) + `","size":2},"layers":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"mediaType":"application/x-unknown-%d","digest":"sha256:%064d","size":1}`, i, i)
+	}
+	b.WriteString("]}")
+	return b.Bytes()
 }
 
 func TestPlainHTTPOnlyToLoopback(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,8 +50,14 @@ type SourcesConfig struct {
 	// Remote is how registries are reached.
 	Remote Options
 	// Retry is the first delay before pulling again after a registry could not be reached;
-	// it doubles up to 5 minutes. Defaults to 10 s.
+	// it doubles up to 5 minutes, each wait shortened by a random part of at most half.
+	// Defaults to 10 s.
 	Retry time.Duration
+	// PullTimeout bounds each attempt at one source (its manifest, layer and signatures).
+	// Defaults to 30 s.
+	PullTimeout time.Duration
+	// MaxParallel bounds the sources pulled at once. Defaults to 4.
+	MaxParallel int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// OnChange is called after a source's status changed. Defaults to nil.
@@ -66,6 +73,8 @@ type SourceStatus struct {
 	Layout       string    // Layout* of the revision serving
 	SignedBy     []string  // the keys that signed it (none: admitted as unsigned)
 	Error        string    // why the configured revision does not serve (yet), or ""
+	Reason       string    // the class of Error (Reason*), or ""
+	Refused      bool      // Error refuses the configured revision: it is not tried again by itself
 	ErrorAt      time.Time // when
 }
 
@@ -76,9 +85,11 @@ type Sources struct {
 
 	mu     sync.Mutex
 	status map[string]*SourceStatus // by repository
-	idx    map[string]indexEntry    // by repository; Run's goroutine (and Prepare) only
+	idxMu  sync.Mutex               // the pulls of one pass write idx at once
+	idx    map[string]indexEntry    // by repository
 	todo   map[string]string        // repository → ref still to pull; Run's goroutine only
 	byRepo map[string]string        // repository → ref as configured
+	kick   chan chan struct{}       // PullNow → Run
 
 	synced     chan struct{} // closed after Run's first pass over what was to pull
 	syncedOnce sync.Once
@@ -101,11 +112,17 @@ func NewSources(cfg SourcesConfig) (*Sources, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = 10 * time.Second
 	}
+	if cfg.PullTimeout <= 0 {
+		cfg.PullTimeout = 30 * time.Second
+	}
+	if cfg.MaxParallel <= 0 {
+		cfg.MaxParallel = 4
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sources{cfg: cfg, log: cfg.Logger, status: map[string]*SourceStatus{}, idx: map[string]indexEntry{},
-		todo: map[string]string{}, byRepo: map[string]string{}, synced: make(chan struct{})}
+		todo: map[string]string{}, byRepo: map[string]string{}, synced: make(chan struct{}), kick: make(chan chan struct{})}
 	for _, ref := range cfg.Refs {
 		r, err := ParseReference(ref)
 		if err != nil {
@@ -210,33 +227,88 @@ func (s *Sources) serveStored(ctx context.Context, repo string, e indexEntry) er
 }
 
 // Run pulls the sources not served yet, again after a registry could not be reached (with
-// backoff), until ctx is done.
+// jittered backoff), and at once when PullNow asks, until ctx is done.
 func (s *Sources) Run(ctx context.Context) error {
 	defer s.syncedOnce.Do(func() { close(s.synced) })
 	delay := s.cfg.Retry
+	var replies []chan struct{}
 	for {
-		if len(s.todo) == 0 {
-			s.syncedOnce.Do(func() { close(s.synced) })
-			<-ctx.Done()
-			return nil
+		retry := false
+		if len(s.todo) > 0 {
+			retry = s.Sync(ctx)
 		}
-		retry := s.Sync(ctx)
 		s.syncedOnce.Do(func() { close(s.synced) })
+		for _, r := range replies {
+			close(r)
+		}
+		replies = nil
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !retry {
+		var again <-chan time.Time
+		var t *time.Timer
+		if retry {
+			t = time.NewTimer(jittered(delay))
+			again = t.C
+			delay = min(2*delay, maxRetry)
+		} else {
 			delay = s.cfg.Retry
-			continue
 		}
-		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		case <-again:
+		case r := <-s.kick:
+			replies = append(replies, r)
+			s.requeue()
 		}
-		delay = min(2*delay, 5*time.Minute)
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			for _, r := range replies {
+				close(r)
+			}
+			return nil
+		}
+	}
+}
+
+// maxRetry is the longest wait before pulling again after a registry could not be reached.
+const maxRetry = 5 * time.Minute
+
+// jittered returns a random duration between d/2 and d, so that the nodes of a fleet that lost
+// a registry together do not all come back to it at the same moment.
+func jittered(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+// requeue puts back every source that does not serve its configured revision, the refused
+// ones included, for Run's next pass.
+func (s *Sources) requeue() {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	for repo, ref := range s.byRepo {
+		if e, ok := s.idx[repo]; !ok || e.Ref != ref || s.Status(repo).Error != "" {
+			s.todo[repo] = ref
+		}
+	}
+}
+
+// PullNow has Run try at once every source that does not serve its configured revision,
+// refused ones included, and returns when that try is over (or ctx is done, or Run is not
+// running).
+func (s *Sources) PullNow(ctx context.Context) error {
+	r := make(chan struct{})
+	select {
+	case s.kick <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -244,56 +316,125 @@ func (s *Sources) Run(ctx context.Context) error {
 // pull succeeded or not), or has returned.
 func (s *Sources) Synced() <-chan struct{} { return s.synced }
 
-// Sync tries every source still to pull once, and reports whether one failed in a way that a
-// later try may fix (a registry down). Refused revisions are not pulled again.
+// Sync tries every source still to pull once, at most SourcesConfig.MaxParallel at a time,
+// each within SourcesConfig.PullTimeout, and reports whether one failed in a way that a later
+// try may fix (a registry down). Refused revisions (the policy, content that is not a handler
+// or does not match its digest) are not pulled again until PullNow or a restart.
 func (s *Sources) Sync(ctx context.Context) (retry bool) {
 	repos := make([]string, 0, len(s.todo))
 	for repo := range s.todo {
 		repos = append(repos, repo)
 	}
 	slices.Sort(repos)
-	for _, repo := range repos {
+	type outcome struct{ done, transient bool }
+	out := make([]outcome, len(repos))
+	sem := make(chan struct{}, s.cfg.MaxParallel)
+	var wg sync.WaitGroup
+	for i, repo := range repos {
 		ref := s.todo[repo]
-		err := s.pull(ctx, repo, ref)
-		if err == nil {
-			delete(s.todo, repo)
-			continue
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		s.setError(repo, err)
-		serving := s.Status(repo).Pinned
-		transient := errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotFound) || !(errors.Is(err, ErrPolicy) || errors.Is(err, ErrBadArtifact))
-		if transient {
-			retry = true
-		} else {
-			delete(s.todo, repo)
-		}
-		args := []any{"source", ref, "error", err}
-		if serving != "" {
-			args = append(args, "serving", serving)
-		}
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			done, transient := s.try(ctx, repo, ref)
+			out[i] = outcome{done, transient}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false
+	}
+	for i, repo := range repos {
 		switch {
-		case transient && serving != "":
-			s.log.Warn("handler source not pulled; the last pulled revision keeps serving, trying again", args...)
-		case transient:
-			s.log.Warn("handler source not pulled; trying again", args...)
-		case serving != "":
-			s.log.Error("handler source refused; the last pulled revision keeps serving", args...)
+		case out[i].done:
+			delete(s.todo, repo)
+		case out[i].transient:
+			retry = true
 		default:
-			s.log.Error("handler source refused", args...)
+			delete(s.todo, repo)
 		}
 	}
 	return retry
 }
 
-const pullTimeout = 2 * time.Minute
+// try pulls one source once and says whether it is done with, or failed in a way a later
+// try may fix.
+func (s *Sources) try(ctx context.Context, repo, ref string) (done, transient bool) {
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.PullTimeout)
+	err := s.pull(pctx, repo, ref)
+	timedOut := pctx.Err() != nil
+	cancel()
+	if err == nil {
+		return true, false
+	}
+	if ctx.Err() != nil {
+		return false, true
+	}
+	if timedOut && !errors.Is(err, ErrUnreachable) {
+		err = fmt.Errorf("%w: %s: no answer within %s (handlers.pull.timeout): %v", ErrUnreachable, ref, s.cfg.PullTimeout, err)
+	}
+	err = BoundError(err)
+	s.setError(repo, err)
+	serving := s.Status(repo).Pinned
+	transient = !Refusal(err)
+	args := []any{"source", ref, "reason", Reason(err), "error", err}
+	if serving != "" {
+		args = append(args, "serving", serving)
+	}
+	switch {
+	case transient && serving != "":
+		s.log.Warn("handler source not pulled; the last pulled revision keeps serving, trying again", args...)
+	case transient:
+		s.log.Warn("handler source not pulled; trying again", args...)
+	case serving != "":
+		s.log.Error("handler source refused; the last pulled revision keeps serving", args...)
+	default:
+		s.log.Error("handler source refused", args...)
+	}
+	return false, transient
+}
+
+// Refusal reports whether err refuses a revision (the signature policy, content that is not a
+// handler or does not match its digest) rather than failing to reach it.
+func Refusal(err error) bool {
+	return errors.Is(err, ErrPolicy) || errors.Is(err, ErrBadArtifact) || errors.Is(err, ErrIntegrity)
+}
+
+// Reasons a source does not serve, as SourceStatus.Reason and the metrics name them.
+const (
+	ReasonPending     = "pending"     // not pulled yet
+	ReasonUnreachable = "unreachable" // the registry could not be reached, or did not answer in time
+	ReasonNotFound    = "not_found"   // the registry has no such manifest
+	ReasonPolicy      = "policy"      // refused by the signature policy
+	ReasonIntegrity   = "integrity"   // content that does not match its digest
+	ReasonBadArtifact = "bad_artifact"
+	ReasonError       = "error"
+)
+
+// Reason names the class of a pull's error.
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrIntegrity):
+		return ReasonIntegrity
+	case errors.Is(err, ErrPolicy):
+		return ReasonPolicy
+	case errors.Is(err, ErrBadArtifact):
+		return ReasonBadArtifact
+	case errors.Is(err, ErrNotFound):
+		return ReasonNotFound
+	case errors.Is(err, ErrUnreachable):
+		return ReasonUnreachable
+	}
+	return ReasonError
+}
 
 // pull fetches ref, its signatures, admits it, stores it and serves it.
 func (s *Sources) pull(ctx context.Context, repo, ref string) error {
-	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
-	defer cancel()
 	p, err := Pull(ctx, ref, s.cfg.Remote)
 	if err != nil {
 		return err
@@ -320,17 +461,22 @@ func (s *Sources) pull(ctx context.Context, repo, ref string) error {
 		}
 	}
 	e := indexEntry{Ref: ref, Pinned: p.Pinned.String(), ModuleSHA256: p.ModuleSHA256, Layout: p.Layout, PulledAt: time.Now().UTC()}
+	s.idxMu.Lock()
 	old, hadOld := s.idx[repo]
 	s.idx[repo] = e
-	if err := s.saveIndex(); err != nil {
+	err = s.saveIndex()
+	s.idxMu.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := s.serve(repo, e, p.Module, by); err != nil {
 		return err
 	}
+	s.idxMu.Lock()
 	if hadOld && old.ModuleSHA256 != e.ModuleSHA256 && !s.stillUsed(old.ModuleSHA256) {
 		_ = os.Remove(s.modulePath(old.ModuleSHA256))
 	}
+	s.idxMu.Unlock()
 	s.log.Info("handler source pulled", "source", ref, "pinned", e.Pinned, "layout", e.Layout, "sha256", e.ModuleSHA256, "signed_by", by)
 	return nil
 }
@@ -400,7 +546,7 @@ func (s *Sources) serve(repo string, e indexEntry, bin []byte, signedBy []string
 	s.mu.Lock()
 	st.Pinned, st.ModuleSHA256, st.Layout, st.SignedBy = e.Pinned, e.ModuleSHA256, e.Layout, signedBy
 	if e.Ref == st.Ref {
-		st.Error, st.ErrorAt = "", time.Time{}
+		st.Error, st.Reason, st.Refused, st.ErrorAt = "", "", false, time.Time{}
 	}
 	s.mu.Unlock()
 	s.changed()
@@ -410,7 +556,7 @@ func (s *Sources) serve(repo string, e indexEntry, bin []byte, signedBy []string
 func (s *Sources) setError(repo string, err error) {
 	s.mu.Lock()
 	if st := s.status[repo]; st != nil {
-		st.Error, st.ErrorAt = err.Error(), time.Now()
+		st.Error, st.Reason, st.Refused, st.ErrorAt = BoundText(err.Error(), MaxErrorText), Reason(err), Refusal(err), time.Now()
 	}
 	s.mu.Unlock()
 	s.changed()

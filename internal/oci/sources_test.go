@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhost/wasmhost/internal/oci"
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
@@ -169,5 +170,147 @@ func TestSourcesOneRevisionPerRepository(t *testing.T) {
 	_, err := oci.NewSources(oci.SourcesConfig{Refs: []string{"r.example.com/h/a:v1", "r.example.com/h/a:v2"}, Dir: "d", StoreDir: "s", PluginTypes: typesOf})
 	if err == nil || !strings.Contains(err.Error(), "name one repository") {
 		t.Errorf("two revisions of one repository: %v", err)
+	}
+}
+
+// A registry that serves other bytes than a digest names is refused, named as such, and not
+// tried again as an outage would be; PullNow tries it again at once.
+func TestSourcesIntegrityRefusedAndPullNow(t *testing.T) {
+	e := newSourcesEnv(t)
+	bin := module("open.example.com")
+	d := ocitest.PushArtifact(t, e.reg.Ref("h/open:v1"), bin)
+	for _, what := range []string{"/blobs/", "/manifests/"} {
+		e.reg.Tamper(func(path string, b []byte) []byte {
+			if strings.Contains(path, what) {
+				return append(bytes.Clone(b), ' ')
+			}
+			return b
+		})
+		s := e.sources(t, d.String())
+		if retry := s.Sync(context.Background()); retry {
+			t.Errorf("tampered %s: Sync wants a retry, as for an outage", what)
+		}
+		st := s.Status(d.Context().String())
+		if !st.Refused || st.Reason != oci.ReasonIntegrity || !strings.Contains(st.Error, "does not match its digest") || served(t, st) != nil {
+			t.Errorf("tampered %s: %+v", what, st)
+		}
+	}
+
+	// The registry serves the right bytes again: PullNow takes them at once.
+	s := e.sources(t, d.String())
+	s.Sync(context.Background())
+	if st := s.Status(d.Context().String()); !st.Refused {
+		t.Fatalf("still tampered: %+v", st)
+	}
+	e.reg.Tamper(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if err := s.PullNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(d.Context().String()); st.Error != "" || !bytes.Equal(served(t, st), bin) {
+		t.Errorf("after PullNow: %+v", st)
+	}
+}
+
+// PullNow pulls a source that was refused, once what refused it is fixed (here: signed).
+func TestSourcesPullNowAfterSigning(t *testing.T) {
+	e := newSourcesEnv(t)
+	d := ocitest.PushArtifact(t, e.reg.Ref("h/signed:v1"), module("signed.example.com"))
+	s := e.sources(t, d.String())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	<-s.Synced()
+	if st := s.Status(d.Context().String()); !st.Refused || st.Reason != oci.ReasonPolicy {
+		t.Fatalf("unsigned: %+v", st)
+	}
+	ocitest.Sign(t, d, e.good)
+	if err := s.PullNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(d.Context().String()); st.Error != "" || st.Pinned != d.String() || served(t, st) == nil {
+		t.Errorf("signed, after PullNow: %+v", st)
+	}
+}
+
+// A registry that stalls in the middle of a layer holds its own source, not the others: they
+// are pulled in parallel, each within its own timeout.
+func TestSourcesStalledRegistryHoldsOnlyItsSource(t *testing.T) {
+	e := newSourcesEnv(t)
+	stalled := ocitest.PushArtifact(t, e.reg.Ref("a/stalled:v1"), module("open.example.com"))
+	healthy := ocitest.PushArtifact(t, e.reg.Ref("b/healthy:v1"), module("open.example.com"))
+	release := e.reg.Hold(func(path string) bool { return strings.HasPrefix(path, "/v2/a/stalled/blobs/") })
+	defer release()
+	s, err := oci.NewSources(oci.SourcesConfig{
+		Refs: []string{stalled.String(), healthy.String()}, Dir: e.dir, StoreDir: e.store,
+		AllowUnsigned: []string{"open.example.com"}, PluginTypes: typesOf,
+		PullTimeout: time.Hour, // the healthy source must not wait for it
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for {
+		st := s.Status(healthy.Context().String())
+		if st.Pinned == healthy.String() {
+			break
+		}
+		select {
+		case <-s.Synced():
+			t.Fatalf("the first pass ended before the healthy source was served: %+v", st)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if st := s.Status(stalled.Context().String()); st.Pinned != "" {
+		t.Errorf("the stalled source serves: %+v", st)
+	}
+}
+
+// A pull that does not finish within its timeout is an outage, named so, and tried again.
+func TestSourcesPullTimeout(t *testing.T) {
+	e := newSourcesEnv(t)
+	d := ocitest.PushArtifact(t, e.reg.Ref("h/slow:v1"), module("open.example.com"))
+	release := e.reg.Hold(func(path string) bool { return strings.Contains(path, "/blobs/") })
+	defer release()
+	s, err := oci.NewSources(oci.SourcesConfig{
+		Refs: []string{d.String()}, Dir: e.dir, StoreDir: e.store,
+		AllowUnsigned: []string{"open.example.com"}, PluginTypes: typesOf, PullTimeout: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if retry := s.Sync(context.Background()); !retry {
+		t.Errorf("a pull that timed out is not tried again")
+	}
+	if st := s.Status(d.Context().String()); st.Refused || st.Reason != oci.ReasonUnreachable {
+		t.Errorf("timed out: %+v", st)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -43,8 +44,15 @@ type Registry struct {
 	srv  *httptest.Server
 	// Down, while true, answers every request with 503.
 	down atomicBool
-	// Tamper, if set, rewrites the blobs served.
+	// Tamper, if set, rewrites the blobs and manifests served.
 	tamper atomic.Pointer[func(path string, b []byte) []byte]
+	// hold, if set, names the requests to hold until released.
+	hold atomic.Pointer[holdReq]
+}
+
+type holdReq struct {
+	match   func(path string) bool
+	release chan struct{}
 }
 
 // Start starts a registry.
@@ -57,20 +65,34 @@ func Start(t testing.TB) *Registry {
 			http.Error(w, "down for the test", http.StatusServiceUnavailable)
 			return
 		}
-		if f := r.tamper.Load(); f != nil && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+		if h := r.hold.Load(); h != nil && h.match(req.URL.Path) {
+			select {
+			case <-h.release:
+			case <-req.Context().Done():
+			}
+			return
+		}
+		if f := r.tamper.Load(); f != nil && req.Method == http.MethodGet && (strings.Contains(req.URL.Path, "/blobs/") || strings.Contains(req.URL.Path, "/manifests/")) {
 			rec := httptest.NewRecorder()
 			inner.ServeHTTP(rec, req)
 			for k, v := range rec.Header() {
 				w.Header()[k] = v
 			}
 			b := (*f)(req.URL.Path, rec.Body.Bytes())
+			w.Header().Del("Content-Length")
 			w.WriteHeader(rec.Code)
 			_, _ = w.Write(b)
 			return
 		}
 		inner.ServeHTTP(w, req)
 	}))
-	t.Cleanup(r.srv.Close)
+	t.Cleanup(func() {
+		if h := r.hold.Swap(nil); h != nil {
+			close(h.release)
+		}
+		r.srv.CloseClientConnections()
+		r.srv.Close()
+	})
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	return r
 }
@@ -78,13 +100,29 @@ func Start(t testing.TB) *Registry {
 // SetDown makes the registry answer 503 to everything (true) or serve again (false).
 func (r *Registry) SetDown(down bool) { r.down.set(down) }
 
-// Tamper makes the registry serve f(path, blob) instead of each blob; nil stops it.
+// Tamper makes the registry serve f(path, content) instead of each blob and manifest (the
+// path says which: /v2/<repo>/blobs/… or /v2/<repo>/manifests/…); nil stops it.
 func (r *Registry) Tamper(f func(path string, b []byte) []byte) {
 	if f == nil {
 		r.tamper.Store(nil)
 		return
 	}
 	r.tamper.Store(&f)
+}
+
+// Hold makes the registry stall every request whose path match accepts (it answers nothing
+// until release is called, or the test ends): a registry that hangs in the middle of a pull.
+func (r *Registry) Hold(match func(path string) bool) (release func()) {
+	h := &holdReq{match: match, release: make(chan struct{})}
+	r.hold.Store(h)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if r.hold.CompareAndSwap(h, nil) {
+				close(h.release)
+			}
+		})
+	}
 }
 
 // Ref is Host/repo plus suffix (":tag" or "@sha256:…").

@@ -34,7 +34,7 @@ type PluginCaller struct{}
 // Call invokes method on the plugin serving at endpoint with the encoded request req, and
 // returns the encoded response, which may be at most maxResp bytes. ctx bounds the call.
 func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {
-	path, err := unixPath(endpoint)
+	path, err := UnixPath(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +77,9 @@ func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byt
 	return out.b, nil
 }
 
-// unixPath returns the socket path of an endpoint: an absolute path, or unix:// (or unix:)
-// followed by one.
-func unixPath(endpoint string) (string, error) {
+// UnixPath returns the socket path of an endpoint: an absolute path, or unix:// (or unix:)
+// followed by one (unix:///csi/csi.sock, a common spelling of CSI drivers).
+func UnixPath(endpoint string) (string, error) {
 	p := endpoint
 	if rest, ok := strings.CutPrefix(p, "unix://"); ok {
 		p = rest
