@@ -19,6 +19,7 @@ func TestSDKNames(t *testing.T) {
 		export, imports *regexp.Regexp
 	}{
 		{"c/wasmhost.c", regexp.MustCompile(`(?m)^WH_EXPORT\((\w+)\)`), regexp.MustCompile(`(?m)^WH_IMPORT\((\w+)\)`)},
+		{"rust/src/lib.rs", regexp.MustCompile(`pub extern "C" fn (\w+)\(`), regexp.MustCompile(`#\[link_name = "(\w+)"\]`)},
 	} {
 		b, err := os.ReadFile(sdk.file)
 		if err != nil {

@@ -13,12 +13,13 @@ import (
 
 // walkthrough follows the README.md of example word for word, in a directory dir outside the
 // repository beside a checkout of it, as the language's programmer would.
-func walkthrough(t *testing.T, example, dir string) {
+// env is added to the commands' environment.
+func walkthrough(t *testing.T, example, dir string, env ...string) {
 	page := doctest.Parse(t, "../"+example+"/README.md", dir)
 	if len(page.Steps) < 6 {
 		t.Fatalf("%s/README.md shows %d commands, want the walkthrough's", example, len(page.Steps))
 	}
-	page.Run(t, doctest.Workspace(t, "../..", dir))
+	page.Run(t, doctest.Workspace(t, "../..", dir), env...)
 }
 
 func TestWalkthroughC(t *testing.T) {
@@ -28,4 +29,15 @@ func TestWalkthroughC(t *testing.T) {
 	doctest.Tool(t, "clang", "Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32")
 	doctest.Tool(t, "go", "Go 1.26")
 	walkthrough(t, "handler-c", "widget")
+}
+
+func TestWalkthroughRust(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Rust handler and the wasmhost command")
+	}
+	doctest.Tool(t, "go", "Go 1.26")
+	// The walkthrough's rustc must have the wasm32-wasi standard library: Debian's does
+	// (libstd-rust-dev-wasm32); a rustup toolchain earlier in PATH may not.
+	rustc := doctest.RustcFor(t, "wasm32-wasi", "Debian: rustc libstd-rust-dev-wasm32")
+	walkthrough(t, "handler-rust", "widget", doctest.PathFirst(t, rustc))
 }
