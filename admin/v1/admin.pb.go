@@ -1765,9 +1765,16 @@ type Status struct {
 	PluginsByState map[string]uint32 `protobuf:"bytes,7,rep,name=plugins_by_state,json=pluginsByState,proto3" json:"plugins_by_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	Handlers       uint32            `protobuf:"varint,8,opt,name=handlers,proto3" json:"handlers,omitempty"`
 	// Clients watching right now.
-	Watchers      uint32 `protobuf:"varint,9,opt,name=watchers,proto3" json:"watchers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Watchers uint32 `protobuf:"varint,9,opt,name=watchers,proto3" json:"watchers,omitempty"`
+	// What handlers published, taken to the cluster (handlers.types.<T>.publish); empty when
+	// no sink is configured.
+	PublishSinks []*PublishSink `protobuf:"bytes,10,rep,name=publish_sinks,json=publishSinks,proto3" json:"publish_sinks,omitempty"`
+	// Published keys the last build could not take to the cluster as asked (as labels, or at
+	// all), and the first of them with the reason.
+	PublishRefused  uint32   `protobuf:"varint,11,opt,name=publish_refused,json=publishRefused,proto3" json:"publish_refused,omitempty"`
+	PublishRefusals []string `protobuf:"bytes,12,rep,name=publish_refusals,json=publishRefusals,proto3" json:"publish_refusals,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Status) Reset() {
@@ -1861,6 +1868,176 @@ func (x *Status) GetWatchers() uint32 {
 		return x.Watchers
 	}
 	return 0
+}
+
+func (x *Status) GetPublishSinks() []*PublishSink {
+	if x != nil {
+		return x.PublishSinks
+	}
+	return nil
+}
+
+func (x *Status) GetPublishRefused() uint32 {
+	if x != nil {
+		return x.PublishRefused
+	}
+	return 0
+}
+
+func (x *Status) GetPublishRefusals() []string {
+	if x != nil {
+		return x.PublishRefusals
+	}
+	return nil
+}
+
+// PublishSink is one place the daemon writes what handlers published: a
+// node-feature-discovery feature file, a NodeFeature object.
+type PublishSink struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sink's config key: featureFile, nodeFeature.
+	Sink string `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
+	// Where it writes: a path, namespace/name of an object.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// "starting" (not read or written yet), "ok" (it holds what was last built), "failing"
+	// (its last write failed; retried at next_retry).
+	State       string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Writes      uint64                 `protobuf:"varint,4,opt,name=writes,proto3" json:"writes,omitempty"`
+	Failures    uint64                 `protobuf:"varint,5,opt,name=failures,proto3" json:"failures,omitempty"`
+	LastWrite   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_write,json=lastWrite,proto3" json:"last_write,omitempty"`
+	LastError   string                 `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
+	NextRetry   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_retry,json=nextRetry,proto3" json:"next_retry,omitempty"`
+	// What it holds.
+	Labels     uint32 `protobuf:"varint,10,opt,name=labels,proto3" json:"labels,omitempty"`
+	Attributes uint32 `protobuf:"varint,11,opt,name=attributes,proto3" json:"attributes,omitempty"`
+	Instances  uint32 `protobuf:"varint,12,opt,name=instances,proto3" json:"instances,omitempty"`
+	// What it held from before the daemon started is still kept, until the plugins found at
+	// start registered again (publish.startGrace).
+	Holding       bool `protobuf:"varint,13,opt,name=holding,proto3" json:"holding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishSink) Reset() {
+	*x = PublishSink{}
+	mi := &file_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishSink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishSink) ProtoMessage() {}
+
+func (x *PublishSink) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishSink.ProtoReflect.Descriptor instead.
+func (*PublishSink) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PublishSink) GetSink() string {
+	if x != nil {
+		return x.Sink
+	}
+	return ""
+}
+
+func (x *PublishSink) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *PublishSink) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PublishSink) GetWrites() uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
+func (x *PublishSink) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *PublishSink) GetLastWrite() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastWrite
+	}
+	return nil
+}
+
+func (x *PublishSink) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *PublishSink) GetLastErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return nil
+}
+
+func (x *PublishSink) GetNextRetry() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRetry
+	}
+	return nil
+}
+
+func (x *PublishSink) GetLabels() uint32 {
+	if x != nil {
+		return x.Labels
+	}
+	return 0
+}
+
+func (x *PublishSink) GetAttributes() uint32 {
+	if x != nil {
+		return x.Attributes
+	}
+	return 0
+}
+
+func (x *PublishSink) GetInstances() uint32 {
+	if x != nil {
+		return x.Instances
+	}
+	return 0
+}
+
+func (x *PublishSink) GetHolding() bool {
+	if x != nil {
+		return x.Holding
+	}
+	return false
 }
 
 var File_admin_proto protoreflect.FileDescriptor
@@ -2007,7 +2184,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04name\x18\x1e \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x1f \x01(\tR\aversion\x12*\n" +
 	"\x04pins\x18  \x03(\v2\x16.wasmhost.admin.v1.PinR\x04pins\x123\n" +
-	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\"\xbe\x03\n" +
+	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\"\xd7\x04\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -2018,10 +2195,34 @@ const file_admin_proto_rawDesc = "" +
 	"\aplugins\x18\x06 \x01(\rR\aplugins\x12W\n" +
 	"\x10plugins_by_state\x18\a \x03(\v2-.wasmhost.admin.v1.Status.PluginsByStateEntryR\x0epluginsByState\x12\x1a\n" +
 	"\bhandlers\x18\b \x01(\rR\bhandlers\x12\x1a\n" +
-	"\bwatchers\x18\t \x01(\rR\bwatchers\x1aA\n" +
+	"\bwatchers\x18\t \x01(\rR\bwatchers\x12C\n" +
+	"\rpublish_sinks\x18\n" +
+	" \x03(\v2\x1e.wasmhost.admin.v1.PublishSinkR\fpublishSinks\x12'\n" +
+	"\x0fpublish_refused\x18\v \x01(\rR\x0epublishRefused\x12)\n" +
+	"\x10publish_refusals\x18\f \x03(\tR\x0fpublishRefusals\x1aA\n" +
 	"\x13PluginsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01*\xee\x01\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xc8\x03\n" +
+	"\vPublishSink\x12\x12\n" +
+	"\x04sink\x18\x01 \x01(\tR\x04sink\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06writes\x18\x04 \x01(\x04R\x06writes\x12\x1a\n" +
+	"\bfailures\x18\x05 \x01(\x04R\bfailures\x129\n" +
+	"\n" +
+	"last_write\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tlastWrite\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\a \x01(\tR\tlastError\x12>\n" +
+	"\rlast_error_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vlastErrorAt\x129\n" +
+	"\n" +
+	"next_retry\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tnextRetry\x12\x16\n" +
+	"\x06labels\x18\n" +
+	" \x01(\rR\x06labels\x12\x1e\n" +
+	"\n" +
+	"attributes\x18\v \x01(\rR\n" +
+	"attributes\x12\x1c\n" +
+	"\tinstances\x18\f \x01(\rR\tinstances\x12\x18\n" +
+	"\aholding\x18\r \x01(\bR\aholding*\xee\x01\n" +
 	"\vPluginState\x12\x1c\n" +
 	"\x18PLUGIN_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PLUGIN_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -2061,7 +2262,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_admin_proto_goTypes = []any{
 	(PluginState)(0),              // 0: wasmhost.admin.v1.PluginState
 	(EventType)(0),                // 1: wasmhost.admin.v1.EventType
@@ -2086,10 +2287,11 @@ var file_admin_proto_goTypes = []any{
 	(*PluginEvent)(nil),           // 20: wasmhost.admin.v1.PluginEvent
 	(*Handler)(nil),               // 21: wasmhost.admin.v1.Handler
 	(*Status)(nil),                // 22: wasmhost.admin.v1.Status
-	nil,                           // 23: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                           // 24: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
+	(*PublishSink)(nil),           // 23: wasmhost.admin.v1.PublishSink
+	nil,                           // 24: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                           // 25: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	10, // 0: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
@@ -2097,49 +2299,53 @@ var file_admin_proto_depIdxs = []int32{
 	12, // 2: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
 	10, // 3: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
 	12, // 4: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	25, // 5: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
-	25, // 6: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
-	25, // 7: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	26, // 5: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	26, // 6: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	26, // 7: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
 	19, // 8: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
 	21, // 9: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
 	0,  // 10: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	25, // 11: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	25, // 12: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	23, // 13: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	25, // 14: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	26, // 11: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	26, // 12: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	24, // 13: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	26, // 14: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
 	1,  // 15: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
 	19, // 16: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	25, // 17: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	25, // 18: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	25, // 19: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
-	25, // 20: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
-	25, // 21: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	26, // 17: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	26, // 18: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	26, // 19: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	26, // 20: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	26, // 21: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
 	11, // 22: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
 	12, // 23: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	25, // 24: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	26, // 25: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	24, // 26: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	13, // 27: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	15, // 28: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	16, // 29: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	18, // 30: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	2,  // 31: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	4,  // 32: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	6,  // 33: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	8,  // 34: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	14, // 35: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	20, // 36: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	17, // 37: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	22, // 38: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	3,  // 39: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	5,  // 40: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	7,  // 41: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	9,  // 42: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 24: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	27, // 25: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	25, // 26: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	23, // 27: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	26, // 28: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	26, // 29: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	26, // 30: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	13, // 31: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	15, // 32: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	16, // 33: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	18, // 34: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	2,  // 35: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	4,  // 36: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	6,  // 37: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	8,  // 38: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	14, // 39: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	20, // 40: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	17, // 41: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	22, // 42: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	3,  // 43: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	5,  // 44: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	7,  // 45: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	9,  // 46: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2153,7 +2359,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

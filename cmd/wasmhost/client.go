@@ -424,6 +424,30 @@ type statusView struct {
 	PluginsByState map[string]uint32 `json:"pluginsByState"`
 	Handlers       uint32            `json:"handlers"`
 	Watchers       uint32            `json:"watchers"`
+	// Publish is what handlers published, taken to the cluster; absent when it is off.
+	Publish *publishView `json:"publish,omitempty"`
+}
+
+type publishView struct {
+	Sinks    []publishSinkView `json:"sinks"`
+	Refused  uint32            `json:"refused"`
+	Refusals []string          `json:"refusals,omitempty"`
+}
+
+type publishSinkView struct {
+	Sink        string     `json:"sink"`
+	Target      string     `json:"target"`
+	State       string     `json:"state"`
+	Writes      uint64     `json:"writes"`
+	Failures    uint64     `json:"failures"`
+	LastWrite   *time.Time `json:"lastWrite,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+	NextRetry   *time.Time `json:"nextRetry,omitempty"`
+	Labels      uint32     `json:"labels"`
+	Attributes  uint32     `json:"attributes"`
+	Instances   uint32     `json:"instances"`
+	Holding     bool       `json:"holding,omitempty"`
 }
 
 func newStatusView(st *adminv1.Status) statusView {
@@ -440,6 +464,17 @@ func newStatusView(st *adminv1.Status) statusView {
 	}
 	if v.PluginsByState == nil {
 		v.PluginsByState = map[string]uint32{}
+	}
+	if len(st.GetPublishSinks()) > 0 {
+		v.Publish = &publishView{Refused: st.GetPublishRefused(), Refusals: st.GetPublishRefusals()}
+		for _, k := range st.GetPublishSinks() {
+			v.Publish.Sinks = append(v.Publish.Sinks, publishSinkView{
+				Sink: k.GetSink(), Target: k.GetTarget(), State: k.GetState(), Writes: k.GetWrites(), Failures: k.GetFailures(),
+				LastWrite: timeOrNil(k.GetLastWrite()), LastError: k.GetLastError(), LastErrorAt: timeOrNil(k.GetLastErrorAt()),
+				NextRetry: timeOrNil(k.GetNextRetry()), Labels: k.GetLabels(), Attributes: k.GetAttributes(), Instances: k.GetInstances(),
+				Holding: k.GetHolding(),
+			})
+		}
 	}
 	return v
 }
@@ -732,6 +767,26 @@ func writeStatus(w io.Writer, st *adminv1.Status) {
 	fmt.Fprintf(tw, "plugins:\t%s\n", plugins)
 	fmt.Fprintf(tw, "handlers:\t%d\n", st.GetHandlers())
 	fmt.Fprintf(tw, "watchers:\t%d\n", st.GetWatchers())
+	for _, k := range st.GetPublishSinks() {
+		line := fmt.Sprintf("%s %s, %d labels, %d attributes, %d instances", k.GetState(), k.GetTarget(), k.GetLabels(), k.GetAttributes(), k.GetInstances())
+		if t := k.GetLastWrite(); t != nil {
+			line += ", written " + shortDuration(time.Since(t.AsTime())) + " ago"
+		}
+		if k.GetHolding() {
+			line += ", keeping what it held before the start"
+		}
+		if k.GetState() == "failing" {
+			line += fmt.Sprintf(": %s (%d failures, next try in %s)", oneLine(k.GetLastError()), k.GetFailures(), shortDuration(time.Until(k.GetNextRetry().AsTime())))
+		}
+		fmt.Fprintf(tw, "publish %s:\t%s\n", k.GetSink(), line)
+	}
+	if n := st.GetPublishRefused(); n > 0 {
+		fmt.Fprintf(tw, "publish refused:\t%d keys not published as asked", n)
+		if rs := st.GetPublishRefusals(); len(rs) > 0 {
+			fmt.Fprintf(tw, ", e.g. %s", oneLine(rs[0]))
+		}
+		fmt.Fprintln(tw)
+	}
 	tw.Flush()
 }
 

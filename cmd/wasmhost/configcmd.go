@@ -27,6 +27,10 @@ func newConfigCmd() *cobra.Command {
 				return fmt.Errorf("%s is not valid:\n%w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
+			// What the file cannot say: what a sink will need where the daemon runs.
+			for _, n := range cfg.PublishNotes() {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: %s\n", n)
+			}
 			return nil
 		},
 	})

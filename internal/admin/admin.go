@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
@@ -80,6 +81,9 @@ type Config struct {
 	SocketPath string
 	// Logger receives the server's logs. Defaults to nil: discard.
 	Logger *slog.Logger
+	// Publish returns the publisher's status for GetStatus. Defaults to nil: nothing is
+	// published.
+	Publish func() publish.Status
 	// Version is the daemon's version for GetStatus. Defaults to "(devel)".
 	Version string
 	// ShutdownTimeout is how long Run waits for open calls to finish after its context is

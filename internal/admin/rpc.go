@@ -73,6 +73,21 @@ func (r rpcServer) GetStatus(context.Context, *adminv1.GetStatusRequest) (*admin
 		st.Ready = false
 		st.NotReadyReason = err.Error()
 	}
+	if s.cfg.Publish != nil {
+		ps := s.cfg.Publish()
+		for _, k := range ps.Sinks {
+			st.PublishSinks = append(st.PublishSinks, &adminv1.PublishSink{
+				Sink: k.Sink, Target: text(k.Target), State: k.State, Writes: k.Writes, Failures: k.Failures,
+				LastWrite: timeToProto(k.LastWrite), LastError: text(k.LastError),
+				LastErrorAt: timeToProto(k.LastErrorAt), NextRetry: timeToProto(k.NextRetry),
+				Labels: uint32(k.Labels), Attributes: uint32(k.Attributes), Instances: uint32(k.Instances), Holding: k.Holding,
+			})
+		}
+		st.PublishRefused = uint32(ps.Refused)
+		for _, r := range ps.Refusals {
+			st.PublishRefusals = append(st.PublishRefusals, text(r.String()))
+		}
+	}
 	return st, nil
 }
 

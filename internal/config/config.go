@@ -50,6 +50,8 @@ type Config struct {
 	Handlers     HandlersConfig     `yaml:"handlers"`
 	Admin        AdminConfig        `yaml:"admin"`
 	Metrics      MetricsConfig      `yaml:"metrics"`
+	// Publish takes what handlers publish to the cluster (publish.go).
+	Publish PublishConfig `yaml:"publish"`
 }
 
 // LogConfig sets the daemon's log output.
@@ -177,6 +179,9 @@ type TypeConfig struct {
 	// of a kept revision. Its Validate runs beside the serving one on every registration,
 	// without effect; disagreements are counted and logged. Defaults to "": none.
 	Shadow string `yaml:"shadow"`
+	// Publish is what of the type's published keys reaches the cluster, and as what
+	// (publish.go). Defaults to nothing.
+	Publish TypePublish `yaml:"publish"`
 }
 
 // AdminConfig places the admin API.
@@ -231,6 +236,7 @@ func Default() Config {
 			Pull:         DefaultPull(),
 		},
 		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
+		Publish: DefaultPublish(),
 	}
 }
 
@@ -361,6 +367,7 @@ func (c *Config) Validate() error {
 	c.Handlers.validateLimits(bad)
 	c.Handlers.validateRevisions(bad)
 	c.Handlers.validateSources(bad)
+	c.validatePublish(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)
 	}
@@ -409,7 +416,7 @@ func (c *Config) AbsolutePaths() error {
 	if err := c.Handlers.absoluteKeyPaths(); err != nil {
 		return err
 	}
-	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket} {
+	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket, &c.Publish.FeatureFile.Dir} {
 		if *p == "" {
 			continue
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/liveness"
@@ -61,6 +62,7 @@ type Daemon struct {
 	admin    *admin.Server
 	metrics  *metrics.Metrics
 	liveness *liveness.Monitor
+	pub      *publish.Publisher // takes what handlers publish to the cluster (publish.go); nil when off
 }
 
 // New builds every part of the daemon for cfg (checked and made absolute by the caller);
@@ -97,7 +99,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	d.watcher = w
-	d.metrics, err = metrics.New(metrics.Config{
+	if d.pub, err = d.newPublisher(cfg); err != nil {
+		return nil, err
+	}
+	mcfg := metrics.Config{
 		Addr:                cfg.Metrics.Listen,
 		MaxConnections:      cfg.Metrics.MaxConnections,
 		Logger:              log.With("component", "metrics"),
@@ -109,7 +114,20 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		RegistrationRetries: func() uint64 { return d.rec.Counters().Retries },
 		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
 		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },
-	})
+	}
+	acfg := admin.Config{
+		Store:      d.state,
+		Control:    revisionControl{d},
+		Ready:      d.Ready,
+		SocketPath: cfg.AdminSocket(),
+		Logger:     log.With("component", "admin"),
+		Version:    d.version,
+	}
+	if d.pub != nil {
+		mcfg.Publish, mcfg.PublishRefused = d.publishSamples, func() int { return d.pub.Status().Refused }
+		acfg.Publish = d.publishStatus
+	}
+	d.metrics, err = metrics.New(mcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +166,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if err != nil {
 		return nil, err
 	}
-	d.admin, err = admin.New(admin.Config{
-		Store:      d.state,
-		Control:    revisionControl{d},
-		Ready:      d.Ready,
-		SocketPath: cfg.AdminSocket(),
-		Logger:     log.With("component", "admin"),
-		Version:    d.version,
-	})
+	d.admin, err = admin.New(acfg)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +249,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.oci.run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })
+	if d.pub != nil {
+		g.Go(func() error { return d.pub.Run(gctx) })
+	}
 	g.Go(func() error {
 		select {
 		case <-d.watcher.Synced():

@@ -39,3 +39,20 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishOnlyReadsTheState: the publisher sits beside the pipeline, as the admin API
+// does: of the pipeline's packages it imports the state store alone, so that nothing it does
+// can reach back into a registration.
+func TestPublishOnlyReadsTheState(t *testing.T) {
+	const module = "github.com/wasmhost/wasmhost/"
+	bp, err := build.Import(module+"internal/publish", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range bp.Imports {
+		rel, ok := strings.CutPrefix(imp, module)
+		if ok && rel != "internal/state" && rel != "internal/k8sname" {
+			t.Errorf("internal/publish imports %s; it may read internal/state only", rel)
+		}
+	}
+}

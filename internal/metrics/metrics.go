@@ -141,6 +141,10 @@ type Config struct {
 	RegistrationRetries func() uint64
 	WatcherRelists      func() uint64
 	WatcherErrors       func() uint64
+	// Publish lists the publisher's sinks, and PublishRefused counts the keys it refused,
+	// for wasmhost_publish_*. Defaults to nil: not exported (nothing is published).
+	Publish        func() []PublishSample
+	PublishRefused func() int
 	// MaxPluginTypes caps the distinct plugin_type label values: plugin types come from the
 	// plugins themselves, and a misbehaving one must not blow up the series count. Types seen
 	// after the cap are reported as "other". Defaults to 64.
@@ -248,6 +252,9 @@ func New(cfg Config) (*Metrics, error) {
 		m.registration,
 		m.handlerCall,
 		&stateCollector{m: m},
+	}
+	if cfg.Publish != nil {
+		cs = append(cs, publishCollector{sinks: cfg.Publish, refused: cfg.PublishRefused})
 	}
 	for _, c := range []struct {
 		name, help string

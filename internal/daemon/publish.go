@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+// newPublisher builds the publisher of cfg's publish sinks, or nil when none is configured
+// (the daemon then publishes nothing, as before).
+func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
+	var sinks []publish.Sink
+	if ff := cfg.Publish.FeatureFile; ff.Dir != "" {
+		sinks = append(sinks, &publish.FeatureFile{Dir: ff.Dir, Name: ff.Name, Expiry: time.Duration(ff.Expiry)})
+	}
+	if len(sinks) == 0 {
+		return nil, nil
+	}
+	rules := map[string]publish.Rules{}
+	for _, typ := range cfg.PublishedTypes() {
+		tp := cfg.Handlers.Types[typ].Publish
+		rules[typ] = publish.Rules{Namespace: tp.Namespace, Labels: tp.Labels, Attributes: tp.Attributes}
+	}
+	return publish.New(publish.Config{
+		Store:          d.state,
+		Rules:          rules,
+		Sinks:          sinks,
+		Settled:        d.publishSettled,
+		StartGrace:     time.Duration(cfg.Publish.StartGrace),
+		Coalesce:       time.Duration(cfg.Publish.Coalesce),
+		InitialBackoff: time.Duration(cfg.Publish.InitialBackoff),
+		MaxBackoff:     time.Duration(cfg.Publish.MaxBackoff),
+		Logger:         d.log.With("component", "publish"),
+	})
+}
+
+// publishSettled reports whether every socket found has been tried: the daemon is ready and
+// no socket waits for a first decision. What the sinks held from before is kept until then.
+func (d *Daemon) publishSettled() bool {
+	if d.Ready() != nil {
+		return false
+	}
+	for _, s := range d.desired.List() {
+		if st, ok := d.state.StatusOf(s.Path); !ok || st.State == state.StatePending {
+			return false
+		}
+	}
+	return true
+}
+
+// publishStatus is the publisher's status, for the admin API.
+func (d *Daemon) publishStatus() publish.Status { return d.pub.Status() }
+
+func (d *Daemon) publishSamples() []metrics.PublishSample {
+	var out []metrics.PublishSample
+	for _, s := range d.pub.Status().Sinks {
+		out = append(out, metrics.PublishSample{
+			Sink: s.Sink, Failing: s.State == publish.SinkFailing, Writes: s.Writes, Failures: s.Failures,
+			LastWrite: s.LastWrite, Labels: s.Labels, Attributes: s.Attributes, Instances: s.Instances,
+		})
+	}
+	return out
+}

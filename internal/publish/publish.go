@@ -1,0 +1,384 @@
+// Package publish takes what handlers publish about their plugins to the cluster: node
+// labels, feature attributes and instances, through sinks (a node-feature-discovery feature
+// file, a NodeFeature object).
+//
+// It only reads the state store, and follows it level-triggered: the desired state is what
+// the registered plugins published, filtered and named by each type's Rules (Build); the
+// actual state is what each sink holds. A change in the store only wakes the publisher; it
+// gathers changes for Config.Coalesce, builds the desired state again and writes it to every
+// sink that does not hold it, so a burst of a thousand registrations is a handful of writes.
+// A sink whose write fails is retried with jittered exponential backoff, on its own: the
+// others, and registrations, never wait for it. At start each sink is asked what it holds
+// (Load) and keeps it until the plugins found at start had their chance to register again,
+// so that a restart does not take labels off the node and put them back.
+//
+// This package is part of the daemon, not a stable API.
+package publish
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+// Sink is where the node's features go.
+type Sink interface {
+	// SinkName names the sink in status, metrics and logs, as its config key does
+	// (featureFile, nodeFeature).
+	SinkName() string
+	// Target says where it writes: a path, an object.
+	Target() string
+	// Load returns what the sink holds now, written by a previous run of the daemon.
+	Load(ctx context.Context) (Node, error)
+	// Write makes the sink hold n.
+	Write(ctx context.Context, n Node) error
+	// RefreshAfter is how long a write stays good: the sink is written again after it even
+	// when nothing changed. 0: never.
+	RefreshAfter() time.Duration
+}
+
+// Store is what the publisher reads; *state.Store implements it.
+type Store interface {
+	Subscribe() (*state.Subscription, []state.PluginView)
+	Plugins() []state.PluginView
+}
+
+// Config configures a Publisher.
+type Config struct {
+	// Store is the daemon's state. Required.
+	Store Store
+	// Rules are what each plugin type publishes, by type. Types without rules publish nothing.
+	Rules map[string]Rules
+	// Sinks are where it goes. Required: at least one.
+	Sinks []Sink
+	// Settled reports whether the plugins found at start have had their chance to register
+	// (the daemon is ready and no socket is pending): what the sinks held from before is
+	// then no longer kept. Defaults to nil: settled once no socket is pending.
+	Settled func() bool
+	// StartGrace bounds how long what the sinks held is kept if Settled never says so.
+	// Defaults to 1m.
+	StartGrace time.Duration
+	// Coalesce is how long changes are gathered before a write. Defaults to 1s.
+	Coalesce time.Duration
+	// InitialBackoff and MaxBackoff bound the retries of a failed write (doubling, with up
+	// to a fifth taken off at random). Default to 1s and 2m.
+	InitialBackoff, MaxBackoff time.Duration
+	// Logger receives the publisher's logs. Defaults to nil: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.StartGrace <= 0 {
+		c.StartGrace = time.Minute
+	}
+	if c.Coalesce <= 0 {
+		c.Coalesce = time.Second
+	}
+	if c.InitialBackoff <= 0 {
+		c.InitialBackoff = time.Second
+	}
+	if c.MaxBackoff < c.InitialBackoff {
+		c.MaxBackoff = max(2*time.Minute, c.InitialBackoff)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// ErrConfig: the Config cannot work.
+var ErrConfig = errors.New("publish: invalid config")
+
+// The states of a sink.
+const (
+	SinkStarting = "starting" // it has not been read or written yet
+	SinkOK       = "ok"       // it holds what was last built
+	SinkFailing  = "failing"  // its last write failed; it is retried at NextRetry
+)
+
+// SinkStatus is what a sink holds and how its writes go.
+type SinkStatus struct {
+	Sink, Target string
+	State        string
+	// Writes and Failures count since the daemon started.
+	Writes, Failures uint64
+	LastWrite        time.Time
+	LastError        string
+	LastErrorAt      time.Time
+	NextRetry        time.Time
+	// Labels, Attributes and Instances are what it holds.
+	Labels, Attributes, Instances int
+	// Holding: what it held from before the start is still kept (StartGrace).
+	Holding bool
+}
+
+// Status is the publisher's state.
+type Status struct {
+	Sinks []SinkStatus
+	// Refused counts the keys the last build refused (as labels, or entirely); Refusals are
+	// the first of them.
+	Refused  int
+	Refusals []Refusal
+}
+
+// MaxRefusalsShown is how many refusals Status lists.
+const MaxRefusalsShown = 20
+
+// Publisher follows the store and writes to the sinks. Make it with New.
+type Publisher struct {
+	cfg Config
+
+	mu       sync.Mutex
+	desired  Node
+	gen      uint64 // bumped with every new desired
+	settled  bool
+	refused  []Refusal
+	sinks    []*sinkWorker
+	loggedRf map[string]bool
+}
+
+// New returns a publisher for cfg.
+func New(cfg Config) (*Publisher, error) {
+	if cfg.Store == nil || len(cfg.Sinks) == 0 {
+		return nil, errors.Join(ErrConfig, errors.New("a store and at least one sink are required"))
+	}
+	cfg = cfg.withDefaults()
+	p := &Publisher{cfg: cfg, desired: Empty(), loggedRf: map[string]bool{}}
+	for _, s := range cfg.Sinks {
+		p.sinks = append(p.sinks, &sinkWorker{p: p, sink: s, wake: make(chan struct{}, 1), st: SinkStatus{Sink: s.SinkName(), Target: s.Target(), State: SinkStarting, Holding: true}})
+	}
+	return p, nil
+}
+
+// Run follows the store and writes to the sinks until ctx is done; it returns when every
+// goroutine it started has.
+func (p *Publisher) Run(ctx context.Context) error {
+	sub, _ := p.cfg.Store.Subscribe()
+	defer sub.Close()
+	start := time.Now()
+	p.rebuild(start)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, w := range p.sinks {
+		wg.Go(func() { w.run(ctx) })
+	}
+	// While not settled, look again every second: readiness is not a store change.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var coalesce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.C():
+			sub.Next() // what changed is rebuilt whole; this keeps the store's tombstones short
+			if coalesce == nil {
+				coalesce = time.After(p.cfg.Coalesce)
+			}
+			continue
+		case <-coalesce:
+			coalesce = nil
+		case <-tick.C:
+			if p.isSettled() {
+				tick.Stop()
+				continue
+			}
+		}
+		p.rebuild(start)
+	}
+}
+
+func (p *Publisher) isSettled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
+}
+
+// rebuild builds the desired state from the store and wakes the sinks.
+func (p *Publisher) rebuild(start time.Time) {
+	views := p.cfg.Store.Plugins()
+	n, refused := Build(views, p.cfg.Rules)
+	settled := time.Since(start) >= p.cfg.StartGrace
+	if !settled {
+		if p.cfg.Settled != nil {
+			settled = p.cfg.Settled()
+		} else {
+			settled = true
+		}
+		for _, v := range views {
+			if v.State == state.StatePending {
+				settled = false
+				break
+			}
+		}
+	}
+	p.mu.Lock()
+	changed := !n.Equal(p.desired) || settled != p.settled
+	if changed {
+		p.desired, p.gen = n, p.gen+1
+	}
+	if settled && !p.settled {
+		p.cfg.Logger.Info("publishing what is registered now; what the sinks held from before is no longer kept", "after", time.Since(start).Round(time.Millisecond))
+	}
+	p.settled = settled
+	p.refused = refused
+	var fresh []Refusal
+	for _, r := range refused {
+		if k := r.String(); !p.loggedRf[k] {
+			p.loggedRf[k] = true
+			fresh = append(fresh, r)
+		}
+	}
+	if len(p.loggedRf) > 10000 {
+		clear(p.loggedRf) // bounded: a handler publishing new values forever logs them again
+	}
+	p.mu.Unlock()
+	for _, r := range fresh {
+		p.cfg.Logger.Warn("published key not taken to the cluster as asked", "plugin_type", r.PluginType, "plugin", r.Plugin, "key", r.Key, "label_only", r.Label, "reason", r.Reason)
+	}
+	if changed {
+		for _, w := range p.sinks {
+			signal(w.wake)
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns each sink's status and the refusals of the last build.
+func (p *Publisher) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{Refused: len(p.refused)}
+	st.Refusals = slices.Clone(p.refused[:min(len(p.refused), MaxRefusalsShown)])
+	for _, w := range p.sinks {
+		st.Sinks = append(st.Sinks, w.st)
+	}
+	return st
+}
+
+// sinkWorker writes one sink: the desired state when it changed, again after RefreshAfter,
+// and after a failure on a backoff of its own.
+type sinkWorker struct {
+	p    *Publisher
+	sink Sink
+	wake chan struct{}
+	st   SinkStatus // guarded by p.mu
+}
+
+func (w *sinkWorker) run(ctx context.Context) {
+	p, log := w.p, w.p.cfg.Logger.With("sink", w.sink.SinkName(), "target", w.sink.Target())
+	var (
+		held      Node
+		loaded    bool
+		written   Node
+		wroteGen  uint64
+		haveWrote bool
+		wroteAt   time.Time
+		backoff   time.Duration
+		timer     = time.NewTimer(0)
+	)
+	defer timer.Stop()
+	fail := func(what string, err error) {
+		if backoff == 0 {
+			backoff = p.cfg.InitialBackoff
+		} else {
+			backoff = min(2*backoff, p.cfg.MaxBackoff)
+		}
+		wait := backoff - time.Duration(rand.Int64N(int64(backoff)/5+1))
+		now := time.Now()
+		p.mu.Lock()
+		first := w.st.State != SinkFailing
+		w.st.State, w.st.Failures = SinkFailing, w.st.Failures+1
+		w.st.LastError, w.st.LastErrorAt, w.st.NextRetry = what+": "+err.Error(), now, now.Add(wait)
+		p.mu.Unlock()
+		if first {
+			log.Warn("publishing failed; retrying with backoff", "op", what, "error", err, "retry_in", wait.Round(time.Millisecond))
+		} else {
+			log.Debug("publishing failed again", "op", what, "error", err, "retry_in", wait.Round(time.Millisecond))
+		}
+		timer.Reset(wait)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C:
+		}
+		if !loaded {
+			n, err := w.sink.Load(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				fail("read what it holds", err)
+				continue
+			}
+			held, loaded = n, true
+			if l, a, i := n.Size(); l+a+i > 0 {
+				log.Info("read what the sink holds from before; kept until the plugins found at start registered again", "labels", l, "attributes", a, "instances", i)
+			}
+		}
+		p.mu.Lock()
+		desired, gen, settled := p.desired, p.gen, p.settled
+		p.mu.Unlock()
+		if !settled {
+			desired = merge(desired, held)
+		} else {
+			held = Node{}
+		}
+		refresh := w.sink.RefreshAfter()
+		due := refresh > 0 && haveWrote && time.Since(wroteAt) >= refresh
+		if haveWrote && !due && w.lastOK() && (gen == wroteGen || desired.Equal(written)) {
+			wroteGen = gen
+			w.rearm(timer, refresh, wroteAt)
+			continue
+		}
+		if err := w.sink.Write(ctx, desired); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fail("write", err)
+			continue
+		}
+		backoff = 0
+		written, wroteGen, haveWrote, wroteAt = desired, gen, true, time.Now()
+		l, a, i := desired.Size()
+		p.mu.Lock()
+		recovered := w.st.State == SinkFailing
+		w.st.State, w.st.Writes, w.st.LastWrite, w.st.NextRetry = SinkOK, w.st.Writes+1, wroteAt, time.Time{}
+		w.st.Labels, w.st.Attributes, w.st.Instances, w.st.Holding = l, a, i, !settled
+		p.mu.Unlock()
+		if recovered {
+			log.Info("publishing works again")
+		}
+		w.rearm(timer, refresh, wroteAt)
+	}
+}
+
+func (w *sinkWorker) lastOK() bool {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.st.State == SinkOK
+}
+
+// rearm sets the timer to the next refresh, or stops it.
+func (w *sinkWorker) rearm(t *time.Timer, refresh time.Duration, wroteAt time.Time) {
+	if refresh <= 0 {
+		t.Stop()
+		return
+	}
+	t.Reset(max(time.Until(wroteAt.Add(refresh)), 0))
+}
