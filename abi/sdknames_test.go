@@ -19,6 +19,7 @@ func TestSDKNames(t *testing.T) {
 		export, imports *regexp.Regexp
 	}{
 		{"c/wasmhost.c", regexp.MustCompile(`(?m)^WH_EXPORT\((\w+)\)`), regexp.MustCompile(`(?m)^WH_IMPORT\((\w+)\)`)},
+		{"assemblyscript/wasmhost/index.ts", regexp.MustCompile(`(?m)^export function (wasmhost_\w+)\(`), regexp.MustCompile(`@external\("wasmhost", "(\w+)"\)`)},
 		{"rust/src/lib.rs", regexp.MustCompile(`pub extern "C" fn (\w+)\(`), regexp.MustCompile(`#\[link_name = "(\w+)"\]`)},
 	} {
 		b, err := os.ReadFile(sdk.file)

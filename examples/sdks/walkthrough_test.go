@@ -41,3 +41,12 @@ func TestWalkthroughRust(t *testing.T) {
 	rustc := doctest.RustcFor(t, "wasm32-wasi", "Debian: rustc libstd-rust-dev-wasm32")
 	walkthrough(t, "handler-rust", "widget", doctest.PathFirst(t, rustc))
 }
+
+func TestWalkthroughAssemblyScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs the AssemblyScript compiler with npm, builds a handler and the wasmhost command")
+	}
+	doctest.Tool(t, "go", "Go 1.26")
+	doctest.Tool(t, "npm", "Node.js 20 and npm")
+	walkthrough(t, "handler-as", "widget")
+}
