@@ -30,6 +30,11 @@ const (
 	// runs its package init functions here); the host calls it once, right after
 	// instantiation and before any other export.
 	ExportInitialize = "_initialize"
+	// ExportCommandStart is the entry point of a WASI command, which a handler must not
+	// export: a command runs once, from _start to exit, and the host cannot call into it (a
+	// Go module built without -buildmode=c-shared, a C module linked without
+	// -mexec-model=reactor). A host refuses it and says how to build a reactor.
+	ExportCommandStart = "_start"
 )
 
 // ImportModule is the module name of every host function.

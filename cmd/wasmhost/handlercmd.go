@@ -367,6 +367,10 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	}
 	v.Size, v.SHA256, v.ABIVersion = rep.Size, rep.SHA256, rep.ABIVersion
 	v.Manifest = manifestView{PluginTypes: rep.Manifest.PluginTypes, Name: rep.Manifest.Name, Version: rep.Manifest.Version}
+	if slices.ContainsFunc(rep.Exports, func(e host.Export) bool { return e.Name == abi.ExportCommandStart }) {
+		// No call can be made: say why as the daemon would, with how to build it.
+		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, strings.TrimPrefix(rep.DescribeError, "not instantiated: "))
+	}
 	typ := o.pluginType
 	if typ == "" {
 		if len(rep.Manifest.PluginTypes) != 1 {
@@ -736,9 +740,6 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 	} else {
 		v.LoadError = err.Error()
 		v.Hints = loadHints(err, path, rep.Manifest.PluginTypes, rep.Capabilities)
-		if slices.ContainsFunc(rep.Exports, func(e host.Export) bool { return e.Name == "_start" }) {
-			v.Hints = append(v.Hints, "it exports _start: built as a command? Build handlers with -buildmode=c-shared")
-		}
 	}
 	if o.output != "text" {
 		if err := writeStructured(out, o.output, v); err != nil {

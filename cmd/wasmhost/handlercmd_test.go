@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/doctest"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 )
@@ -549,5 +550,54 @@ func TestHandlerConformanceCommand(t *testing.T) {
 
 	if _, err := handlerCmdRun(t, "handler", "conformance", minimal, "--cache-dir", cache); err == nil || !strings.Contains(err.Error(), "--name") {
 		t.Errorf("no --name: %v, want an error naming --name", err)
+	}
+}
+
+// TestHandlerCommandModulesRefused: a module built as a WASI command (it exports _start) is
+// refused by handler test and handler inspect with the build that makes it a reactor, as the
+// daemon refuses it: the WAT fixture, a Go handler built without -buildmode=c-shared and a C
+// handler linked without -mexec-model=reactor.
+func TestHandlerCommandModulesRefused(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	modules := []string{handlerCmdCopy(t, dir, "../../internal/host/testdata/command.wasm")}
+	if !testing.Short() {
+		goCmd := filepath.Join(dir, "go-command.wasm")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", goCmd, "../../handlers-wasm/example")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		modules = append(modules, goCmd)
+
+		clang := doctest.Tool(t, "clang", "Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32")
+		mainC := filepath.Join(dir, "main.c")
+		if err := os.WriteFile(mainC, []byte("int main(void) { return 0; }\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cCmd := filepath.Join(dir, "c-command.wasm")
+		out, err := exec.Command(clang, "--target=wasm32-wasi", "-O2", "-I", "../../abi/c", "-o", cCmd,
+			"../../examples/handler-c/example.c", "../../abi/c/wasmhost.c", mainC).CombinedOutput()
+		if err != nil {
+			t.Fatalf("clang: %v\n%s", err, out)
+		}
+		modules = append(modules, cCmd)
+	}
+	const how = "exports _start: it was built as a WASI command, not the reactor a handler must be; build it as a reactor: " +
+		"Go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; C: clang --target=wasm32-wasi -mexec-model=reactor"
+	for _, m := range modules {
+		t.Run(filepath.Base(m), func(t *testing.T) {
+			if err := os.Chmod(m, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := handlerCmdRun(t, "handler", "test", m, "--name", "demo", "--cache-dir", cache)
+			if !errors.Is(err, errHandlerFailed) || !strings.Contains(err.Error(), m+" would not load: "+how) {
+				t.Errorf("handler test: %v, want it refused with %q\n%s", err, how, out)
+			}
+			out, err = handlerCmdRun(t, "handler", "inspect", m, "--cache-dir", cache)
+			if !errors.Is(err, errHandlerFailed) {
+				t.Errorf("handler inspect: %v, want it to say the daemon would refuse it\n%s", err, out)
+			}
+			handlerCmdWant(t, out, "daemon    REFUSED: host: bad module "+m+": "+how)
+		})
 	}
 }

@@ -150,7 +150,10 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	}
 	r.Capabilities = slices.Sorted(maps.Keys(caps))
 
-	if info.memMin > uint64(h.limitPages) {
+	if msg := commandExport(cm.ExportedFunctions()); msg != "" {
+		// Its exports cannot be called (a Go command traps in them): say why, and how to build it.
+		r.DescribeError = "not instantiated: " + msg
+	} else if info.memMin > uint64(h.limitPages) {
 		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.memMin, h.limitPages)
 	} else if err := h.describe(ctx, rt, cm, r); err != nil {
 		r.DescribeError = err.Error()

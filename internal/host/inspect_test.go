@@ -75,6 +75,7 @@ func TestInspect(t *testing.T) {
 		"badmanifest":    "manifest malformed",
 		"nomanifesttype": "",
 		"initloop":       "instantiating",
+		"command":        "not instantiated: exports _start: it was built as a WASI command, not the reactor a handler must be; build it as a reactor: Go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared",
 		"trap":           "",
 	} {
 		r, err := h.Inspect(ctx, name, read(name))

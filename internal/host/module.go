@@ -685,6 +685,9 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	compiled := time.Since(t0)
 
 	exports := cm.ExportedFunctions()
+	if msg := commandExport(exports); msg != "" {
+		return nil, badModule(file, nil, "%s", msg)
+	}
 	for _, name := range abi.RequiredExports {
 		if _, ok := exports[name]; !ok {
 			return nil, badModule(file, nil, "missing export %s", name)

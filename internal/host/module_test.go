@@ -197,6 +197,8 @@ func TestRefusedAtLoad(t *testing.T) {
 	}{
 		{"abi2", Config{}, nil, "ABI version 2 not supported (supported: 1)"},
 		{"noexport", Config{}, nil, "missing export wasmhost_register"},
+		{"command", Config{}, nil, "exports _start: it was built as a WASI command, not the reactor a handler must be; build it as a reactor: " +
+			"Go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; C: clang --target=wasm32-wasi -mexec-model=reactor"},
 		{"badsig", Config{}, nil, "export wasmhost_validate has signature () -> (i32) want (i32) -> (i32)"},
 		{"ungranted", Config{}, ErrNotGranted, "imports wasmhost.plugin_call which is not granted for any plugin type"},
 		{"ungranted", Config{PluginCaller: fakeCaller{}, Grants: map[string][]string{"other.example": {abi.CapabilityPluginCall}}},
