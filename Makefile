@@ -1,7 +1,9 @@
 # wasmhost: a node agent that registers kubelet-style plugins through WebAssembly handlers.
 #
 #   make run     build the daemon and the shipped handlers, run it with local dirs under ./run/
-#   make test    vet, every test with the race detector, then the interop tests (test/interop)
+#   make test    lint, vet, every test with the race detector, the interop tests (test/interop),
+#                then a few seconds of fuzzing for every fuzz target
+#   make lint    staticcheck, gofmt and go mod tidy for every module
 #   make bench   run the benchmarks (figures recorded in docs/benchmarks.md)
 
 GO       ?= go
@@ -11,7 +13,7 @@ BIN      := bin/wasmhost
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
-.PHONY: all build handlers run test test-unit test-interop test-short bench fmt vet clean image handlers-image example-plugin-image
+.PHONY: all build handlers run test test-unit test-interop test-short lint fuzz bench fmt vet clean image handlers-image example-plugin-image
 
 all: build
 
@@ -46,10 +48,29 @@ MODULES := . abi
 vet:
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-# test runs everything CI runs: the daemon's own tests, then the interoperability tests with real
-# plugins (test/interop, a module of its own so that the kubelet's dependencies stay out of the
-# daemon's go.mod; its first build takes a few minutes).
-test: test-unit test-interop
+# test runs everything CI runs: the lint, the daemon's own tests, the interoperability tests with
+# real plugins (test/interop, a module of its own so that the kubelet's dependencies stay out of
+# the daemon's go.mod; its first build takes a few minutes), then the short fuzz run.
+test: lint test-unit test-interop fuzz
+
+# lint: staticcheck at a pinned version (go run builds it once into the build cache, from the
+# module proxy; nothing to install), gofmt, and go.mod/go.sum as go mod tidy would leave them,
+# for every module including test/interop.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+LINT_MODULES := $(MODULES) test/interop
+
+lint:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: not formatted (make fmt):"; echo "$$unformatted"; exit 1; fi
+	for m in $(LINT_MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "$$m: go.mod/go.sum not tidy (go mod tidy)"; exit 1; }; done
+	for m in $(LINT_MODULES); do (cd $$m && $(STATICCHECK) ./...) || exit 1; done
+
+# fuzz runs every fuzz target for FUZZTIME (3s by default); hack/fuzz finds them.
+FUZZTIME ?= 3s
+
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) hack/fuzz
 
 test-unit: handlers vet
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -timeout 20m ./...) || exit 1; done

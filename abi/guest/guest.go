@@ -150,11 +150,14 @@ func (e *RejectError) Error() string {
 // and otherwise at a slow re-check (5 minutes by default).
 func Reject(reason string) error { return &RejectError{Reason: reason} }
 
-// The handler and manifest given to Handle.
+// errNotHandled is manifestErr until Handle is called.
+var errNotHandled = errors.New("guest: Handle was not called (call it from an init function)")
+
+// The handler and manifest given to Handle, or why there are none.
 var (
 	handler     Handler
 	manifest    Manifest
-	manifestErr = errors.New("guest: Handle was not called (call it from an init function)")
+	manifestErr = errNotHandled
 )
 
 // Handle sets the module's manifest and handler. Call it once, from an init function of package

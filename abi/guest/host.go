@@ -79,11 +79,3 @@ func (KVStore) CompareAndSet(key string, old, value []byte) (bool, error) {
 		return false, codeErr(abi.ImportKVCompareAndSet, key, code)
 	}
 }
-
-// casLen is the length of a kv_compare_and_set operand: abi.KVAbsent for nil.
-func casLen(b []byte) int32 {
-	if b == nil {
-		return abi.KVAbsent
-	}
-	return int32(len(b))
-}

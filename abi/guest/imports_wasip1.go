@@ -2,7 +2,11 @@
 
 package guest
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/wasmhost/wasmhost/abi"
+)
 
 // The host functions of ABI v1 (abi.ImportModule "wasmhost"). The names must be literal in the
 // directives; TestDirectives checks each against the constants in package abi. A Go string
@@ -42,4 +46,12 @@ func hostKVSet(key string, value []byte) int32 {
 
 func hostKVCompareAndSet(key string, old, value []byte) int32 {
 	return kvCompareAndSet(key, ptr(old), casLen(old), ptr(value), casLen(value))
+}
+
+// casLen is the length of a kv_compare_and_set operand: abi.KVAbsent for nil.
+func casLen(b []byte) int32 {
+	if b == nil {
+		return abi.KVAbsent
+	}
+	return int32(len(b))
 }

@@ -160,7 +160,7 @@ func TestSourcesLastGoodPull(t *testing.T) {
 	}
 
 	// A source taken out of the configuration: its file goes.
-	s = e.sources(t)
+	e.sources(t)
 	if left, _ := filepath.Glob(filepath.Join(e.dir, "*.wasm")); len(left) != 0 {
 		t.Errorf("files left after the sources were removed: %v", left)
 	}

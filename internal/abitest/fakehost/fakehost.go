@@ -192,13 +192,6 @@ func read(mod api.Module, ptr, n uint64) []byte {
 	return b
 }
 
-// write copies src to guest memory at ptr, up to n bytes, trapping when [ptr, ptr+n) is out of
-// bounds.
-func write(mod api.Module, ptr, n uint64, src []byte) {
-	dst := read(mod, ptr, n)
-	copy(dst, src)
-}
-
 func i32(v int32) uint64 { return uint64(uint32(v)) }
 
 func checkKey(key []byte) int32 {
