@@ -24,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration/liveness"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
@@ -133,7 +134,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	// One slot count per plugin type and one across types, shared: the registrar takes a slot
 	// after GetInfo, the reconciler queues a socket whose type had none behind its type.
-	typeSlots := reconciler.NewTypeSlots(cfg.Reconciler.MaxPerType, cfg.Reconciler.MaxConcurrent)
+	typeSlots := typeslots.New(cfg.Reconciler.MaxPerType, cfg.Reconciler.MaxConcurrent)
 	fdLimit, fdErr := raiseFDLimit()
 	if fdErr != nil {
 		log.Warn("descriptor limit", "limit", fdLimit, "error", fdErr)

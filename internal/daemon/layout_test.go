@@ -9,12 +9,15 @@ import (
 
 // The daemon's packages follow the data: socket → watcher → state → reconciler →
 // registration → host. A package may import one at its own stage or an earlier one, never a
-// later one, so that `go list -deps` of any of them reads as the pipeline up to it.
+// later one, so that `go list -deps` of any of them reads as the pipeline up to it. The
+// reconciler drives the stages after it through interfaces it declares: none of them imports
+// it (what they share with it, the per-type slots, is internal/typeslots).
 func TestImportsFollowTheDataFlow(t *testing.T) {
 	const module = "github.com/wasmhost/wasmhost/"
 	stage := map[string]int{
 		"internal/watcher":                0,
 		"internal/state":                  1,
+		"internal/typeslots":              2,
 		"internal/reconciler":             2,
 		"internal/registration":           3,
 		"internal/registration/registrar": 3,
@@ -32,6 +35,9 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 			}
 			if s, ok := stage[rel]; ok && s > own {
 				t.Errorf("%s (stage %d) imports %s (stage %d), which sits later in the data flow", pkg, own, rel, s)
+			}
+			if rel == "internal/reconciler" {
+				t.Errorf("%s imports internal/reconciler, which drives it: declare what is shared in a package both import", pkg)
 			}
 			if strings.HasPrefix(rel, "internal/") && !ok && !strings.HasPrefix(rel, "internal/unixsock") {
 				t.Errorf("%s imports %s, which is not part of the pipeline", pkg, path.Clean(rel))

@@ -8,9 +8,9 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
-	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 // This file feeds the state store from the host, and the metrics from the store.
@@ -126,7 +126,7 @@ func resultOf(err error) string {
 		return metrics.ResultQuarantined
 	case errors.Is(err, host.ErrTrap):
 		return metrics.ResultTrap
-	case errors.Is(err, reconciler.ErrTypeBusy):
+	case errors.Is(err, typeslots.ErrBusy):
 		return metrics.ResultTypeBusy
 	case errors.Is(err, registration.ErrProtocol):
 		return metrics.ResultProtocol

@@ -7,8 +7,8 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
-	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 // Each way a registration or a handler call ends has a label of its own, whatever wraps it.
@@ -24,7 +24,7 @@ func TestResultOf(t *testing.T) {
 		wrap(registration.ErrUnreachable):   metrics.ResultUnreachable,
 		wrap(registration.ErrProtocol):      metrics.ResultProtocol,
 		wrap(registration.ErrNotifyFailed):  metrics.ResultNotifyFailed,
-		wrap(reconciler.ErrTypeBusy):        metrics.ResultTypeBusy,
+		wrap(typeslots.ErrBusy):             metrics.ResultTypeBusy,
 		wrap(registration.ErrHandlerFailed): metrics.ResultError,
 	} {
 		if got := resultOf(err); got != want {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 // Desired is what the reconciler needs of the desired state; *state.Desired implements it.
@@ -118,13 +119,13 @@ type Config struct {
 	// together. Defaults to 0: none.
 	Jitter float64
 	// MaxPerType bounds the operations in flight per plugin type, so that one slow type
-	// cannot take every slot: an operation over it returns ErrTypeBusy right after GetInfo
+	// cannot take every slot: an operation over it returns typeslots.ErrBusy right after GetInfo
 	// and its socket waits behind its type. Defaults to a quarter of MaxConcurrent (at
 	// least 1). Ignored when TypeSlots is given.
 	MaxPerType int
 	// TypeSlots is where those per-type slots are kept; the registrar takes one after
-	// GetInfo. Defaults to NewTypeSlots(MaxPerType, 0).
-	TypeSlots *TypeSlots
+	// GetInfo. Defaults to typeslots.New(MaxPerType, 0).
+	TypeSlots *typeslots.Slots
 	// MaxRetrying bounds the operations in flight for sockets that failed before (a separate
 	// budget, so that sockets that keep failing, or never answer, cannot delay the first
 	// attempt of a new one). Defaults to a quarter of MaxConcurrent (at least 1).
@@ -180,7 +181,7 @@ func (c Config) withDefaults() Config {
 		c.MaxPerType = max(c.MaxConcurrent/4, 1)
 	}
 	if c.TypeSlots == nil {
-		c.TypeSlots = NewTypeSlots(c.MaxPerType, 0)
+		c.TypeSlots = typeslots.New(c.MaxPerType, 0)
 	}
 	if c.MaxRetrying <= 0 {
 		c.MaxRetrying = max(c.MaxConcurrent/4, 1)
@@ -339,7 +340,7 @@ type sock struct {
 	waiting  bool   // waits for a handler
 	waitType string // the type it waits for; empty when unknown (any handler change retries)
 
-	deferType string // waits for a free operation slot of this plugin type (ErrTypeBusy)
+	deferType string // waits for a free operation slot of this plugin type (typeslots.ErrBusy)
 
 	rejected    bool      // the handler's last answer was no; nextRetry is the slow re-check
 	rejectedKey pluginKey // the key of loop.rejected that lists this path, when rejected
@@ -864,7 +865,7 @@ func (l *loop) registered(s *sock, res result, err error) {
 		r.log.Debug("registration recorded", "socket", s.path, "plugin_type", s.pluginType, "plugin", s.pluginName)
 		return
 	}
-	if errors.Is(err, ErrTypeBusy) {
+	if errors.Is(err, typeslots.ErrBusy) {
 		// Not a failure: the socket waits behind its type.
 		if current {
 			typ, _ := pluginOf(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler/reconcilertest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 const (
@@ -1027,15 +1028,15 @@ func TestRetriesHaveABudgetOfTheirOwn(t *testing.T) {
 type typeBusy struct{ typ string }
 
 func (b typeBusy) Error() string      { return "busy: " + b.typ }
-func (b typeBusy) Unwrap() error      { return reconciler.ErrTypeBusy }
+func (b typeBusy) Unwrap() error      { return typeslots.ErrBusy }
 func (b typeBusy) PluginType() string { return b.typ }
 
-// busyOps answers Register with ErrTypeBusy while the type's slots are taken, as the registrar
+// busyOps answers Register with typeslots.ErrBusy while the type's slots are taken, as the registrar
 // does, and otherwise registers through the fake operations; the operations of slowType hold
 // their slot until released.
 type busyOps struct {
 	*reconcilertest.Operations
-	slots    *reconciler.TypeSlots
+	slots    *typeslots.Slots
 	slowType string
 	hold     chan struct{}
 }
@@ -1065,7 +1066,7 @@ func TestSlowTypeWaitsBehindItself(t *testing.T) {
 		registry := registration.NewRegistry()
 		registry.Set(csi, reconcilertest.NewHandler())
 		registry.Set(dra, reconcilertest.NewHandler())
-		slots := reconciler.NewTypeSlots(2, 0)
+		slots := typeslots.New(2, 0)
 		ops := busyOps{reconcilertest.NewOperations(st.Actual(), registry), slots, dra, make(chan struct{})}
 		r := reconciler.New(st.Desired(), st.Actual(), registry, ops, reconciler.Config{
 			MaxConcurrent: 4, TypeSlots: slots, Status: st})
@@ -1170,7 +1171,7 @@ func TestRejectionRecheck(t *testing.T) {
 // The slots across types: a type with slots of its own left still waits when all types
 // together hold the total, and any type's release frees one for the others.
 func TestTypeSlotsBoundAcrossTypes(t *testing.T) {
-	slots := reconciler.NewTypeSlots(2, 3)
+	slots := typeslots.New(2, 3)
 	a1, ok1 := slots.TryAcquire(csi)
 	_, ok2 := slots.TryAcquire(csi)
 	_, ok3 := slots.TryAcquire(dra)
@@ -1202,7 +1203,7 @@ func TestReleaseOfOneTypeStartsAnotherWithinTheTotal(t *testing.T) {
 		registry := registration.NewRegistry()
 		registry.Set(csi, reconcilertest.NewHandler())
 		registry.Set(dra, reconcilertest.NewHandler())
-		slots := reconciler.NewTypeSlots(2, 2)
+		slots := typeslots.New(2, 2)
 		ops := busyOps{reconcilertest.NewOperations(st.Actual(), registry), slots, dra, make(chan struct{})}
 		r := reconciler.New(st.Desired(), st.Actual(), registry, ops, reconciler.Config{
 			MaxConcurrent: 8, TypeSlots: slots, Status: st, Resync: -1})

@@ -1,9 +1,12 @@
-// Package registration speaks the kubelet's plugin-registration protocol to plugin sockets
-// (k8s.io/kubelet/pkg/apis/pluginregistration/v1) and runs the per-type handlers that decide
-// whether a plugin is valid and what registering it means.
+// Package registration says what registering a plugin means, whoever speaks to the plugin: the
+// Handler interface that decides whether a plugin is valid and what registering it means (the
+// WebAssembly host and native Go handlers implement it), Registry, the set of handlers by
+// plugin type, which may change while the daemon runs, PluginInfo and the limits on what a
+// plugin may answer (ValidateInfo), and the sentinel errors callers decide on.
 //
-// It defines the Handler interface that native Go handlers and the WebAssembly host implement,
-// and Registry, the set of handlers by plugin type, which may change while the daemon runs.
+// The kubelet's plugin-registration protocol (k8s.io/kubelet/pkg/apis/pluginregistration/v1)
+// is spoken by the subpackage registrar, and a registered plugin's server is watched by
+// liveness.
 //
 // This package is part of the daemon, not a stable API.
 package registration

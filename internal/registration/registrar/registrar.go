@@ -26,9 +26,9 @@ import (
 	"google.golang.org/grpc/status"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 // Config configures a Registrar. Handlers and Actual are required.
@@ -71,16 +71,16 @@ type Config struct {
 	// TypeSlots, if set, bounds the registrations in their handler phase per plugin type: a
 	// plugin whose type has no free slot is not called further after GetInfo (no handler
 	// call, no notification; its connection is closed) and Register returns an error
-	// wrapping reconciler.ErrTypeBusy, on which the reconciler queues it behind its type.
+	// wrapping typeslots.ErrBusy, on which the reconciler queues it behind its type.
 	// Defaults to nil: no bound.
-	TypeSlots *reconciler.TypeSlots
+	TypeSlots *typeslots.Slots
 	// Observer is told how every handler call and every registration went, for metrics.
 	// Defaults to nil: nobody is told.
 	Observer Observer
 }
 
 // typeSlotWait is how long a registration waits for a slot of its plugin type before it gives
-// up with ErrTypeBusy. Long enough for a quick type's slot to come free in a burst (its
+// up with typeslots.ErrBusy. Long enough for a quick type's slot to come free in a burst (its
 // handler calls take about a millisecond), short next to a slow type's calls (up to the
 // handler timeout): without it, a burst of 4,000 plugins of one type went round the queue
 // again and took three times as long.
@@ -262,7 +262,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		if !ok {
 			log.Debug("every slot of the plugin's type is taken; it waits for one")
 			return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions,
-				Err: fmt.Errorf("%w: %s", reconciler.ErrTypeBusy, info.Type)}
+				Err: fmt.Errorf("%w: %s", typeslots.ErrBusy, info.Type)}
 		}
 		defer release()
 	}

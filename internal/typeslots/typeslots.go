@@ -1,4 +1,10 @@
-package reconciler
+// Package typeslots bounds the registrations in their handler phase, per plugin type and across
+// types. The reconciler, which decides what runs when, and the registrar, which takes a slot
+// once GetInfo has named the plugin's type, both use it; it sits beside the pipeline so that
+// neither imports the other.
+//
+// This package is part of the daemon, not a stable API.
+package typeslots
 
 import (
 	"context"
@@ -9,18 +15,19 @@ import (
 	"time"
 )
 
-// ErrTypeBusy: every operation slot of the plugin's type is taken, or every slot of all types. The registrar returns it
-// right after GetInfo, before any handler call; the reconciler then queues the socket behind
-// its type, without counting a failure, and starts it when a slot of that type is released.
+// ErrBusy: every operation slot of the plugin's type is taken, or every slot of all types. The
+// registrar returns it right after GetInfo, before any handler call; the reconciler then queues
+// the socket behind its type, without counting a failure, and starts it when a slot of that
+// type is released.
 // This is what keeps one slow type (a handler that loops, traps or waits out its deadline)
 // from taking every slot and delaying the plugins of other types.
-var ErrTypeBusy = errors.New("reconciler: every operation slot of the plugin type is taken")
+var ErrBusy = errors.New("typeslots: every operation slot of the plugin type is taken")
 
-// TypeSlots bounds the operations in their handler phase (past GetInfo: handler calls and the
+// Slots bounds the operations in their handler phase (past GetInfo: handler calls and the
 // notification) per plugin type and across all types. Operations still waiting for a plugin
 // to accept or answer hold none, so that sockets that never answer cannot keep the plugins
 // that do from their handlers. It is safe for concurrent use.
-type TypeSlots struct {
+type Slots struct {
 	per      int
 	total    int // across all types; 0: no bound but per
 	mu       sync.Mutex
@@ -31,10 +38,10 @@ type TypeSlots struct {
 	freed    chan struct{} // closed and replaced at every release: wakes Acquire's waiters
 }
 
-// NewTypeSlots returns slots for at most per operations of each plugin type at once (at
+// New returns slots for at most per operations of each plugin type at once (at
 // least 1) and at most total of all types (total <= 0: no bound across types).
-func NewTypeSlots(per, total int) *TypeSlots {
-	return &TypeSlots{
+func New(per, total int) *Slots {
+	return &Slots{
 		per:      max(per, 1),
 		total:    max(total, 0),
 		busy:     make(map[string]int),
@@ -45,7 +52,7 @@ func NewTypeSlots(per, total int) *TypeSlots {
 }
 
 // TryAcquire takes a slot of pluginType if one is free; release gives it back (once).
-func (t *TypeSlots) TryAcquire(pluginType string) (release func(), ok bool) {
+func (t *Slots) TryAcquire(pluginType string) (release func(), ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.freeLocked(pluginType) <= 0 {
@@ -57,7 +64,7 @@ func (t *TypeSlots) TryAcquire(pluginType string) (release func(), ok bool) {
 	return func() { once.Do(func() { t.release(pluginType) }) }, true
 }
 
-func (t *TypeSlots) release(pluginType string) {
+func (t *Slots) release(pluginType string) {
 	t.mu.Lock()
 	if t.busy[pluginType]--; t.busy[pluginType] <= 0 {
 		delete(t.busy, pluginType)
@@ -77,7 +84,7 @@ func (t *TypeSlots) release(pluginType string) {
 // operations are quick frees a slot within a few milliseconds, so a burst of its plugins does
 // not go round again through the queue (and dial and GetInfo again); a slow type's plugins
 // give up soon and wait behind their type without holding anything.
-func (t *TypeSlots) Acquire(ctx context.Context, pluginType string, wait time.Duration) (release func(), ok bool) {
+func (t *Slots) Acquire(ctx context.Context, pluginType string, wait time.Duration) (release func(), ok bool) {
 	var timer *time.Timer
 	for {
 		if release, ok := t.TryAcquire(pluginType); ok {
@@ -110,13 +117,13 @@ func (t *TypeSlots) Acquire(ctx context.Context, pluginType string, wait time.Du
 }
 
 // Free returns how many slots of pluginType are free: of its own, and across all types.
-func (t *TypeSlots) Free(pluginType string) int {
+func (t *Slots) Free(pluginType string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.freeLocked(pluginType)
 }
 
-func (t *TypeSlots) freeLocked(pluginType string) int {
+func (t *Slots) freeLocked(pluginType string) int {
 	free := t.per - t.busy[pluginType]
 	if t.total > 0 {
 		free = min(free, t.total-t.inUse)
@@ -125,12 +132,12 @@ func (t *TypeSlots) freeLocked(pluginType string) int {
 }
 
 // Released receives a value after a slot was released; TakeReleased then says of which types.
-func (t *TypeSlots) Released() <-chan struct{} { return t.wake }
+func (t *Slots) Released() <-chan struct{} { return t.wake }
 
 // TakeReleased returns the types a slot was released of since the last call, sorted. With a
 // bound across types, a release may also free a slot for another type: the caller looks at
 // every type it holds work back for, as Free says.
-func (t *TypeSlots) TakeReleased() []string {
+func (t *Slots) TakeReleased() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := slices.Sorted(maps.Keys(t.released))
