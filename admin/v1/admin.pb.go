@@ -180,6 +180,87 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{1}
 }
 
+type PullHandlersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullHandlersRequest) Reset() {
+	*x = PullHandlersRequest{}
+	mi := &file_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullHandlersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullHandlersRequest) ProtoMessage() {}
+
+func (x *PullHandlersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullHandlersRequest.ProtoReflect.Descriptor instead.
+func (*PullHandlersRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type PullHandlersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The handlers of handlers.sources after the try.
+	Handlers      []*Handler `protobuf:"bytes,1,rep,name=handlers,proto3" json:"handlers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullHandlersResponse) Reset() {
+	*x = PullHandlersResponse{}
+	mi := &file_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullHandlersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullHandlersResponse) ProtoMessage() {}
+
+func (x *PullHandlersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullHandlersResponse.ProtoReflect.Descriptor instead.
+func (*PullHandlersResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PullHandlersResponse) GetHandlers() []*Handler {
+	if x != nil {
+		return x.Handlers
+	}
+	return nil
+}
+
 type ListRevisionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PluginType    string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
@@ -189,7 +270,7 @@ type ListRevisionsRequest struct {
 
 func (x *ListRevisionsRequest) Reset() {
 	*x = ListRevisionsRequest{}
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +282,7 @@ func (x *ListRevisionsRequest) String() string {
 func (*ListRevisionsRequest) ProtoMessage() {}
 
 func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +295,7 @@ func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{0}
+	return file_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListRevisionsRequest) GetPluginType() string {
@@ -239,7 +320,7 @@ type ListRevisionsResponse struct {
 
 func (x *ListRevisionsResponse) Reset() {
 	*x = ListRevisionsResponse{}
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +332,7 @@ func (x *ListRevisionsResponse) String() string {
 func (*ListRevisionsResponse) ProtoMessage() {}
 
 func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +345,7 @@ func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListRevisionsResponse) GetPluginType() string {
@@ -307,7 +388,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +400,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +413,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{2}
+	return file_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RollbackRequest) GetPluginType() string {
@@ -359,7 +440,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +452,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +465,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{3}
+	return file_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RollbackResponse) GetRevision() *Revision {
@@ -403,7 +484,7 @@ type ClearPinRequest struct {
 
 func (x *ClearPinRequest) Reset() {
 	*x = ClearPinRequest{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +496,7 @@ func (x *ClearPinRequest) String() string {
 func (*ClearPinRequest) ProtoMessage() {}
 
 func (x *ClearPinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +509,7 @@ func (x *ClearPinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPinRequest.ProtoReflect.Descriptor instead.
 func (*ClearPinRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ClearPinRequest) GetPluginType() string {
@@ -446,7 +527,7 @@ type ClearPinResponse struct {
 
 func (x *ClearPinResponse) Reset() {
 	*x = ClearPinResponse{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +539,7 @@ func (x *ClearPinResponse) String() string {
 func (*ClearPinResponse) ProtoMessage() {}
 
 func (x *ClearPinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +552,7 @@ func (x *ClearPinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPinResponse.ProtoReflect.Descriptor instead.
 func (*ClearPinResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type SetShadowRequest struct {
@@ -487,7 +568,7 @@ type SetShadowRequest struct {
 
 func (x *SetShadowRequest) Reset() {
 	*x = SetShadowRequest{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +580,7 @@ func (x *SetShadowRequest) String() string {
 func (*SetShadowRequest) ProtoMessage() {}
 
 func (x *SetShadowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +593,7 @@ func (x *SetShadowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShadowRequest.ProtoReflect.Descriptor instead.
 func (*SetShadowRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetShadowRequest) GetPluginType() string {
@@ -539,7 +620,7 @@ type SetShadowResponse struct {
 
 func (x *SetShadowResponse) Reset() {
 	*x = SetShadowResponse{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +632,7 @@ func (x *SetShadowResponse) String() string {
 func (*SetShadowResponse) ProtoMessage() {}
 
 func (x *SetShadowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +645,7 @@ func (x *SetShadowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShadowResponse.ProtoReflect.Descriptor instead.
 func (*SetShadowResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetShadowResponse) GetShadow() *Shadow {
@@ -605,7 +686,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +698,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +711,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Revision) GetSha256() string {
@@ -757,7 +838,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +850,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +863,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pin) GetPluginType() string {
@@ -852,7 +933,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +945,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +958,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{10}
+	return file_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Shadow) GetPluginType() string {
@@ -975,7 +1056,7 @@ type ListPluginsRequest struct {
 
 func (x *ListPluginsRequest) Reset() {
 	*x = ListPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1068,7 @@ func (x *ListPluginsRequest) String() string {
 func (*ListPluginsRequest) ProtoMessage() {}
 
 func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1081,7 @@ func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsRequest.ProtoReflect.Descriptor instead.
 func (*ListPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{11}
+	return file_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListPluginsRequest) GetPageSize() int32 {
@@ -1028,7 +1109,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1121,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1134,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{12}
+	return file_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -1078,7 +1159,7 @@ type WatchPluginsRequest struct {
 
 func (x *WatchPluginsRequest) Reset() {
 	*x = WatchPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1171,7 @@ func (x *WatchPluginsRequest) String() string {
 func (*WatchPluginsRequest) ProtoMessage() {}
 
 func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1184,7 @@ func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPluginsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{13}
+	return file_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type ListHandlersRequest struct {
@@ -1117,7 +1198,7 @@ type ListHandlersRequest struct {
 
 func (x *ListHandlersRequest) Reset() {
 	*x = ListHandlersRequest{}
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1210,7 @@ func (x *ListHandlersRequest) String() string {
 func (*ListHandlersRequest) ProtoMessage() {}
 
 func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1223,7 @@ func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersRequest.ProtoReflect.Descriptor instead.
 func (*ListHandlersRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{14}
+	return file_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListHandlersRequest) GetPageSize() int32 {
@@ -1170,7 +1251,7 @@ type ListHandlersResponse struct {
 
 func (x *ListHandlersResponse) Reset() {
 	*x = ListHandlersResponse{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1263,7 @@ func (x *ListHandlersResponse) String() string {
 func (*ListHandlersResponse) ProtoMessage() {}
 
 func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1276,7 @@ func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersResponse.ProtoReflect.Descriptor instead.
 func (*ListHandlersResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListHandlersResponse) GetHandlers() []*Handler {
@@ -1220,7 +1301,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1313,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1326,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 // Plugin is one plugin socket and what the daemon made of it.
@@ -1284,7 +1365,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1377,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1390,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Plugin) GetSocket() string {
@@ -1425,7 +1506,7 @@ type PluginEvent struct {
 
 func (x *PluginEvent) Reset() {
 	*x = PluginEvent{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1518,7 @@ func (x *PluginEvent) String() string {
 func (*PluginEvent) ProtoMessage() {}
 
 func (x *PluginEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1531,7 @@ func (x *PluginEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginEvent.ProtoReflect.Descriptor instead.
 func (*PluginEvent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PluginEvent) GetType() EventType {
@@ -1532,14 +1613,24 @@ type Handler struct {
 	// Its plugin types served by an older revision after a rollback.
 	Pins []*Pin `protobuf:"bytes,32,rep,name=pins,proto3" json:"pins,omitempty"`
 	// Its plugin types' shadow runs.
-	Shadows       []*Shadow `protobuf:"bytes,33,rep,name=shadows,proto3" json:"shadows,omitempty"`
+	Shadows []*Shadow `protobuf:"bytes,33,rep,name=shadows,proto3" json:"shadows,omitempty"`
+	// Whether a module of this file or source serves calls. A row that does not serve (a file
+	// refused, a source refused or not pulled yet) says why in last_error and reason.
+	Serving bool `protobuf:"varint,34,opt,name=serving,proto3" json:"serving,omitempty"`
+	// The class of last_error when it keeps the handler from serving: a file's refusal reason
+	// (invalid, abi, not_granted, conflict, ...), a source's (pending, unreachable, not_found,
+	// policy, integrity, bad_artifact); empty otherwise.
+	Reason string `protobuf:"bytes,35,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Where it comes from: "file" (the handler directory), "registry" (handlers.sources; file
+	// is then the reference), or empty (built in).
+	Source        string `protobuf:"bytes,36,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Handler) Reset() {
 	*x = Handler{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1642,7 @@ func (x *Handler) String() string {
 func (*Handler) ProtoMessage() {}
 
 func (x *Handler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1655,7 @@ func (x *Handler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handler.ProtoReflect.Descriptor instead.
 func (*Handler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Handler) GetPluginTypes() []string {
@@ -1749,6 +1840,27 @@ func (x *Handler) GetShadows() []*Shadow {
 	return nil
 }
 
+func (x *Handler) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
+func (x *Handler) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Handler) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
 type Status struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The daemon's version, as `wasmhost version` prints it.
@@ -1773,13 +1885,22 @@ type Status struct {
 	// all), and the first of them with the reason.
 	PublishRefused  uint32   `protobuf:"varint,11,opt,name=publish_refused,json=publishRefused,proto3" json:"publish_refused,omitempty"`
 	PublishRefusals []string `protobuf:"bytes,12,rep,name=publish_refusals,json=publishRefusals,proto3" json:"publish_refusals,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Of the handlers, those serving and those that serve nothing (refused, not pulled yet).
+	HandlersServing    uint32 `protobuf:"varint,13,opt,name=handlers_serving,json=handlersServing,proto3" json:"handlers_serving,omitempty"`
+	HandlersNotServing uint32 `protobuf:"varint,14,opt,name=handlers_not_serving,json=handlersNotServing,proto3" json:"handlers_not_serving,omitempty"`
+	// The plugin types whose plugins wait for a handler, sorted by type.
+	TypesWithoutHandler []*TypeWithoutHandler `protobuf:"bytes,15,rep,name=types_without_handler,json=typesWithoutHandler,proto3" json:"types_without_handler,omitempty"`
+	// What does not serve, one line each, as /readyz says it below "ok": "2 handler sources or
+	// files not serving: …", "no handler for type T while 3 plugins wait", … Empty when
+	// everything serves.
+	Problems      []string `protobuf:"bytes,16,rep,name=problems,proto3" json:"problems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1912,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1925,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Status) GetVersion() string {
@@ -1891,6 +2012,87 @@ func (x *Status) GetPublishRefusals() []string {
 	return nil
 }
 
+func (x *Status) GetHandlersServing() uint32 {
+	if x != nil {
+		return x.HandlersServing
+	}
+	return 0
+}
+
+func (x *Status) GetHandlersNotServing() uint32 {
+	if x != nil {
+		return x.HandlersNotServing
+	}
+	return 0
+}
+
+func (x *Status) GetTypesWithoutHandler() []*TypeWithoutHandler {
+	if x != nil {
+		return x.TypesWithoutHandler
+	}
+	return nil
+}
+
+func (x *Status) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+// TypeWithoutHandler is a plugin type no handler serves, and the plugins waiting for one.
+type TypeWithoutHandler struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PluginType    string                 `protobuf:"bytes,1,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	Plugins       uint32                 `protobuf:"varint,2,opt,name=plugins,proto3" json:"plugins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypeWithoutHandler) Reset() {
+	*x = TypeWithoutHandler{}
+	mi := &file_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypeWithoutHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypeWithoutHandler) ProtoMessage() {}
+
+func (x *TypeWithoutHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypeWithoutHandler.ProtoReflect.Descriptor instead.
+func (*TypeWithoutHandler) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TypeWithoutHandler) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *TypeWithoutHandler) GetPlugins() uint32 {
+	if x != nil {
+		return x.Plugins
+	}
+	return 0
+}
+
 // PublishSink is one place the daemon writes what handlers published: a
 // node-feature-discovery feature file, a NodeFeature object.
 type PublishSink struct {
@@ -1921,7 +2123,7 @@ type PublishSink struct {
 
 func (x *PublishSink) Reset() {
 	*x = PublishSink{}
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2135,7 @@ func (x *PublishSink) String() string {
 func (*PublishSink) ProtoMessage() {}
 
 func (x *PublishSink) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2148,7 @@ func (x *PublishSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishSink.ProtoReflect.Descriptor instead.
 func (*PublishSink) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{21}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishSink) GetSink() string {
@@ -2044,7 +2246,10 @@ var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n" +
+	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x15\n" +
+	"\x13PullHandlersRequest\"N\n" +
+	"\x14PullHandlersResponse\x126\n" +
+	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\"7\n" +
 	"\x14ListRevisionsRequest\x12\x1f\n" +
 	"\vplugin_type\x18\x01 \x01(\tR\n" +
 	"pluginType\"\xd0\x01\n" +
@@ -2152,7 +2357,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\a\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xed\a\n" +
 	"\aHandler\x12!\n" +
 	"\fplugin_types\x18\x01 \x03(\tR\vpluginTypes\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x16\n" +
@@ -2184,7 +2389,10 @@ const file_admin_proto_rawDesc = "" +
 	"\x04name\x18\x1e \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x1f \x01(\tR\aversion\x12*\n" +
 	"\x04pins\x18  \x03(\v2\x16.wasmhost.admin.v1.PinR\x04pins\x123\n" +
-	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\"\xd7\x04\n" +
+	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\x12\x18\n" +
+	"\aserving\x18\" \x01(\bR\aserving\x12\x16\n" +
+	"\x06reason\x18# \x01(\tR\x06reason\x12\x16\n" +
+	"\x06source\x18$ \x01(\tR\x06source\"\xab\x06\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -2199,10 +2407,18 @@ const file_admin_proto_rawDesc = "" +
 	"\rpublish_sinks\x18\n" +
 	" \x03(\v2\x1e.wasmhost.admin.v1.PublishSinkR\fpublishSinks\x12'\n" +
 	"\x0fpublish_refused\x18\v \x01(\rR\x0epublishRefused\x12)\n" +
-	"\x10publish_refusals\x18\f \x03(\tR\x0fpublishRefusals\x1aA\n" +
+	"\x10publish_refusals\x18\f \x03(\tR\x0fpublishRefusals\x12)\n" +
+	"\x10handlers_serving\x18\r \x01(\rR\x0fhandlersServing\x120\n" +
+	"\x14handlers_not_serving\x18\x0e \x01(\rR\x12handlersNotServing\x12Y\n" +
+	"\x15types_without_handler\x18\x0f \x03(\v2%.wasmhost.admin.v1.TypeWithoutHandlerR\x13typesWithoutHandler\x12\x1a\n" +
+	"\bproblems\x18\x10 \x03(\tR\bproblems\x1aA\n" +
 	"\x13PluginsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xc8\x03\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"O\n" +
+	"\x12TypeWithoutHandler\x12\x1f\n" +
+	"\vplugin_type\x18\x01 \x01(\tR\n" +
+	"pluginType\x12\x18\n" +
+	"\aplugins\x18\x02 \x01(\rR\aplugins\"\xc8\x03\n" +
 	"\vPublishSink\x12\x12\n" +
 	"\x04sink\x18\x01 \x01(\tR\x04sink\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x14\n" +
@@ -2238,7 +2454,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x15\n" +
 	"\x11EVENT_TYPE_SYNCED\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_RESET\x10\x052\xd3\x05\n" +
+	"\x10EVENT_TYPE_RESET\x10\x052\xb4\x06\n" +
 	"\x05Admin\x12\\\n" +
 	"\vListPlugins\x12%.wasmhost.admin.v1.ListPluginsRequest\x1a&.wasmhost.admin.v1.ListPluginsResponse\x12X\n" +
 	"\fWatchPlugins\x12&.wasmhost.admin.v1.WatchPluginsRequest\x1a\x1e.wasmhost.admin.v1.PluginEvent0\x01\x12_\n" +
@@ -2247,7 +2463,8 @@ const file_admin_proto_rawDesc = "" +
 	"\rListRevisions\x12'.wasmhost.admin.v1.ListRevisionsRequest\x1a(.wasmhost.admin.v1.ListRevisionsResponse\x12S\n" +
 	"\bRollback\x12\".wasmhost.admin.v1.RollbackRequest\x1a#.wasmhost.admin.v1.RollbackResponse\x12S\n" +
 	"\bClearPin\x12\".wasmhost.admin.v1.ClearPinRequest\x1a#.wasmhost.admin.v1.ClearPinResponse\x12V\n" +
-	"\tSetShadow\x12#.wasmhost.admin.v1.SetShadowRequest\x1a$.wasmhost.admin.v1.SetShadowResponseB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
+	"\tSetShadow\x12#.wasmhost.admin.v1.SetShadowRequest\x1a$.wasmhost.admin.v1.SetShadowResponse\x12_\n" +
+	"\fPullHandlers\x12&.wasmhost.admin.v1.PullHandlersRequest\x1a'.wasmhost.admin.v1.PullHandlersResponseB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -2262,90 +2479,97 @@ func file_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_admin_proto_goTypes = []any{
 	(PluginState)(0),              // 0: wasmhost.admin.v1.PluginState
 	(EventType)(0),                // 1: wasmhost.admin.v1.EventType
-	(*ListRevisionsRequest)(nil),  // 2: wasmhost.admin.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil), // 3: wasmhost.admin.v1.ListRevisionsResponse
-	(*RollbackRequest)(nil),       // 4: wasmhost.admin.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 5: wasmhost.admin.v1.RollbackResponse
-	(*ClearPinRequest)(nil),       // 6: wasmhost.admin.v1.ClearPinRequest
-	(*ClearPinResponse)(nil),      // 7: wasmhost.admin.v1.ClearPinResponse
-	(*SetShadowRequest)(nil),      // 8: wasmhost.admin.v1.SetShadowRequest
-	(*SetShadowResponse)(nil),     // 9: wasmhost.admin.v1.SetShadowResponse
-	(*Revision)(nil),              // 10: wasmhost.admin.v1.Revision
-	(*Pin)(nil),                   // 11: wasmhost.admin.v1.Pin
-	(*Shadow)(nil),                // 12: wasmhost.admin.v1.Shadow
-	(*ListPluginsRequest)(nil),    // 13: wasmhost.admin.v1.ListPluginsRequest
-	(*ListPluginsResponse)(nil),   // 14: wasmhost.admin.v1.ListPluginsResponse
-	(*WatchPluginsRequest)(nil),   // 15: wasmhost.admin.v1.WatchPluginsRequest
-	(*ListHandlersRequest)(nil),   // 16: wasmhost.admin.v1.ListHandlersRequest
-	(*ListHandlersResponse)(nil),  // 17: wasmhost.admin.v1.ListHandlersResponse
-	(*GetStatusRequest)(nil),      // 18: wasmhost.admin.v1.GetStatusRequest
-	(*Plugin)(nil),                // 19: wasmhost.admin.v1.Plugin
-	(*PluginEvent)(nil),           // 20: wasmhost.admin.v1.PluginEvent
-	(*Handler)(nil),               // 21: wasmhost.admin.v1.Handler
-	(*Status)(nil),                // 22: wasmhost.admin.v1.Status
-	(*PublishSink)(nil),           // 23: wasmhost.admin.v1.PublishSink
-	nil,                           // 24: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                           // 25: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 27: google.protobuf.Duration
+	(*PullHandlersRequest)(nil),   // 2: wasmhost.admin.v1.PullHandlersRequest
+	(*PullHandlersResponse)(nil),  // 3: wasmhost.admin.v1.PullHandlersResponse
+	(*ListRevisionsRequest)(nil),  // 4: wasmhost.admin.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil), // 5: wasmhost.admin.v1.ListRevisionsResponse
+	(*RollbackRequest)(nil),       // 6: wasmhost.admin.v1.RollbackRequest
+	(*RollbackResponse)(nil),      // 7: wasmhost.admin.v1.RollbackResponse
+	(*ClearPinRequest)(nil),       // 8: wasmhost.admin.v1.ClearPinRequest
+	(*ClearPinResponse)(nil),      // 9: wasmhost.admin.v1.ClearPinResponse
+	(*SetShadowRequest)(nil),      // 10: wasmhost.admin.v1.SetShadowRequest
+	(*SetShadowResponse)(nil),     // 11: wasmhost.admin.v1.SetShadowResponse
+	(*Revision)(nil),              // 12: wasmhost.admin.v1.Revision
+	(*Pin)(nil),                   // 13: wasmhost.admin.v1.Pin
+	(*Shadow)(nil),                // 14: wasmhost.admin.v1.Shadow
+	(*ListPluginsRequest)(nil),    // 15: wasmhost.admin.v1.ListPluginsRequest
+	(*ListPluginsResponse)(nil),   // 16: wasmhost.admin.v1.ListPluginsResponse
+	(*WatchPluginsRequest)(nil),   // 17: wasmhost.admin.v1.WatchPluginsRequest
+	(*ListHandlersRequest)(nil),   // 18: wasmhost.admin.v1.ListHandlersRequest
+	(*ListHandlersResponse)(nil),  // 19: wasmhost.admin.v1.ListHandlersResponse
+	(*GetStatusRequest)(nil),      // 20: wasmhost.admin.v1.GetStatusRequest
+	(*Plugin)(nil),                // 21: wasmhost.admin.v1.Plugin
+	(*PluginEvent)(nil),           // 22: wasmhost.admin.v1.PluginEvent
+	(*Handler)(nil),               // 23: wasmhost.admin.v1.Handler
+	(*Status)(nil),                // 24: wasmhost.admin.v1.Status
+	(*TypeWithoutHandler)(nil),    // 25: wasmhost.admin.v1.TypeWithoutHandler
+	(*PublishSink)(nil),           // 26: wasmhost.admin.v1.PublishSink
+	nil,                           // 27: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                           // 28: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
-	10, // 0: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
-	11, // 1: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
-	12, // 2: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	10, // 3: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
-	12, // 4: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	26, // 5: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
-	26, // 6: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
-	26, // 7: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
-	19, // 8: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
-	21, // 9: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
-	0,  // 10: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	26, // 11: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	26, // 12: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	24, // 13: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	26, // 14: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	1,  // 15: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
-	19, // 16: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	26, // 17: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	26, // 18: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	26, // 19: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
-	26, // 20: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
-	26, // 21: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
-	11, // 22: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
-	12, // 23: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	26, // 24: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	27, // 25: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	25, // 26: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	23, // 27: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
-	26, // 28: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
-	26, // 29: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
-	26, // 30: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
-	13, // 31: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	15, // 32: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	16, // 33: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	18, // 34: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	2,  // 35: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	4,  // 36: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	6,  // 37: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	8,  // 38: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	14, // 39: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	20, // 40: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	17, // 41: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	22, // 42: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	3,  // 43: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	5,  // 44: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	7,  // 45: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	9,  // 46: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	23, // 0: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	12, // 1: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
+	13, // 2: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
+	14, // 3: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	12, // 4: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
+	14, // 5: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	29, // 6: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	29, // 7: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	29, // 8: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	21, // 9: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
+	23, // 10: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	0,  // 11: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
+	29, // 12: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	29, // 13: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	27, // 14: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	29, // 15: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	1,  // 16: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
+	21, // 17: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
+	29, // 18: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	29, // 19: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	29, // 20: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	29, // 21: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	29, // 22: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	13, // 23: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
+	14, // 24: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
+	29, // 25: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	30, // 26: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	28, // 27: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	26, // 28: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	25, // 29: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
+	29, // 30: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	29, // 31: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	29, // 32: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	15, // 33: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	17, // 34: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	18, // 35: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	20, // 36: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	4,  // 37: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	6,  // 38: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	8,  // 39: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	10, // 40: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	2,  // 41: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
+	16, // 42: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	22, // 43: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	19, // 44: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	24, // 45: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	5,  // 46: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	7,  // 47: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	9,  // 48: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	11, // 49: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	3,  // 50: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2359,7 +2583,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

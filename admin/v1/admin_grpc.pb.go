@@ -39,6 +39,7 @@ const (
 	Admin_Rollback_FullMethodName      = "/wasmhost.admin.v1.Admin/Rollback"
 	Admin_ClearPin_FullMethodName      = "/wasmhost.admin.v1.Admin/ClearPin"
 	Admin_SetShadow_FullMethodName     = "/wasmhost.admin.v1.Admin/SetShadow"
+	Admin_PullHandlers_FullMethodName  = "/wasmhost.admin.v1.Admin/PullHandlers"
 )
 
 // AdminClient is the client API for Admin service.
@@ -89,6 +90,11 @@ type AdminClient interface {
 	// revision by digest), or clears it: the candidate's Validate runs beside the serving one on
 	// every registration, without effect on the plugin, and disagreements are counted.
 	SetShadow(ctx context.Context, in *SetShadowRequest, opts ...grpc.CallOption) (*SetShadowResponse, error)
+	// PullHandlers tries at once every source of handlers.sources that does not serve its
+	// configured revision, refused ones included (a signature added since, a registry that
+	// serves the right bytes again), and returns when that try is over, with the sources' rows
+	// as ListHandlers shows them. FAILED_PRECONDITION when no source is configured.
+	PullHandlers(ctx context.Context, in *PullHandlersRequest, opts ...grpc.CallOption) (*PullHandlersResponse, error)
 }
 
 type adminClient struct {
@@ -188,6 +194,16 @@ func (c *adminClient) SetShadow(ctx context.Context, in *SetShadowRequest, opts 
 	return out, nil
 }
 
+func (c *adminClient) PullHandlers(ctx context.Context, in *PullHandlersRequest, opts ...grpc.CallOption) (*PullHandlersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullHandlersResponse)
+	err := c.cc.Invoke(ctx, Admin_PullHandlers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -236,6 +252,11 @@ type AdminServer interface {
 	// revision by digest), or clears it: the candidate's Validate runs beside the serving one on
 	// every registration, without effect on the plugin, and disagreements are counted.
 	SetShadow(context.Context, *SetShadowRequest) (*SetShadowResponse, error)
+	// PullHandlers tries at once every source of handlers.sources that does not serve its
+	// configured revision, refused ones included (a signature added since, a registry that
+	// serves the right bytes again), and returns when that try is over, with the sources' rows
+	// as ListHandlers shows them. FAILED_PRECONDITION when no source is configured.
+	PullHandlers(context.Context, *PullHandlersRequest) (*PullHandlersResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -269,6 +290,9 @@ func (UnimplementedAdminServer) ClearPin(context.Context, *ClearPinRequest) (*Cl
 }
 func (UnimplementedAdminServer) SetShadow(context.Context, *SetShadowRequest) (*SetShadowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetShadow not implemented")
+}
+func (UnimplementedAdminServer) PullHandlers(context.Context, *PullHandlersRequest) (*PullHandlersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PullHandlers not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -428,6 +452,24 @@ func _Admin_SetShadow_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PullHandlers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullHandlersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PullHandlers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PullHandlers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PullHandlers(ctx, req.(*PullHandlersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -462,6 +504,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetShadow",
 			Handler:    _Admin_SetShadow_Handler,
+		},
+		{
+			MethodName: "PullHandlers",
+			Handler:    _Admin_PullHandlers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

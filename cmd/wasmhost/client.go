@@ -347,6 +347,12 @@ type handlerView struct {
 	// shadow candidates.
 	Pins    []*pinView    `json:"pins,omitempty"`
 	Shadows []*shadowView `json:"shadows,omitempty"`
+	// Serving: a module of it serves calls; Reason, the class of LastError when it does not
+	// serve; Source, "file" or "registry" (empty for a built-in handler, or a daemon that
+	// does not say).
+	Serving bool   `json:"serving"`
+	Reason  string `json:"reason,omitempty"`
+	Source  string `json:"source,omitempty"`
 }
 
 type quarantineView struct {
@@ -378,6 +384,9 @@ func newHandlerView(h *adminv1.Handler) handlerView {
 		KVBytes:      h.GetKvBytes(),
 		Name:         h.GetName(),
 		Version:      h.GetVersion(),
+		Serving:      h.GetServing() || h.GetSource() == "" && h.GetSha256() != "",
+		Reason:       h.GetReason(),
+		Source:       h.GetSource(),
 	}
 	for _, p := range h.GetPins() {
 		v.Pins = append(v.Pins, newPinView(p))
@@ -423,9 +432,20 @@ type statusView struct {
 	Plugins        uint32            `json:"plugins"`
 	PluginsByState map[string]uint32 `json:"pluginsByState"`
 	Handlers       uint32            `json:"handlers"`
-	Watchers       uint32            `json:"watchers"`
+	// Of the handlers, those that serve and those that do not; the plugin types whose
+	// plugins wait for a handler; and what does not serve, one line each.
+	HandlersServing     uint32                 `json:"handlersServing"`
+	HandlersNotServing  uint32                 `json:"handlersNotServing"`
+	TypesWithoutHandler []typeWithoutHandlerVw `json:"typesWithoutHandler"`
+	Problems            []string               `json:"problems"`
+	Watchers            uint32                 `json:"watchers"`
 	// Publish is what handlers published, taken to the cluster; absent when it is off.
 	Publish *publishView `json:"publish,omitempty"`
+}
+
+type typeWithoutHandlerVw struct {
+	PluginType string `json:"pluginType"`
+	Plugins    uint32 `json:"plugins"`
 }
 
 type publishView struct {
@@ -461,6 +481,17 @@ func newStatusView(st *adminv1.Status) statusView {
 		PluginsByState: st.GetPluginsByState(),
 		Handlers:       st.GetHandlers(),
 		Watchers:       st.GetWatchers(),
+
+		HandlersServing:     st.GetHandlersServing(),
+		HandlersNotServing:  st.GetHandlersNotServing(),
+		TypesWithoutHandler: []typeWithoutHandlerVw{},
+		Problems:            st.GetProblems(),
+	}
+	for _, t := range st.GetTypesWithoutHandler() {
+		v.TypesWithoutHandler = append(v.TypesWithoutHandler, typeWithoutHandlerVw{PluginType: t.GetPluginType(), Plugins: t.GetPlugins()})
+	}
+	if v.Problems == nil {
+		v.Problems = []string{}
 	}
 	if v.PluginsByState == nil {
 		v.PluginsByState = map[string]uint32{}
@@ -662,6 +693,17 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		}
 		if t := h.GetGoneSince(); t != nil {
 			lastErr = "file gone " + shortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within handlers.removalGrace"
+		} else if h.GetSource() != "" && !h.GetServing() {
+			// It serves nothing: that is what the operator must see first.
+			why := h.GetReason()
+			if why == "" {
+				why = "refused"
+			}
+			mark := "NOT SERVING (" + why + ")"
+			if lastErr != "" {
+				mark += ": " + lastErr
+			}
+			lastErr = mark
 		}
 		if !wide {
 			lastErr = truncate(lastErr, 60)
@@ -765,8 +807,19 @@ func writeStatus(w io.Writer, st *adminv1.Status) {
 	fmt.Fprintf(tw, "uptime:\t%s%s\n", shortDuration(st.GetUptime().AsDuration()), started)
 	fmt.Fprintf(tw, "ready:\t%s\n", ready)
 	fmt.Fprintf(tw, "plugins:\t%s\n", plugins)
-	fmt.Fprintf(tw, "handlers:\t%d\n", st.GetHandlers())
+	handlers := strconv.FormatUint(uint64(st.GetHandlers()), 10)
+	if n := st.GetHandlersNotServing(); n > 0 || st.GetHandlersServing() > 0 {
+		handlers += fmt.Sprintf(" (%d serving, %d not serving)", st.GetHandlersServing(), n)
+	}
+	fmt.Fprintf(tw, "handlers:\t%s\n", handlers)
 	fmt.Fprintf(tw, "watchers:\t%d\n", st.GetWatchers())
+	for i, p := range st.GetProblems() {
+		label := ""
+		if i == 0 {
+			label = "problems:"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, p)
+	}
 	for _, k := range st.GetPublishSinks() {
 		line := fmt.Sprintf("%s %s, %d labels, %d attributes, %d instances", k.GetState(), k.GetTarget(), k.GetLabels(), k.GetAttributes(), k.GetInstances())
 		if t := k.GetLastWrite(); t != nil {

@@ -2,7 +2,8 @@ package main
 
 // The revision commands under `wasmhost handlers`: history, rollback, unpin and shadow ask a
 // running daemon over its admin API which revisions of a plugin type's handler it keeps, and
-// choose the one that serves and the candidate that shadows it.
+// choose the one that serves and the candidate that shadows it; pull has it try its handler
+// sources now.
 
 import (
 	"context"
@@ -15,12 +16,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 )
 
 // newRevisionCmds are the subcommands of `wasmhost handlers`.
 func newRevisionCmds() []*cobra.Command {
-	return []*cobra.Command{newHistoryCmd(), newRollbackCmd(), newUnpinCmd(), newShadowCmd()}
+	return []*cobra.Command{newHistoryCmd(), newRollbackCmd(), newUnpinCmd(), newShadowCmd(), newPullCmd()}
 }
 
 func newHistoryCmd() *cobra.Command {
@@ -332,4 +334,59 @@ func writeShadowLine(w io.Writer, s *adminv1.Shadow) {
 		line += "; last: " + oneLine(d)
 	}
 	fmt.Fprintln(w, line)
+}
+
+func newPullCmd() *cobra.Command {
+	var o clientOpts
+	timeout := 2 * time.Minute
+	cmd := &cobra.Command{
+		Use:   "pull",
+		Short: "Try the handler sources that do not serve their configured revision, now",
+		Long: `Have the running daemon try at once every source of handlers.sources that does not serve
+its configured revision: one not pulled yet, one whose registry could not be reached (instead
+of waiting for the next retry), and one refused (a signature added since, a registry that
+serves the right bytes again). It returns when the try is over and prints the sources as
+wasmhost handlers does; exit status 1 when one of them still serves nothing.`,
+		Example: `  wasmhost handlers pull
+  wasmhost handlers pull -o json | jq '.[] | select(.serving | not)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client.Dial(o.socket)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, err := c.PullHandlers(ctx, &adminv1.PullHandlersRequest{})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if o.output == "json" || o.output == "yaml" {
+				views := make([]handlerView, 0, len(resp.GetHandlers()))
+				for _, h := range resp.GetHandlers() {
+					views = append(views, newHandlerView(h))
+				}
+				if err := writeStructured(out, o.output, views); err != nil {
+					return err
+				}
+			} else if err := writeHandlerTable(out, resp.GetHandlers(), o.output == "wide", time.Now()); err != nil {
+				return err
+			}
+			var failed []string
+			for _, h := range resp.GetHandlers() {
+				if !h.GetServing() {
+					failed = append(failed, h.GetFile())
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of the handler sources not serving: %s", len(failed), strings.Join(failed, ", "))
+			}
+			return nil
+		},
+	}
+	o.bind(cmd, "table", "wide", "json", "yaml")
+	cmd.Flags().DurationVar(&timeout, "timeout", timeout, "how long to wait for the try to end")
+	return cmd
 }

@@ -41,6 +41,8 @@ var (
 	ErrNotFound = errors.New("admin: not found")
 	// ErrInvalid: a Control call named something that cannot serve (gRPC INVALID_ARGUMENT).
 	ErrInvalid = errors.New("admin: invalid argument")
+	// ErrNoSources: Config.Pull has no source to pull (gRPC FAILED_PRECONDITION).
+	ErrNoSources = errors.New("no handler source is configured (handlers.sources)")
 )
 
 // Control changes which revision of a handler serves a plugin type, and what shadows it; the
@@ -75,6 +77,13 @@ type Config struct {
 	// directory is done and the start-up handlers are loaded), or an error saying what it
 	// still waits for. Defaults to always ready.
 	Ready func() error
+	// Problems says what does not serve, one line each (GetStatus's problems). Defaults to
+	// the store's Health lines.
+	Problems func() []string
+	// Pull tries the sources of handlers.sources that do not serve their configured
+	// revision at once, and returns when the try is over (PullHandlers). Defaults to nil:
+	// FAILED_PRECONDITION, no source is configured.
+	Pull func(ctx context.Context) error
 	// SocketPath is the unix socket to serve on. It is created with mode 0600 (its directory,
 	// if missing, 0700); a stale socket left there by a dead daemon is removed, a live one is
 	// an error (ErrSocketInUse). Defaults to DefaultSocketPath.
@@ -100,6 +109,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Ready == nil {
 		c.Ready = func() error { return nil }
+	}
+	if c.Problems == nil && c.Store != nil {
+		store := c.Store
+		c.Problems = func() []string { return state.HealthOf(store.Handlers(), store.Plugins()).Lines() }
 	}
 	if c.Version == "" {
 		c.Version = "(devel)"

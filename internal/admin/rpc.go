@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,7 +89,32 @@ func (r rpcServer) GetStatus(context.Context, *adminv1.GetStatusRequest) (*admin
 			st.PublishRefusals = append(st.PublishRefusals, text(r.String()))
 		}
 	}
+	h := state.HealthOf(s.cfg.Store.Handlers(), ps)
+	st.HandlersServing, st.HandlersNotServing = uint32(h.Serving), uint32(len(h.NotServing))
+	for _, w := range h.Waiting {
+		st.TypesWithoutHandler = append(st.TypesWithoutHandler, &adminv1.TypeWithoutHandler{PluginType: text(w.PluginType), Plugins: uint32(w.Plugins)})
+	}
+	st.Problems = texts(s.cfg.Problems())
 	return st, nil
+}
+
+func (r rpcServer) PullHandlers(ctx context.Context, _ *adminv1.PullHandlersRequest) (*adminv1.PullHandlersResponse, error) {
+	if r.s.cfg.Pull == nil {
+		return nil, status.Error(codes.FailedPrecondition, ErrNoSources.Error())
+	}
+	if err := r.s.cfg.Pull(ctx); err != nil {
+		if errors.Is(err, ErrNoSources) {
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return nil, status.FromContextError(err).Err()
+	}
+	resp := &adminv1.PullHandlersResponse{}
+	for _, h := range r.s.cfg.Store.Handlers() {
+		if h.Source == state.SourceRegistry {
+			resp.Handlers = append(resp.Handlers, handlerToProto(h))
+		}
+	}
+	return resp, nil
 }
 
 // WatchPlugins sends the list as ADDED events, SYNCED, then every change as the store makes
@@ -206,6 +232,10 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		Version: text(h.Version),
 		Pins:    pinsToProto(h.Pins),
 		Shadows: shadowsToProto(h.Counters.Shadows),
+
+		Serving: h.Serving,
+		Reason:  text(h.Reason),
+		Source:  h.Source,
 	}
 }
 

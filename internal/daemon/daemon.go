@@ -109,6 +109,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Logger:              log.With("component", "metrics"),
 		Version:             d.version,
 		Ready:               d.Ready,
+		Problems:            d.problems,
+		NotServing:          d.notServingSamples,
 		Plugins:             d.pluginSamples,
 		Handlers:            d.handlerSamples,
 		Refusals:            func() map[string]uint64 { return d.host.Refusals() },
@@ -120,6 +122,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Store:      d.state,
 		Control:    revisionControl{d},
 		Ready:      d.Ready,
+		Problems:   d.problems,
+		Pull:       d.pullSources,
 		SocketPath: cfg.AdminSocket(),
 		Logger:     log.With("component", "admin"),
 		Version:    d.version,
@@ -238,6 +242,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if d.oci.waitReady(gctx) != nil {
 			return nil
 		}
+		d.warnNothingServes()
 		return d.rec.Run(gctx)
 	})
 	g.Go(func() error {

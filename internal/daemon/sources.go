@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/oci"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 // ociSources is the host of the pulled handlers and what feeds it; nil when no source is
@@ -163,6 +164,32 @@ func (o *ociSources) settled() bool {
 	return len(o.unsettled()) == 0
 }
 
+// pullNow has the sources tried at once, and waits until the host has loaded (or refused)
+// what the try wrote.
+func (o *ociSources) pullNow(ctx context.Context) error {
+	if err := o.sources.PullNow(ctx); err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		loading := false
+		for _, st := range o.unsettled() {
+			if st.ModuleSHA256 != "" {
+				loading = true
+			}
+		}
+		if !loading {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // unsettled returns the sources that settled waits for.
 func (o *ociSources) unsettled() []oci.SourceStatus {
 	byFile := map[string]host.HandlerStatus{}
@@ -262,7 +289,10 @@ func (o *ociSources) handlers() []host.HandlerStatus {
 			hs.File = st.Ref + " (serving " + st.Pinned[strings.LastIndexByte(st.Pinned, '@')+1:] + ")"
 		}
 		if st.Error != "" && (hs.LastError == "" || st.ErrorAt.After(hs.LastErrorAt)) {
-			hs.LastError, hs.LastErrorAt = st.Error, st.ErrorAt
+			hs.LastError, hs.LastErrorAt, hs.Refusal = st.Error, st.ErrorAt, st.Reason
+		}
+		if !hs.Serving && hs.LastError == "" {
+			hs.Refusal = state.ReasonPending
 		}
 		out = append(out, hs)
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/oci"
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -234,4 +236,31 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 	if err := d.Ready(); err != nil {
 		t.Errorf("not ready after the wait: %v", err)
 	}
+}
+
+// TestEmptyHandlerDirSaysSo: a daemon that starts with an empty handler directory and no
+// source (an image volume the API server dropped) warns, and /readyz says it below "ok"; a
+// file that is refused is counted as not serving, and a plugin waiting for its type is named.
+func TestEmptyHandlerDirSaysSo(t *testing.T) {
+	cfg, _ := testDaemonConfig(t)
+	logs := &recordLogs{}
+	d := runTestDaemon(t, cfg, slog.New(logs))
+	waitUntil(t, "ready", func() bool { return d.Ready() == nil })
+	waitUntil(t, "the warnings", func() bool {
+		return len(logs.matching(slog.LevelWarn, "the handler directory holds no handler file")) == 1 &&
+			len(logs.matching(slog.LevelWarn, "no handler serves any plugin type")) == 1
+	})
+	if got := d.problems(); len(got) != 1 || !strings.Contains(got[0], "the handler directory "+cfg.HandlerDir+" holds no handler file") {
+		t.Errorf("problems: %q", got)
+	}
+
+	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "bad.wasm"), []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "a.sock"),
+		registrationtest.Info{Type: "csi.example", Name: "a", Versions: []string{"v1"}}, registrationtest.Options{})
+	want := []string{"1 handler source or file not serving: bad.wasm (invalid)", "no handler for type csi.example while 1 plugin waits"}
+	waitUntil(t, "the problems to name the refused file and the waiting plugin", func() bool {
+		return slices.Equal(d.problems(), want)
+	})
 }

@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -22,10 +25,16 @@ func (d *Daemon) publishHandlers() {
 	// older list is never set after a newer one.
 	publishMu.Lock()
 	defer publishMu.Unlock()
-	hs := append(d.host.Handlers(), d.oci.handlers()...)
+	files := d.host.Handlers()
+	hs := append(files, d.oci.handlers()...)
 	out := make([]state.Handler, 0, len(hs))
-	for _, h := range hs {
+	for i, h := range hs {
+		source := state.SourceFile
+		if i >= len(files) {
+			source = state.SourceRegistry
+		}
 		out = append(out, state.Handler{
+			Source: source, Reason: h.Refusal,
 			File: h.File, PluginTypes: h.PluginTypes, Name: h.Name, Version: h.Version,
 			SHA256: h.SHA256, Size: h.Size, ABIVersion: h.ABIVersion, Capabilities: h.Capabilities,
 			LoadedAt: h.LoadedAt, PoolSize: h.PoolSize, Serving: h.Serving,
@@ -70,6 +79,59 @@ func (d *Daemon) Ready() error {
 	if err := d.oci.notReady(); err != nil {
 		return err
 	}
+	return nil
+}
+
+// problems says what does not serve, once the daemon is ready (before, /readyz says what it
+// waits for): an empty handler directory, the handler files and sources that serve nothing,
+// the plugin types whose plugins wait for a handler.
+func (d *Daemon) problems() []string {
+	if d.Ready() != nil {
+		return nil
+	}
+	var out []string
+	if len(d.host.Handlers()) == 0 && len(d.cfg.Handlers.Sources) == 0 {
+		out = append(out, fmt.Sprintf("the handler directory %s holds no handler file, and no handler source is configured", d.cfg.HandlerDir))
+	}
+	return append(out, d.state.Health().Lines()...)
+}
+
+// warnNothingServes logs, when registrations start, that the handler directory is empty while
+// no source is configured (a volume that was not mounted: on Kubernetes, an image volume the
+// API server dropped because its feature is off), and that no handler serves at all.
+func (d *Daemon) warnNothingServes() {
+	if len(d.host.Handlers()) == 0 && len(d.cfg.Handlers.Sources) == 0 {
+		d.log.Warn("the handler directory holds no handler file: is its volume mounted? (on Kubernetes, an image volume is dropped without a word where the ImageVolume feature is off)",
+			"handler_dir", d.cfg.HandlerDir)
+	}
+	if len(d.registry.Types()) == 0 {
+		d.log.Warn("no handler serves any plugin type: every plugin found waits for one",
+			"handler_dir", d.cfg.HandlerDir, "handler_sources", len(d.cfg.Handlers.Sources))
+	}
+}
+
+// notServingSamples are the handler files and sources that serve nothing, for the metrics.
+func (d *Daemon) notServingSamples() []metrics.NotServingSample {
+	var out []metrics.NotServingSample
+	for _, h := range d.state.Health().NotServing {
+		name := h.File
+		if h.Source == state.SourceFile {
+			name = filepath.Base(h.File)
+		}
+		out = append(out, metrics.NotServingSample{Source: h.Source, Name: name, Reason: cmp.Or(h.Reason, "error")})
+	}
+	return out
+}
+
+// pullSources tries at once the sources that do not serve their configured revision.
+func (d *Daemon) pullSources(ctx context.Context) error {
+	if d.oci == nil {
+		return admin.ErrNoSources
+	}
+	if err := d.oci.pullNow(ctx); err != nil {
+		return err
+	}
+	d.publishHandlers()
 	return nil
 }
 

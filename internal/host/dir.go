@@ -677,8 +677,8 @@ func (r *reloader) free(pluginType string) bool {
 
 // setLoadError records why e's file was not loaded as its last error.
 func (r *reloader) setLoadError(e *fileEntry, err error) {
-	e.stats.setLast(err)
-	e.loadErr = e.stats.last.Load()
+	e.loadErr = &lastError{msg: err.Error(), at: time.Now(), refusal: RefusalReason(err)}
+	e.stats.last.Store(e.loadErr)
 }
 
 // clearLoadError forgets the last error when it is a refusal of e's file (not a failed call).

@@ -352,6 +352,9 @@ type HandlerStatus struct {
 	Timeouts     uint64    // calls that ran over the deadline
 	LastError    string    // the last load or call error, if any
 	LastErrorAt  time.Time // when
+	// Refusal is the reason (Refused*) when LastError is a refusal of the file (of its only
+	// version, or of an update while an older one serves), "" otherwise.
+	Refusal string
 	// GoneSince is when the file went from the directory, zero while it is there: it is
 	// removed (its plugin types leave the registry) at GoneSince + RemovalGrace unless it is
 	// back by then.
@@ -391,7 +394,7 @@ func (h *Host) Handlers() []HandlerStatus {
 			s.Serving = true
 		}
 		if last := e.stats.last.Load(); last != nil {
-			s.LastError, s.LastErrorAt = last.msg, last.at
+			s.LastError, s.LastErrorAt, s.Refusal = last.msg, last.at, last.refusal
 		}
 		s.GoneSince = e.goneSince
 		s.Quarantine = e.stats.q.status()

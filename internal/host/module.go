@@ -538,8 +538,9 @@ type stats struct {
 }
 
 type lastError struct {
-	msg string
-	at  time.Time
+	msg     string
+	at      time.Time
+	refusal string // the reason (Refused*) when it is a refusal of the file
 }
 
 func (s *stats) setLast(err error) {

@@ -20,7 +20,8 @@ import (
 //
 //	/metrics  the metrics, in any format Prometheus asks for
 //	/healthz  200 "ok" while the process serves at all
-//	/readyz   200 "ok" when Config.Ready returns nil; 503 and the reason otherwise
+//	/readyz   200 "ok" when Config.Ready returns nil, followed by what does not serve
+//	          (Config.Problems), one line each; 503 and the reason otherwise
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
@@ -35,7 +36,13 @@ func (m *Metrics) Handler() http.Handler {
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
-		plain(w, http.StatusOK, "ok")
+		msg := "ok"
+		if m.cfg.Problems != nil {
+			for _, l := range m.cfg.Problems() {
+				msg += "\n" + l
+			}
+		}
+		plain(w, http.StatusOK, msg)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		plain(w, http.StatusOK, "wasmhost: /metrics /healthz /readyz")

@@ -95,6 +95,13 @@ type HandlerSample struct {
 	Shadows []ShadowSample
 }
 
+// NotServingSample is a handler file or source that serves nothing, and why.
+type NotServingSample struct {
+	Source string // "file" (the handler directory) or "registry" (handlers.sources)
+	Name   string // the file's base name, or the source's reference
+	Reason string // a file's refusal reason, a source's pull reason (pending, unreachable, policy, integrity, ...)
+}
+
 // PinSample is a plugin type pinned to an older revision of its handler.
 type PinSample struct {
 	PluginType, SHA256 string
@@ -122,6 +129,12 @@ type Config struct {
 	// Ready returns nil when the daemon is ready, or an error that says what it waits for;
 	// it drives /readyz and wasmhost_ready. Defaults to nil: always ready.
 	Ready func() error
+	// Problems says what does not serve once ready, one line each: /readyz answers 200 and
+	// "ok" followed by them. Defaults to nil: none.
+	Problems func() []string
+	// NotServing lists the handler files and sources that serve nothing, for
+	// wasmhost_handler_not_serving. Defaults to nil: not exported.
+	NotServing func() []NotServingSample
 	// Plugins lists the plugin sockets, for wasmhost_plugins (and wasmhost_plugin_socket).
 	// Defaults to nil: those metrics are not exported.
 	Plugins func() []PluginSample
@@ -351,6 +364,9 @@ var (
 		"Registrations whose Validate the plugin type's shadow candidate ran too.", []string{"plugin_type", "sha256"}, nil)
 	handlerShadowDisagreementsDesc = prometheus.NewDesc("wasmhost_handler_shadow_disagreements_total",
 		"Of those, the ones the candidate decided otherwise than the serving revision (accept, reject, fail).", []string{"plugin_type", "sha256"}, nil)
+	handlerNotServingDesc = prometheus.NewDesc("wasmhost_handler_not_serving",
+		"1 for each handler file or source (handlers.sources) that serves nothing, with why: a file's refusal reason, a source's pull reason (pending: not pulled yet, unreachable, not_found, policy, integrity, bad_artifact). Absent when everything serves.",
+		[]string{"source", "handler", "reason"}, nil)
 	handlerRefusalsDesc = prometheus.NewDesc("wasmhost_handler_refusals_total",
 		"Handler files refused (not loaded, or an update not loaded), by reason: not_regular, unreadable, insecure, insecure_directory, too_large, invalid, structure, compile_timeout, compile_busy, memory, abi, not_granted, trap, timeout, conflict, not_bound.",
 		[]string{"reason"}, nil)
@@ -377,6 +393,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	if cfg.Refusals != nil {
 		ch <- handlerRefusalsDesc
 	}
+	if cfg.NotServing != nil {
+		ch <- handlerNotServingDesc
+	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -390,6 +409,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if cfg.Refusals != nil {
 		for reason, n := range cfg.Refusals() {
 			ch <- prometheus.MustNewConstMetric(handlerRefusalsDesc, prometheus.CounterValue, float64(n), labelValue(reason))
+		}
+	}
+	if cfg.NotServing != nil {
+		type key struct{ source, name string }
+		seen := map[key]bool{}
+		for _, n := range cfg.NotServing() {
+			k := key{labelValue(n.Source), labelValue(n.Name)}
+			if seen[k] {
+				continue // two series with the same labels would fail the whole scrape
+			}
+			seen[k] = true
+			ch <- prometheus.MustNewConstMetric(handlerNotServingDesc, prometheus.GaugeValue, 1, k.source, k.name, labelValue(n.Reason))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -470,5 +471,44 @@ func TestRunCapsConnections(t *testing.T) {
 	hog.Close()
 	if err := get(10 * time.Second); err != nil {
 		t.Fatalf("after the held connection went: %v", err)
+	}
+}
+
+// Issue 22: a series per handler file or source that serves nothing, with why, so that an
+// alert can say "this node has no handler for CSIPlugin"; and /readyz says what does not
+// serve below its "ok".
+func TestNotServing(t *testing.T) {
+	cfg := testConfig()
+	cfg.NotServing = func() []metrics.NotServingSample {
+		return []metrics.NotServingSample{
+			{Source: "registry", Name: "registry.example.com/csi@sha256:ab", Reason: "unreachable"},
+			{Source: "file", Name: "bad.wasm", Reason: "invalid"},
+			{Source: "file", Name: "bad.wasm", Reason: "invalid"}, // a duplicate must not fail the scrape
+		}
+	}
+	cfg.Problems = func() []string { return []string{"2 handler sources or files not serving: …", "no handler for type CSIPlugin while 1 plugin waits"} }
+	m, err := metrics.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `
+# HELP wasmhost_handler_not_serving 1 for each handler file or source (handlers.sources) that serves nothing, with why: a file's refusal reason, a source's pull reason (pending: not pulled yet, unreachable, not_found, policy, integrity, bad_artifact). Absent when everything serves.
+# TYPE wasmhost_handler_not_serving gauge
+wasmhost_handler_not_serving{handler="bad.wasm",reason="invalid",source="file"} 1
+wasmhost_handler_not_serving{handler="registry.example.com/csi@sha256:ab",reason="unreachable",source="registry"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "wasmhost_handler_not_serving"); err != nil {
+		t.Error(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok\n2 handler sources or files not serving: …\nno handler for type CSIPlugin while 1 plugin waits\n" {
+		t.Errorf("/readyz = %d %q", resp.StatusCode, body)
 	}
 }

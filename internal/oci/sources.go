@@ -90,6 +90,7 @@ type Sources struct {
 	todo   map[string]string        // repository → ref still to pull; Run's goroutine only
 	byRepo map[string]string        // repository → ref as configured
 	kick   chan chan struct{}       // PullNow → Run
+	ended  chan struct{}            // closed when Run returns
 
 	synced     chan struct{} // closed after Run's first pass over what was to pull
 	syncedOnce sync.Once
@@ -122,7 +123,7 @@ func NewSources(cfg SourcesConfig) (*Sources, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Sources{cfg: cfg, log: cfg.Logger, status: map[string]*SourceStatus{}, idx: map[string]indexEntry{},
-		todo: map[string]string{}, byRepo: map[string]string{}, synced: make(chan struct{}), kick: make(chan chan struct{})}
+		todo: map[string]string{}, byRepo: map[string]string{}, synced: make(chan struct{}), kick: make(chan chan struct{}), ended: make(chan struct{})}
 	for _, ref := range cfg.Refs {
 		r, err := ParseReference(ref)
 		if err != nil {
@@ -229,6 +230,7 @@ func (s *Sources) serveStored(ctx context.Context, repo string, e indexEntry) er
 // Run pulls the sources not served yet, again after a registry could not be reached (with
 // jittered backoff), and at once when PullNow asks, until ctx is done.
 func (s *Sources) Run(ctx context.Context) error {
+	defer close(s.ended)
 	defer s.syncedOnce.Do(func() { close(s.synced) })
 	delay := s.cfg.Retry
 	var replies []chan struct{}
@@ -294,6 +296,8 @@ func (s *Sources) requeue() {
 	}
 }
 
+var errStopped = errors.New("oci: the sources are not being pulled: the daemon is stopping")
+
 // PullNow has Run try at once every source that does not serve its configured revision,
 // refused ones included, and returns when that try is over (or ctx is done, or Run is not
 // running).
@@ -301,12 +305,16 @@ func (s *Sources) PullNow(ctx context.Context) error {
 	r := make(chan struct{})
 	select {
 	case s.kick <- r:
+	case <-s.ended:
+		return errStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
 	case <-r:
 		return nil
+	case <-s.ended:
+		return errStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -130,6 +130,12 @@ type Handler struct {
 	Serving      bool // a module of this file serves calls
 	LastError    string
 	LastErrorAt  time.Time
+	// Source is where the handler comes from: SourceFile (the handler directory),
+	// SourceRegistry (handlers.sources; File is then the reference), or "" (built in).
+	Source string
+	// Reason names the class of LastError when it keeps the handler from serving (a file's
+	// refusal reason, a source's pull reason), or ReasonPending for a source not pulled yet.
+	Reason string
 	// GoneSince is when the file went from the handler directory; zero while it is there.
 	GoneSince time.Time
 	// Pins are the plugin types of the file served by an older revision after a rollback.
@@ -207,7 +213,7 @@ func (h Handler) sameAs(o Handler) bool {
 		h.ABIVersion == o.ABIVersion && slices.Equal(h.Capabilities, o.Capabilities) &&
 		h.LoadedAt.Equal(o.LoadedAt) && h.PoolSize == o.PoolSize && h.Serving == o.Serving &&
 		h.LastError == o.LastError && h.LastErrorAt.Equal(o.LastErrorAt) && slices.Equal(h.Pins, o.Pins) &&
-		h.GoneSince.Equal(o.GoneSince)
+		h.GoneSince.Equal(o.GoneSince) && h.Source == o.Source && h.Reason == o.Reason
 }
 
 // PluginView is one socket as operators see it: its status, the plugin registered there (if
