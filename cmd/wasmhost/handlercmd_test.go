@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/conformance"
-	"github.com/wasmhost/wasmhost/internal/doctest"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
+	"github.com/wasmhost/wasmhost/internal/doctest"
 )
 
 // handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and

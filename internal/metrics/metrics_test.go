@@ -486,7 +486,9 @@ func TestNotServing(t *testing.T) {
 			{Source: "file", Name: "bad.wasm", Reason: "invalid"}, // a duplicate must not fail the scrape
 		}
 	}
-	cfg.Problems = func() []string { return []string{"2 handler sources or files not serving: …", "no handler for type CSIPlugin while 1 plugin waits"} }
+	cfg.Problems = func() []string {
+		return []string{"2 handler sources or files not serving: …", "no handler for type CSIPlugin while 1 plugin waits"}
+	}
 	m, err := metrics.New(cfg)
 	if err != nil {
 		t.Fatal(err)
