@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -269,41 +269,12 @@ func timeToProto(t time.Time) *timestamppb.Timestamp {
 }
 
 // text makes s fit a protobuf string, which must be UTF-8 (a message with one that is not
-// cannot be sent, and the whole list would fail): bytes that are not UTF-8 (a socket or file
-// name is any bytes; a handler publishes what it likes) are written as \xNN, and in such a
-// string a backslash as \\, so that it reads back unambiguously. Valid text is passed as it is.
-func text(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r == '\\':
-			b.WriteString("\\\\")
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
+// cannot be sent, and the whole list would fail): a socket or file name is any bytes, a
+// handler publishes what it likes. Valid text is passed exactly; other text is escaped by the
+// daemon's one policy for untrusted text (package safetext).
+func text(s string) string { return safetext.UTF8(s) }
 
-func texts(ss []string) []string {
-	for i, s := range ss {
-		if !utf8.ValidString(s) {
-			out := slices.Clone(ss)
-			for j := i; j < len(out); j++ {
-				out[j] = text(out[j])
-			}
-			return out
-		}
-	}
-	return ss
-}
+func texts(ss []string) []string { return safetext.UTF8All(ss) }
 
 func textMap(m map[string]string) map[string]string {
 	for k, v := range m {

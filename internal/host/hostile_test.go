@@ -618,11 +618,12 @@ func TestIdlePoolsShrink(t *testing.T) {
 
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain text\twith a tab":           "plain text\twith a tab",
+		"plain text, café":                 "plain text, café",
+		"a tab\tsplits a log line":          `a tab\tsplits a log line`,
 		"\x1b[2Jcleared":                   `\x1b[2Jcleared`,
-		"over\rwritten\x08":                `over\x0dwritten\x08`,
+		"over\rwritten\x08":                `over\rwritten\x08`,
 		"abc\u202egnp.exe":                 `abc\u202egnp.exe`,
-		"bad \xff utf-8, caf\u00e9 \u0085": "bad \uFFFD utf-8, café \\x85",
+		"bad \xff utf-8, caf\u00e9 \u0085": `bad \xff utf-8, café \u0085`,
 	} {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
