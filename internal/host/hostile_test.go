@@ -619,7 +619,7 @@ func TestIdlePoolsShrink(t *testing.T) {
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain text, café":                 "plain text, café",
-		"a tab\tsplits a log line":          `a tab\tsplits a log line`,
+		"a tab\tsplits a log line":         `a tab\tsplits a log line`,
 		"\x1b[2Jcleared":                   `\x1b[2Jcleared`,
 		"over\rwritten\x08":                `over\rwritten\x08`,
 		"abc\u202egnp.exe":                 `abc\u202egnp.exe`,
