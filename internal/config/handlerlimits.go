@@ -61,6 +61,13 @@ type HandlerLimits struct {
 	// is closed, down to one kept warm (an instance keeps the memory its guest grew). Defaults
 	// to 1m.
 	IdleInstanceTimeout Duration `yaml:"idleInstanceTimeout"`
+	// CallCPU is the CPU time one handler call may use; the call over it ends, as one past
+	// handlers.callTimeout does. Defaults to 1s.
+	CallCPU Duration `yaml:"callCPU"`
+	// GuestThreads is how many handler calls may run guest code at once; the others wait for
+	// a turn, given first to the plugin type that used the least CPU lately. 0 (the default)
+	// is one fewer than the machine's cores, at least 1, so that the daemon keeps a core.
+	GuestThreads int `yaml:"guestThreads"`
 }
 
 // QuarantineConfig sets aside a handler that keeps trapping or timing out: after After of them
@@ -99,6 +106,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		PluginCallsPerCall:     16,
 		PluginCallResponseSize: 1 << 20,
 		IdleInstanceTimeout:    Duration(time.Minute),
+		CallCPU:                Duration(time.Second),
 	}
 }
 
@@ -131,6 +139,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.pluginCallsPerCall":     int64(l.PluginCallsPerCall),
 		"handlers.limits.pluginCallResponseSize": int64(l.PluginCallResponseSize),
 		"handlers.limits.idleInstanceTimeout":    int64(l.IdleInstanceTimeout),
+		"handlers.limits.callCPU":                int64(l.CallCPU),
 		"handlers.quarantine.backoff":            int64(h.Quarantine.Backoff),
 		"handlers.quarantine.maxBackoff":         int64(h.Quarantine.MaxBackoff),
 	}
@@ -138,6 +147,9 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		if v <= 0 {
 			bad(key, "must be positive, got %d", v)
 		}
+	}
+	if l.GuestThreads < 0 {
+		bad("handlers.limits.guestThreads", "must not be negative (0 is one fewer than the cores, at least 1), got %d", l.GuestThreads)
 	}
 	if l.PublishKeys > abi.MaxPublishedKeys {
 		bad("handlers.limits.publishKeys", "must be at most %d (the ABI's MaxPublishedKeys), got %d", abi.MaxPublishedKeys, l.PublishKeys)

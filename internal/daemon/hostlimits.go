@@ -31,6 +31,8 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		PluginCallsPerCall:      l.PluginCallsPerCall,
 		PluginCallResponseBytes: int(l.PluginCallResponseSize),
 		IdleInstanceTimeout:     time.Duration(l.IdleInstanceTimeout),
+		CallCPU:                 time.Duration(l.CallCPU),
+		GuestThreads:            l.GuestThreads,
 	}
 }
 

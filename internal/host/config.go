@@ -216,6 +216,14 @@ type Limits struct {
 	// is closed (one is kept warm): an instance keeps the memory its guest grew. Defaults to
 	// 1 minute.
 	IdleInstanceTimeout time.Duration
+	// CallCPU is the CPU time one call (or one instantiation) may use, counted at the yields
+	// of its code (sandbox.go); the call over it ends, as one past its deadline. Defaults to
+	// 1 second.
+	CallCPU time.Duration
+	// GuestThreads is how many calls may run guest code at once; the others wait for a turn,
+	// handed to the plugin type that used the least CPU lately. Defaults to one fewer than
+	// the machine's cores, at least 1: the daemon's own work always has a core.
+	GuestThreads int
 }
 
 // DefaultLimits are the defaults of Limits.
@@ -240,7 +248,11 @@ var DefaultLimits = Limits{
 	PluginCallsPerCall:      16,
 	PluginCallResponseBytes: 1 << 20,
 	IdleInstanceTimeout:     time.Minute,
+	CallCPU:                 time.Second,
 }
+
+// DefaultGuestThreads is the default of Limits.GuestThreads on this machine.
+func DefaultGuestThreads() int { return max(runtime.NumCPU()-1, 1) }
 
 // Quarantine configures how a handler that keeps failing is set aside: after After traps or
 // timeouts in a row, its calls fail at once (with the reason) for Backoff; then one call is let
@@ -388,6 +400,18 @@ func (l *Limits) withDefaults() error {
 	}
 	if l.IdleInstanceTimeout < 0 {
 		return fmt.Errorf("host: Config.Limits.IdleInstanceTimeout %v is negative", l.IdleInstanceTimeout)
+	}
+	if l.CallCPU == 0 {
+		l.CallCPU = d.CallCPU
+	}
+	if l.CallCPU < 0 {
+		return fmt.Errorf("host: Config.Limits.CallCPU %v is negative", l.CallCPU)
+	}
+	if l.GuestThreads == 0 {
+		l.GuestThreads = DefaultGuestThreads()
+	}
+	if l.GuestThreads < 0 {
+		return fmt.Errorf("host: Config.Limits.GuestThreads %d is negative", l.GuestThreads)
 	}
 	err := errors.Join(
 		fill64(&l.MaxModuleBytes, d.MaxModuleBytes, "MaxModuleBytes"),

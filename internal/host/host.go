@@ -63,10 +63,7 @@ type Host struct {
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
-	// The deadline thread (deadline.go), started by the first call.
-	dlMu     sync.Mutex
-	dl       *deadlines
-	dlClosed bool
+	gate *cpuGate // turns to run guest code, and CPU by plugin type (sandbox.go)
 
 	ctx    context.Context // background work (instance refills); canceled by Close
 	cancel context.CancelFunc
@@ -116,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		files:      make(map[string]*fileEntry),
 		kv:         make(map[string]*kvStore),
 		refusals:   make(map[string]uint64),
+		gate:       newCPUGate(cfg.Limits.GuestThreads),
 	}
 	h.revs = newRevisions(h)
 	if cfg.CacheDir != "" {
@@ -131,8 +129,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	h.cache = wazero.NewCompilationCache()
 	h.rtCfg = wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(h.limitPages).
-		WithCloseOnContextDone(true)
+		WithMemoryLimitPages(h.limitPages)
 	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return h, nil
 }
@@ -260,7 +257,6 @@ func (h *Host) Close(ctx context.Context) error {
 		for _, m := range mods {
 			<-m.done
 		}
-		h.stopDeadlineThread()
 		h.compileMu.Lock()
 		pending := h.abandoned > 0
 		h.cacheClosePending = pending

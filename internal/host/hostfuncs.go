@@ -37,6 +37,8 @@ type callState struct {
 	over           *budgetFault // the budget the call went over; it ends the call
 	publishedBytes int          // of the keys and values in published
 	pluginCalls    int          // plugin_call calls made
+
+	run *guestRun // the call's time: deadline, CPU, turn (sandbox.go); nil outside a call
 }
 
 type stateKey struct{}
@@ -321,7 +323,11 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	// The guest's memory may move while the call runs (it cannot: the instance is blocked
 	// here), but the caller must not retain req, so pass a copy.
-	out, err := caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
+	var out []byte
+	var err error
+	m.h.offCPU(ctx, func() {
+		out, err = caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
+	})
 	if err != nil {
 		st.pluginCallErr = err.Error()
 		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",

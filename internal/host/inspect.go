@@ -97,7 +97,7 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
 	// Its calls run as at load: with the call stack bounded (callstack.go).
-	guarded, err := h.guardCallStack(name, bin)
+	guarded, err := h.instrument(name, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +192,9 @@ func (h *Host) describe(ctx context.Context, rt wazero.Runtime, cm wazero.Compil
 		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 			return fmt.Errorf("instantiating WASI: %w", err)
 		}
+	}
+	if err := instantiateSandbox(ctx, rt, nil); err != nil {
+		return fmt.Errorf("instantiating the sandbox's functions: %w", err)
 	}
 	if len(hostNames) > 0 {
 		b := rt.NewHostModuleBuilder(abi.ImportModule)

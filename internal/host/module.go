@@ -65,6 +65,7 @@ type Module struct {
 	retired  bool // no new calls; closed when inflight drops to zero
 	closing  bool // the runtime is being closed
 	done     chan struct{}
+	forced   atomic.Bool // closed with calls in progress: their next yield ends them
 
 	// holders counts the per-type handlers that point at the module. Only Run's goroutine
 	// uses it; at zero, the module is retired.
@@ -192,6 +193,7 @@ func (m *Module) retire() {
 
 // forceClose closes the runtime now; calls in progress fail.
 func (m *Module) forceClose() {
+	m.forced.Store(true)
 	m.mu.Lock()
 	m.retired = true
 	closeNow := !m.closing
@@ -247,15 +249,22 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	in.st, in.outLines, in.outBytes = st, 0, 0
 	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
 	defer cancel()
+	run, err := m.h.begin(ctx, m.file)
+	if err != nil {
+		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
+	}
+	st.run = run
 	mod, err := m.rt.InstantiateModule(withState(ctx, st), m.cm, cfg)
+	m.h.end(run)
 	in.flush()
 	in.st = nil
 	if err == nil && st.over != nil {
 		_ = mod.Close(context.Background())
 		err = st.over
 	}
+	var tf *timeFault
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || (errors.As(err, &tf) && errors.Is(tf, context.DeadlineExceeded)) {
 			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.h.cfg.CallTimeout, context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("instantiating: %w", err)
@@ -278,7 +287,18 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 	in.st, in.outLines, in.outBytes = st, 0, 0
 	stack := in.stack[:]
 	stack[0] = arg
-	err := in.fns[fn].CallWithStack(withState(ctx, st), stack)
+	key := st.pluginType
+	if key == "" {
+		key = in.m.file
+	}
+	run, err := in.m.h.begin(ctx, key)
+	if err != nil {
+		in.st = nil
+		return 0, err
+	}
+	st.run = run
+	err = in.fns[fn].CallWithStack(withState(ctx, st), stack)
+	in.m.h.end(run)
 	in.flush()
 	in.st = nil
 	if err == nil && st.over != nil { // the last line, flushed after the call, was over
@@ -452,28 +472,8 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 	if err != nil {
 		return 0, m.callError(ctx, callCtx, st, limit, err)
 	}
-	// The deadline thread closes the instance at the deadline (deadline.go); the context's
-	// own deadline, which wazero watches too, is the fallback.
-	fired := func() bool { return false }
-	if dl := m.h.deadlineThread(); dl != nil {
-		at, _ := callCtx.Deadline()
-		fired = dl.at(at, func() {
-			_ = in.mod.CloseWithExitCode(context.Background(), sys.ExitCodeDeadlineExceeded)
-			cancel() // callCtx says what happened, as its own timer would have
-		})
-	}
+	// The code the host added to the guest's (instrument.go) ends the call at its deadline.
 	status, err := in.call(callCtx, st, fn, arg)
-	if fired() && err == nil {
-		// It returned at its deadline, as the instance was being closed: the answer
-		// stands, the instance does not.
-		m.discard(in)
-		if bad := checkAnswer(status, st.resultOver); bad != "" {
-			err := fmt.Errorf("%w from %s %s: %s", ErrBadResult, m.file, st.export, bad)
-			m.stats.failed(err)
-			return 0, err
-		}
-		return status, nil
-	}
 	if err != nil {
 		if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
 			err = &callStackFault{limit: lim, err: err}
@@ -501,10 +501,19 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 	var over *budgetFault
 	var stack *callStackFault
 	var exit *sys.ExitError
+	var tf *timeFault
 	switch {
 	case errors.Is(parent.Err(), context.Canceled):
 		return fmt.Errorf("host: call to %s canceled: %w", what, context.Canceled)
-	case callCtx.Err() != nil:
+	case errors.As(err, &tf) && tf.cpu:
+		m.stats.timeouts.Add(1)
+		m.stats.failures.Add(1)
+		err := fmt.Errorf("host: handler %s %w", what, tf)
+		m.stats.setLast(err)
+		return err
+	case errors.As(err, &tf) && errors.Is(tf.err, ErrRetired):
+		return fmt.Errorf("%w: handler %s was closed during the call", ErrRetired, what)
+	case callCtx.Err() != nil || (errors.As(err, &tf) && errors.Is(tf.err, context.DeadlineExceeded)):
 		m.stats.timeouts.Add(1)
 		m.stats.failures.Add(1)
 		err := fmt.Errorf("host: handler %s timed out after %v: %w", what, limit.Round(time.Millisecond), context.DeadlineExceeded)
@@ -662,7 +671,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
-	guarded, err := h.guardCallStack(file, bin)
+	guarded, err := h.instrument(file, bin)
 	if err != nil {
 		return nil, err
 	}
@@ -740,6 +749,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			hostImports[name] = true
 		case wasi_snapshot_preview1.ModuleName:
 			wasiImports = append(wasiImports, def)
+		case sandboxModule: // added by the host (instrument.go): a module's own is refused before
 		default:
 			return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
 		}
@@ -775,6 +785,9 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	if _, ok := exports[abi.ExportInitialize]; ok {
 		m.start = []string{abi.ExportInitialize}
 	}
+	if err := instantiateSandbox(ctx, rt, m); err != nil {
+		return nil, fmt.Errorf("host: instantiating the sandbox's functions for %s: %w", file, err)
+	}
 	if len(hostImports) > 0 {
 		b := rt.NewHostModuleBuilder(abi.ImportModule)
 		names := make([]string, 0, len(hostImports))
@@ -786,6 +799,9 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			fn, sig := hostFuncs[name], abi.ImportSignatures[name]
 			b.NewFunctionBuilder().
 				WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+					if st := stateOf(ctx); st.pastDeadline() {
+						panic(st.run.fault(ctx, nil))
+					}
 					fn(m, ctx, mod, stack)
 				}), valueTypes(sig.Params), valueTypes(sig.Results)).
 				Export(name)

@@ -215,6 +215,8 @@ func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
 	if revs[0].SHA256 != v2 || revs[0].Bad == "" || revs[0].Traps != 3 {
 		t.Errorf("history = %+v; want v2 marked rolled back with its 3 traps", revs)
 	}
+	// The log line follows the pin by a moment.
+	waitFor(t, "the rollback's log line", func() bool { _, ok := rh.logs.find("rolled back automatically"); return ok })
 	a, ok := rh.logs.find("rolled back automatically")
 	if !ok || a["plugin_type"] != revType || a["from_sha256"] != v2 || a["to_sha256"] != v1 {
 		t.Errorf("log = %v, %v", a, ok)

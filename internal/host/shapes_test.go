@@ -1,0 +1,126 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// The code shapes of a guest call that never ends on its own (testdata/*.wat): each must end at
+// its deadline with an error that names the handler and the limit, whatever it does in between.
+var endlessShapes = []string{
+	"loop",      // a loop
+	"calltree",  // a loop-free exponential call tree, 45 deep
+	"mutual",    // the same through two functions calling each other
+	"indirect",  // the same through call_indirect
+	"straight",  // 2,000 instructions of straight-line code at every node of a tree
+	"bulk",      // memory.fill and memory.copy of 1 MiB at every node
+	"hostcalls", // a host function at every node
+}
+
+// noHang fails the test if f has not returned within a minute: a call that does not stop is
+// reported instead of hanging the run. The bound is no timing assertion: the calls it waits on
+// have deadlines a hundred times shorter.
+func noHang(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still running after a minute", what)
+	}
+}
+
+// TestEveryCodeShapeStopsAtItsDeadline: each endless shape ends at handlers.callTimeout, named,
+// counted as a timeout, and the good handler beside it keeps answering.
+func TestEveryCodeShapeStopsAtItsDeadline(t *testing.T) {
+	h, _ := newTestHost(t, Config{CallTimeout: 200 * time.Millisecond, Quarantine: Quarantine{After: -1}})
+	good := mustLoad(t, h, "ok")
+	for _, shape := range endlessShapes {
+		t.Run(shape, func(t *testing.T) {
+			m := mustLoad(t, h, shape)
+			noHang(t, shape, func() {
+				err := m.ValidatePlugin(context.Background(), info(shape+".example", "p"))
+				errContains(t, err, context.DeadlineExceeded, shape+".wasm", "wasmhost_validate", "timed out after 200ms")
+			})
+			if n := m.stats.timeouts.Load(); n != 1 {
+				t.Errorf("%d timeouts counted, want 1", n)
+			}
+			checkOK(t, good)
+		})
+	}
+}
+
+// TestEveryCodeShapeHonoursCancel: a call canceled by its caller (the daemon shutting down)
+// ends at once, whatever its shape, long before its deadline.
+func TestEveryCodeShapeHonoursCancel(t *testing.T) {
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}})
+	for _, shape := range endlessShapes {
+		t.Run(shape, func(t *testing.T) {
+			m := mustLoad(t, h, shape)
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- m.ValidatePlugin(ctx, info(shape+".example", "p")) }()
+			waitFor(t, "the call to run", func() bool { return m.h.gate.account(shape+".example").cpu.Load() > 0 })
+			cancel()
+			noHang(t, shape, func() { errContains(t, <-errc, context.Canceled, "canceled") })
+		})
+	}
+}
+
+// TestGuestCallsDoNotStopTheWorld: a garbage collection (whose stop-the-world waits for every
+// goroutine to reach a point where it may be preempted) completes while endless calls of every
+// shape run; before the ticks, it waited for the call to end.
+func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: Limits{GuestThreads: len(endlessShapes), CallCPU: time.Hour}})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, len(endlessShapes))
+	for _, shape := range endlessShapes {
+		m := mustLoad(t, h, shape)
+		go func() { errc <- m.ValidatePlugin(ctx, info(shape+".example", "p")) }()
+		waitFor(t, shape+" to run", func() bool { return h.gate.account(shape+".example").cpu.Load() > 0 })
+	}
+	noHang(t, "runtime.GC", func() {
+		for range 3 {
+			runtime.GC()
+		}
+	})
+	cancel()
+	for range endlessShapes {
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Errorf("want canceled, got %v", err)
+		}
+	}
+}
+
+// TestCPUBudget: a call over handlers.limits.callCPU ends, named, before its deadline.
+func TestCPUBudget(t *testing.T) {
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}, Limits: Limits{CallCPU: 50 * time.Millisecond}})
+	m := mustLoad(t, h, "calltree")
+	noHang(t, "calltree", func() {
+		err := m.ValidatePlugin(context.Background(), info("calltree.example", "p"))
+		errContains(t, err, ErrCPUBudget, "calltree.wasm", "used more than 50ms of CPU (handlers.limits.callCPU)")
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a CPU budget error does not match context.DeadlineExceeded: %v", err)
+		}
+	})
+	if cpu := time.Duration(h.gate.account("calltree.example").cpu.Load()); cpu < 50*time.Millisecond {
+		t.Errorf("%v of CPU counted for the type, want at least the budget", cpu)
+	}
+}
+
+// TestWideFramesCountTowardTheCallStack: a frame that keeps 1,000 values live across its call
+// counts them, so the bound traps (named) long before wazero's own stack reaches its 50 MB
+// ceiling, which a frame counted by its parameters alone let it reach (as "stack overflow").
+func TestWideFramesCountTowardTheCallStack(t *testing.T) {
+	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: -1}})
+	m := mustLoad(t, h, "wide")
+	errContains(t, m.ValidatePlugin(context.Background(), info("wide.example", "p")), ErrTrap,
+		"call stack over 1048576 bytes (handlers.limits.maxCallStack)")
+}

@@ -1,0 +1,23 @@
+;; Type "indirect.example". validate is an exponential tree of call_indirect through a table, no loop.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\10indirect.example")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 18)))
+    (i32.const 0))
+  (type $t (func (param i32) (result i32)))
+  (table 1 funcref)
+  (elem (i32.const 0) $f)
+  (func $f (type $t) (param $n i32) (result i32)
+    (if (result i32) (i32.eqz (local.get $n))
+      (then (i32.const 1))
+      (else (i32.add
+        (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 0))
+        (call_indirect (type $t) (i32.sub (local.get $n) (i32.const 1)) (i32.const 0))))))
+  (func (export "wasmhost_validate") (param i32) (result i32)
+    (drop (call $f (i32.const 45)))
+    (i32.const 0))
+  (func (export "wasmhost_register") (param i32) (result i32) (i32.const 0))
+  (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
