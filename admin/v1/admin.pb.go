@@ -1623,7 +1623,11 @@ type Handler struct {
 	Reason string `protobuf:"bytes,35,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Where it comes from: "file" (the handler directory), "registry" (handlers.sources; file
 	// is then the reference), or empty (built in).
-	Source        string `protobuf:"bytes,36,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,36,opt,name=source,proto3" json:"source,omitempty"`
+	// The CPU time its guest code used (calls and instantiations), and the time its calls
+	// waited for a turn to run guest code (handlers.limits.guestThreads), since it was loaded.
+	Cpu           *durationpb.Duration `protobuf:"bytes,40,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	Throttled     *durationpb.Duration `protobuf:"bytes,41,opt,name=throttled,proto3" json:"throttled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1859,6 +1863,20 @@ func (x *Handler) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *Handler) GetCpu() *durationpb.Duration {
+	if x != nil {
+		return x.Cpu
+	}
+	return nil
+}
+
+func (x *Handler) GetThrottled() *durationpb.Duration {
+	if x != nil {
+		return x.Throttled
+	}
+	return nil
 }
 
 type Status struct {
@@ -2357,7 +2375,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xed\a\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xd3\b\n" +
 	"\aHandler\x12!\n" +
 	"\fplugin_types\x18\x01 \x03(\tR\vpluginTypes\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x16\n" +
@@ -2392,7 +2410,9 @@ const file_admin_proto_rawDesc = "" +
 	"\ashadows\x18! \x03(\v2\x19.wasmhost.admin.v1.ShadowR\ashadows\x12\x18\n" +
 	"\aserving\x18\" \x01(\bR\aserving\x12\x16\n" +
 	"\x06reason\x18# \x01(\tR\x06reason\x12\x16\n" +
-	"\x06source\x18$ \x01(\tR\x06source\"\xab\x06\n" +
+	"\x06source\x18$ \x01(\tR\x06source\x12+\n" +
+	"\x03cpu\x18( \x01(\v2\x19.google.protobuf.DurationR\x03cpu\x127\n" +
+	"\tthrottled\x18) \x01(\v2\x19.google.protobuf.DurationR\tthrottled\"\xab\x06\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -2539,37 +2559,39 @@ var file_admin_proto_depIdxs = []int32{
 	29, // 22: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
 	13, // 23: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
 	14, // 24: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	29, // 25: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	30, // 26: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	28, // 27: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	26, // 28: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
-	25, // 29: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
-	29, // 30: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
-	29, // 31: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
-	29, // 32: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
-	15, // 33: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	17, // 34: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	18, // 35: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	20, // 36: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	4,  // 37: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	6,  // 38: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	8,  // 39: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	10, // 40: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	2,  // 41: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
-	16, // 42: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	22, // 43: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	19, // 44: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	24, // 45: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	5,  // 46: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	7,  // 47: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	9,  // 48: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	11, // 49: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	3,  // 50: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	30, // 25: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
+	30, // 26: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
+	29, // 27: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	30, // 28: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	28, // 29: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	26, // 30: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	25, // 31: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
+	29, // 32: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	29, // 33: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	29, // 34: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	15, // 35: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	17, // 36: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	18, // 37: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	20, // 38: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	4,  // 39: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	6,  // 40: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	8,  // 41: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	10, // 42: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	2,  // 43: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
+	16, // 44: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	22, // 45: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	19, // 46: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	24, // 47: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	5,  // 48: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	7,  // 49: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	9,  // 50: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	11, // 51: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	3,  // 52: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }

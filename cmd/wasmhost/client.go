@@ -333,8 +333,12 @@ type handlerView struct {
 	Failures     uint64     `json:"failures"`
 	Traps        uint64     `json:"traps"`
 	Timeouts     uint64     `json:"timeouts"`
-	LastError    string     `json:"lastError,omitempty"`
-	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
+	// CPU is the CPU time its guest code used; Throttled, the time its calls waited for a
+	// turn to run guest code (handlers.limits.guestThreads).
+	CPU         string     `json:"cpu"`
+	Throttled   string     `json:"throttled"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 	// GoneSince is set while the file is gone from the handler directory: it is removed
 	// (its plugin types leave) handlers.removalGrace after it unless it is back.
 	GoneSince *time.Time `json:"goneSince,omitempty"`
@@ -377,6 +381,8 @@ func newHandlerView(h *adminv1.Handler) handlerView {
 		Failures:     h.GetFailures(),
 		Traps:        h.GetTraps(),
 		Timeouts:     h.GetTimeouts(),
+		CPU:          h.GetCpu().AsDuration().String(),
+		Throttled:    h.GetThrottled().AsDuration().String(),
 		LastError:    h.GetLastError(),
 		LastErrorAt:  timeOrNil(h.GetLastErrorAt()),
 		GoneSince:    timeOrNil(h.GetGoneSince()),
@@ -659,7 +665,7 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 		safeMessage(h)
 	}
 	tw := newTable()
-	header := []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE"}
+	header := []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "CPU", "THROTTLED", "AGE"}
 	if wide {
 		header = append(header, "SHA256", "SIZE", "CAPABILITIES")
 	}
@@ -720,6 +726,7 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 			strconv.FormatUint(uint64(h.GetPoolSize()), 10),
 			strconv.FormatUint(h.GetCalls(), 10), strconv.FormatUint(h.GetFailures(), 10),
 			strconv.FormatUint(h.GetTraps(), 10), strconv.FormatUint(h.GetTimeouts(), 10),
+			cpuTime(h.GetCpu().AsDuration()), cpuTime(h.GetThrottled().AsDuration()),
 			age(h.GetLoadedAt(), nil, now)}
 		if wide {
 			size := "-"
@@ -918,4 +925,16 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// cpuTime shows a CPU or waiting time in a table: "-" for none, else to the millisecond (to
+// the microsecond under one millisecond).
+func cpuTime(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }

@@ -245,7 +245,7 @@ func TestClientHandlers(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("handlers printed %d lines, want 3:\n%s", len(lines), out)
 	}
-	if got, want := columns(lines[0]), []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[0]), []string{"HANDLER", "NAME", "VERSION", "TYPES", "ABI", "POOL", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "CPU", "THROTTLED", "AGE", "LAST-ERROR"}; !slices.Equal(got, want) {
 		t.Errorf("header = %q, want %q", got, want)
 	}
 	// Built-in handlers (no file) sort first.

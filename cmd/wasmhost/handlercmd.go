@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/conformance"
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -411,13 +412,16 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		caller = fixture
 		v.Sandbox.CallFixture = o.fixture
 	}
+	sandbox := daemon.SandboxConfig(cfg) // the daemon's sandbox, with the flags' grants
 	hs, err := harness.New(ctx, harness.Config{
-		Grants:        grants,
-		Caller:        caller,
-		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
-		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
-		CacheDir:      cacheDir,
-		AllowInsecure: cfg.Handlers.AllowInsecure,
+		Grants:           grants,
+		Caller:           caller,
+		CallTimeout:      sandbox.CallTimeout,
+		MemoryLimit:      sandbox.MemoryLimit,
+		CacheDir:         cacheDir,
+		AllowInsecure:    sandbox.AllowInsecure,
+		Limits:           sandbox.Limits,
+		PluginCallPolicy: sandbox.PluginCallPolicy,
 	})
 	if err != nil {
 		return err
@@ -678,16 +682,10 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 	if err != nil {
 		return err
 	}
-	h, err := host.New(ctx, host.Config{
-		HandlerDir:    filepath.Dir(path),
-		CacheDir:      cacheDir,
-		CallTimeout:   time.Duration(cfg.Handlers.CallTimeout),
-		MemoryLimit:   int64(cfg.Handlers.MemoryLimit),
-		PoolSize:      1,
-		Grants:        cfg.Grants(),
-		AllowInsecure: cfg.Handlers.AllowInsecure,
-		PluginCaller:  registrar.PluginCaller{}, // never called: nothing is registered
-	})
+	hcfg := daemon.SandboxConfig(cfg) // the daemon's sandbox
+	hcfg.HandlerDir, hcfg.CacheDir, hcfg.PoolSize = filepath.Dir(path), cacheDir, 1
+	hcfg.PluginCaller = registrar.PluginCaller{} // never called: nothing is registered
+	h, err := host.New(ctx, hcfg)
 	if err != nil {
 		return err
 	}

@@ -216,6 +216,8 @@ func handlerToProto(h state.Handler) *adminv1.Handler {
 		Failures:     h.Counters.Failures,
 		Traps:        h.Counters.Traps,
 		Timeouts:     h.Counters.Timeouts,
+		Cpu:          durationpb.New(h.Counters.CPU),
+		Throttled:    durationpb.New(h.Counters.Throttled),
 		LastError:    text(h.LastError),
 		LastErrorAt:  timeToProto(h.LastErrorAt),
 		GoneSince:    timeToProto(h.GoneSince),

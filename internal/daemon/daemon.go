@@ -190,24 +190,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Status:          d.state,
 	})
 	// The host comes last: it is the only part that holds resources before Run.
-	hcfg := host.Config{
-		HandlerDir:       cfg.HandlerDir,
-		CacheDir:         filepath.Join(cfg.StateDir, "cache"),
-		Registry:         d.registry,
-		CallTimeout:      time.Duration(cfg.Handlers.CallTimeout),
-		MemoryLimit:      int64(cfg.Handlers.MemoryLimit),
-		PoolSize:         cfg.Handlers.PoolSize,
-		Grants:           cfg.Grants(),
-		AllowInsecure:    cfg.Handlers.AllowInsecure,
-		RemovalGrace:     time.Duration(cfg.Handlers.RemovalGrace),
-		Bindings:         hostBindings(cfg),
-		Limits:           hostLimits(cfg.Handlers.Limits),
-		Quarantine:       hostQuarantine(cfg.Handlers.Quarantine),
-		PluginCaller:     registrar.PluginCaller{},
-		PluginCallPolicy: pluginCallPolicy(cfg),
-		OnChange:         d.publishHandlers,
-		Logger:           log.With("component", "host"),
-	}
+	hcfg := SandboxConfig(cfg)
+	hcfg.HandlerDir = cfg.HandlerDir
+	hcfg.CacheDir = filepath.Join(cfg.StateDir, "cache")
+	hcfg.Registry = d.registry
+	hcfg.PoolSize = cfg.Handlers.PoolSize
+	hcfg.RemovalGrace = time.Duration(cfg.Handlers.RemovalGrace)
+	hcfg.Bindings = hostBindings(cfg)
+	hcfg.Quarantine = hostQuarantine(cfg.Handlers.Quarantine)
+	hcfg.PluginCaller = registrar.PluginCaller{}
+	hcfg.OnChange = d.publishHandlers
+	hcfg.Logger = log.With("component", "host")
 	d.host, err = host.New(ctx, hcfg)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,21 @@ import (
 	"github.com/wasmhost/wasmhost/internal/host"
 )
 
+// SandboxConfig is the part of the host's configuration that decides what a handler may do and
+// cost, turned from cfg: its deadline, memory, limits, grants and plugin_call policy. The
+// daemon builds its host on it, and so do `wasmhost handler test` and `handler inspect`, so
+// that a module passes there if and only if it passes in the daemon with the same config.
+func SandboxConfig(cfg config.Config) host.Config {
+	return host.Config{
+		CallTimeout:      time.Duration(cfg.Handlers.CallTimeout),
+		MemoryLimit:      int64(cfg.Handlers.MemoryLimit),
+		Grants:           cfg.Grants(),
+		AllowInsecure:    cfg.Handlers.AllowInsecure,
+		Limits:           hostLimits(cfg.Handlers.Limits),
+		PluginCallPolicy: pluginCallPolicy(cfg),
+	}
+}
+
 // hostLimits turns handlers.limits into the host's.
 func hostLimits(l config.HandlerLimits) host.Limits {
 	return host.Limits{

@@ -52,7 +52,7 @@ func (d *Daemon) handlerCounters() map[string]state.HandlerCounters {
 	out := make(map[string]state.HandlerCounters, len(hs))
 	for _, h := range hs {
 		out[h.File] = state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
-			Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances,
+			Traps: h.Traps, Timeouts: h.Timeouts, Instances: h.Instances, CPU: h.CPU, Throttled: h.Throttled,
 			Quarantined: h.Quarantine.Quarantined, QuarantinedUntil: h.Quarantine.Until,
 			QuarantineReason: h.Quarantine.Reason, Quarantines: h.Quarantine.Count,
 			FastFailed: h.Quarantine.FastFailed, KVKeys: h.KVKeys, KVBytes: h.KVBytes,
@@ -156,6 +156,8 @@ func (d *Daemon) handlerSamples() []metrics.HandlerSample {
 			Failures:    h.Counters.Failures,
 			Traps:       h.Counters.Traps,
 			Timeouts:    h.Counters.Timeouts,
+			CPU:         h.Counters.CPU,
+			Throttled:   h.Counters.Throttled,
 			Quarantined: h.Counters.Quarantined,
 			Quarantines: h.Counters.Quarantines,
 			FastFailed:  h.Counters.FastFailed,

@@ -46,6 +46,10 @@ type Config struct {
 	// AllowInsecure loads module files that others than their owner may write, which the
 	// daemon refuses unless told otherwise. Defaults to false.
 	AllowInsecure bool
+	// Limits and PluginCallPolicy are the host's, as the daemon sets them from its config
+	// (daemon.SandboxConfig). Default to the host's defaults (the daemon's) and no policy.
+	Limits           host.Limits
+	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
 }
 
 // Harness is a host of one's own, set up as the daemon sets up its host, whose logs and plugin
@@ -65,15 +69,17 @@ func New(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	hs := &Harness{logs: &logRecorder{}, caller: &callRecorder{next: caller}}
 	h, err := host.New(ctx, host.Config{
-		HandlerDir:    "/nonexistent", // never read: modules are loaded by path
-		CacheDir:      cfg.CacheDir,
-		CallTimeout:   cfg.CallTimeout,
-		MemoryLimit:   cfg.MemoryLimit,
-		PoolSize:      1,
-		Grants:        cfg.Grants,
-		AllowInsecure: cfg.AllowInsecure,
-		PluginCaller:  hs.caller,
-		Logger:        slog.New(hs.logs),
+		HandlerDir:       "/nonexistent", // never read: modules are loaded by path
+		CacheDir:         cfg.CacheDir,
+		CallTimeout:      cfg.CallTimeout,
+		MemoryLimit:      cfg.MemoryLimit,
+		PoolSize:         1,
+		Grants:           cfg.Grants,
+		AllowInsecure:    cfg.AllowInsecure,
+		Limits:           cfg.Limits,
+		PluginCallPolicy: cfg.PluginCallPolicy,
+		PluginCaller:     hs.caller,
+		Logger:           slog.New(hs.logs),
 	})
 	if err != nil {
 		return nil, err

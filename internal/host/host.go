@@ -345,7 +345,10 @@ type HandlerStatus struct {
 	Rejected     uint64    // calls that returned abi.StatusRejected
 	Failures     uint64    // calls that returned abi.StatusError or a bad result
 	Traps        uint64    // calls that trapped
-	Timeouts     uint64    // calls that ran over the deadline
+	Timeouts     uint64    // calls that ran over the deadline (or over their CPU budget)
+	// CPU is the CPU time its guest code used (calls and instantiations, all versions);
+	// Throttled, the time its calls waited for a turn to run guest code (Limits.GuestThreads).
+	CPU, Throttled time.Duration
 	LastError    string    // the last load or call error, if any
 	LastErrorAt  time.Time // when
 	// Refusal is the reason (Refused*) when LastError is a refusal of the file (of its only
@@ -379,6 +382,8 @@ func (h *Host) Handlers() []HandlerStatus {
 			Failures: e.stats.failures.Load(),
 			Traps:    e.stats.traps.Load(),
 			Timeouts: e.stats.timeouts.Load(),
+			CPU:       time.Duration(e.stats.cpu.Load()),
+			Throttled: time.Duration(e.stats.throttled.Load()),
 		}
 		if m := e.cur; m != nil {
 			s.PluginTypes = m.PluginTypes()

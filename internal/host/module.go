@@ -249,7 +249,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	in.st, in.outLines, in.outBytes = st, 0, 0
 	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
 	defer cancel()
-	run, err := m.h.begin(ctx, m.file)
+	run, err := m.h.begin(ctx, m.file, m.stats)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
 	}
@@ -291,7 +291,7 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 	if key == "" {
 		key = in.m.file
 	}
-	run, err := in.m.h.begin(ctx, key)
+	run, err := in.m.h.begin(ctx, key, in.m.stats)
 	if err != nil {
 		in.st = nil
 		return 0, err
@@ -541,6 +541,7 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 // stats are the counters of one handler file, kept across the versions of its module.
 type stats struct {
 	calls, rejected, failures, traps, timeouts atomic.Uint64
+	cpu, throttled                             atomic.Int64 // nanoseconds: of guest code, and waiting for a turn (sandbox.go)
 	last                                       atomic.Pointer[lastError]
 	kv                                         kvQuota // the file's key-value stores
 	q                                          quarantine

@@ -204,6 +204,7 @@ type guestRun struct {
 	timeout  time.Duration // the deadline's length, for messages
 	cpuLimit time.Duration
 	t        *typeCPU
+	st       *stats        // the handler file's counters
 	cpu      time.Duration // used so far
 	cpuMark  time.Duration // the thread's CPU time when guest code last resumed
 	wallMark time.Time     // and the time
@@ -212,20 +213,34 @@ type guestRun struct {
 
 // begin waits for a turn for a call to be made under ctx (whose deadline is the call's) on
 // behalf of key, and starts counting its CPU. The caller calls end after the call.
-func (h *Host) begin(ctx context.Context, key string) (*guestRun, error) {
+func (h *Host) begin(ctx context.Context, key string, st *stats) (*guestRun, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g := &guestRun{cpuLimit: h.cfg.Limits.CallCPU, t: h.gate.account(key)}
+	g := &guestRun{cpuLimit: h.cfg.Limits.CallCPU, t: h.gate.account(key), st: st}
 	if dl, ok := ctx.Deadline(); ok {
 		g.deadline, g.timeout = dl, time.Until(dl)
 	}
-	if err := h.gate.acquire(ctx, g.t); err != nil {
+	if err := h.turn(ctx, g); err != nil {
 		return nil, err
+	}
+	return g, nil
+}
+
+// turn waits for a turn on the CPU for g, counting the wait as throttled, and marks the
+// resumption of its guest code.
+func (h *Host) turn(ctx context.Context, g *guestRun) error {
+	start := time.Now()
+	err := h.gate.acquire(ctx, g.t)
+	if g.st != nil {
+		g.st.throttled.Add(int64(time.Since(start)))
+	}
+	if err != nil {
+		return err
 	}
 	g.turnAt = time.Now()
 	g.mark()
-	return g, nil
+	return nil
 }
 
 // mark notes the thread's CPU time as guest code resumes.
@@ -240,6 +255,9 @@ func (h *Host) count(g *guestRun) {
 	d := min(max(threadCPU()-g.cpuMark, 0), time.Since(g.wallMark))
 	g.cpu += d
 	h.gate.charge(g.t, d)
+	if g.st != nil {
+		g.st.cpu.Add(int64(d))
+	}
 }
 
 // end stops counting and gives the turn back.
@@ -260,11 +278,12 @@ func (h *Host) offCPU(ctx context.Context, f func()) {
 	h.count(g)
 	h.gate.release()
 	f()
-	if err := h.gate.acquire(ctx, g.t); err != nil {
+	if err := h.turn(ctx, g); err != nil {
 		panic(g.fault(ctx, err))
 	}
-	g.turnAt = time.Now()
-	g.mark()
+	if st.pastDeadline() {
+		panic(g.fault(ctx, nil))
+	}
 }
 
 // fault is the timeFault for err (ctx's error, or nil for a deadline seen on the clock).
@@ -304,10 +323,10 @@ func (m *Module) yield(ctx context.Context, _ api.Module, stack []uint64) {
 	if now.Sub(g.turnAt) >= guestSlice && h.gate.contended() {
 		h.gate.release()
 		runtime.Gosched()
-		if err := h.gate.acquire(ctx, g.t); err != nil {
+		if err := h.turn(ctx, g); err != nil {
 			panic(g.fault(ctx, err))
 		}
-		g.turnAt = time.Now()
+		return
 	}
 	g.mark()
 }

@@ -85,6 +85,8 @@ type HandlerSample struct {
 	// Counts since the handler was loaded. A reloaded handler starts again from zero, which
 	// Prometheus treats as a counter reset.
 	Calls, Failures, Traps, Timeouts uint64
+	// CPU is the CPU time of its guest code; Throttled, the time its calls waited for a turn.
+	CPU, Throttled time.Duration
 	// Quarantined: its calls fail at once after repeated traps or timeouts. Quarantines counts
 	// the times it was put there, FastFailed the calls failed at once because of it.
 	Quarantined             bool
@@ -353,6 +355,10 @@ var (
 		"Handler calls that ended in a WebAssembly trap (the instance is thrown away).", []string{"handler"}, nil)
 	handlerTimeoutsDesc = prometheus.NewDesc("wasmhost_handler_timeouts_total",
 		"Handler calls stopped at their deadline (the instance is thrown away).", []string{"handler"}, nil)
+	handlerCPUDesc = prometheus.NewDesc("wasmhost_handler_cpu_seconds_total",
+		"CPU time a handler's guest code used (calls and instantiations), counted at the yields the host adds to its code.", []string{"handler"}, nil)
+	handlerThrottledDesc = prometheus.NewDesc("wasmhost_handler_throttled_seconds_total",
+		"Time a handler's calls waited for a turn to run guest code (handlers.limits.guestThreads); the types that used the least CPU lately go first.", []string{"handler"}, nil)
 	handlerQuarantinedDesc = prometheus.NewDesc("wasmhost_handler_quarantined",
 		"1 while a handler is quarantined: after repeated traps or timeouts its calls fail at once until a probe call succeeds.", []string{"handler"}, nil)
 	handlerQuarantinesDesc = prometheus.NewDesc("wasmhost_handler_quarantines_total",
@@ -385,7 +391,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	if cfg.Handlers != nil {
-		for _, d := range []*prometheus.Desc{handlerInfoDesc, handlerCallsDesc, handlerFailuresDesc, handlerTrapsDesc, handlerTimeoutsDesc,
+		for _, d := range []*prometheus.Desc{handlerInfoDesc, handlerCallsDesc, handlerFailuresDesc, handlerTrapsDesc, handlerTimeoutsDesc, handlerCPUDesc, handlerThrottledDesc,
 			handlerQuarantinedDesc, handlerQuarantinesDesc, handlerPinnedDesc, handlerShadowRunsDesc, handlerShadowDisagreementsDesc} {
 			ch <- d
 		}
@@ -483,6 +489,8 @@ func (c *stateCollector) collectHandlers(ch chan<- prometheus.Metric, hs []Handl
 		ch <- prometheus.MustNewConstMetric(handlerFailuresDesc, prometheus.CounterValue, float64(h.Failures), name)
 		ch <- prometheus.MustNewConstMetric(handlerTrapsDesc, prometheus.CounterValue, float64(h.Traps), name)
 		ch <- prometheus.MustNewConstMetric(handlerTimeoutsDesc, prometheus.CounterValue, float64(h.Timeouts), name)
+		ch <- prometheus.MustNewConstMetric(handlerCPUDesc, prometheus.CounterValue, h.CPU.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(handlerThrottledDesc, prometheus.CounterValue, h.Throttled.Seconds(), name)
 		quarantined := 0.0
 		if h.Quarantined {
 			quarantined = 1

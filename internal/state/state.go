@@ -149,6 +149,9 @@ type Handler struct {
 type HandlerCounters struct {
 	Calls, Rejected, Failures, Traps, Timeouts uint64
 	Instances                                  int
+	// CPU is the CPU time its guest code used; Throttled, the time its calls waited for a turn
+	// to run guest code (handlers.limits.guestThreads).
+	CPU, Throttled time.Duration
 	// Quarantine: the handler's calls fail at once after repeated traps or timeouts, until
 	// QuarantinedUntil (then one is let through as a probe), for QuarantineReason.
 	Quarantined             bool

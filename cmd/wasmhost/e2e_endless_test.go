@@ -1,0 +1,193 @@
+package main
+
+// Issue 18 end to end, as an operator saw it: handlers whose calls never end on their own,
+// dropped into a daemon running as its own process, with a plugin of a good type registered.
+// Before the host rewrote guest code with yields, the loop-free call tree froze the whole
+// daemon (admin API, /healthz, logs) and SIGTERM was ignored; `wasmhost handler test` of it
+// ignored SIGTERM too.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+)
+
+// endlessFixtures are the host's hostile fixtures whose validate never returns on its own, one
+// per code shape (internal/host/shapes_test.go).
+var endlessFixtures = []string{"loop", "calltree", "mutual", "indirect", "straight", "bulk", "hostcalls"}
+
+// buildDaemon builds this command into dir and returns the binary's path.
+func buildDaemon(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "wasmhost")
+	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// cpuTicks returns the CPU time (user and system, in clock ticks) of process pid, or -1.
+func cpuTicks(pid int) int {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command name (in parentheses, which may hold spaces): utime and
+	// stime are the 12th and 13th.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return -1
+	}
+	u, _ := strconv.Atoi(fields[11])
+	k, _ := strconv.Atoi(fields[12])
+	return u + k
+}
+
+// copyFixture copies the host's fixture name.wasm into dir, mode 0644.
+func copyFixture(t *testing.T, name, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "host", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startProcess starts cmd with its output kept, and returns a channel its exit lands on; the
+// process is killed if the test ends first.
+func startProcess(t *testing.T, cmd *exec.Cmd) (<-chan error, *lockedBuffer) {
+	t.Helper()
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(cmd.Path), out.String())
+		}
+	})
+	return exited, &out
+}
+
+func TestE2EEndlessHandlersDoNotStopTheDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	dirs := newE2EDirs(t, "/tmp")
+	bin := buildDaemon(t, dirs.Base)
+	copyFixture(t, "ok", dirs.Handler)
+	for _, f := range endlessFixtures {
+		copyFixture(t, f, dirs.Handler)
+	}
+	metricsSock := filepath.Join(dirs.Base, "m.sock")
+	cfgFile := filepath.Join(dirs.Base, "wasmhost.yaml")
+	// Calls may run an hour and burn a minute of CPU: only SIGTERM ends them here.
+	if err := os.WriteFile(cfgFile, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  callTimeout: 1h\n  limits:\n    callCPU: 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", cfgFile, "--socket-dir", dirs.Socket, "--handler-dir", dirs.Handler,
+		"--state-dir", dirs.State, "--metrics-listen", "unix:"+metricsSock)
+	exited, _ := startProcess(t, cmd)
+	admin := filepath.Join(dirs.State, "admin.sock")
+
+	good := registrationtest.Serve(t, filepath.Join(dirs.Socket, "good.sock"), pluginInfo("ok.example", "good"), registrationtest.Options{})
+	wantNotification(t, good, true, "")
+	for _, f := range endlessFixtures {
+		registrationtest.Serve(t, filepath.Join(dirs.Socket, f+".sock"), pluginInfo(f+".example", f), registrationtest.Options{})
+	}
+
+	// Every endless handler is running (its CPU counted at its yields), and meanwhile the
+	// admin API answers, as does /healthz.
+	healthz := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", metricsSock)
+	}}, Timeout: time.Minute}
+	waitFor(t, "every endless handler to run", func() bool {
+		out, err := handlerCmdRun(t, "handlers", "--admin-socket", admin, "-o", "json")
+		if err != nil {
+			return false
+		}
+		var hs []struct {
+			File string
+			CPU  string
+		}
+		if json.Unmarshal([]byte(out), &hs) != nil {
+			return false
+		}
+		running := 0
+		for _, h := range hs {
+			for _, f := range endlessFixtures {
+				if filepath.Base(h.File) == f+".wasm" && h.CPU != "0s" && h.CPU != "" {
+					running++
+				}
+			}
+		}
+		resp, err := healthz.Get("http://wasmhost/healthz")
+		if err != nil {
+			t.Fatalf("/healthz while handlers loop: %v", err)
+		}
+		resp.Body.Close()
+		return running == len(endlessFixtures)
+	})
+	out, err := handlerCmdRun(t, "plugins", "--admin-socket", admin)
+	if err != nil || !strings.Contains(out, "good.sock") || !strings.Contains(out, "registered") {
+		t.Errorf("wasmhost plugins while handlers loop: %v\n%s", err, out)
+	}
+
+	// SIGTERM ends it within its shutdown deadline, cleanly, whatever the handlers do.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("daemon exit after SIGTERM: %v", err)
+		}
+	case <-time.After(e2eWait):
+		t.Fatalf("the daemon did not exit within %v of SIGTERM", e2eWait)
+	}
+}
+
+func TestE2EHandlerTestHonoursSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command")
+	}
+	dirs := newE2EDirs(t, "/tmp")
+	bin := buildDaemon(t, dirs.Base)
+	copyFixture(t, "calltree", dirs.Handler)
+	cmd := exec.Command(bin, "handler", "test", filepath.Join(dirs.Handler, "calltree.wasm"), "--timeout", "1h", "--name", "p")
+	exited, out := startProcess(t, cmd)
+	// It is running the call once it has compiled the module; give it the time to get there.
+	waitFor(t, "the call to start", func() bool { return cpuTicks(cmd.Process.Pid) > 50 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !strings.Contains(out.String(), "cancel") {
+			t.Errorf("handler test after SIGTERM: %v, want a failed exit saying the call was canceled\n%s", err, out.String())
+		}
+	case <-time.After(e2eWait):
+		t.Fatalf("handler test did not exit within %v of SIGTERM", e2eWait)
+	}
+}
