@@ -349,8 +349,8 @@ type HandlerStatus struct {
 	// CPU is the CPU time its guest code used (calls and instantiations, all versions);
 	// Throttled, the time its calls waited for a turn to run guest code (Limits.GuestThreads).
 	CPU, Throttled time.Duration
-	LastError    string    // the last load or call error, if any
-	LastErrorAt  time.Time // when
+	LastError      string    // the last load or call error, if any
+	LastErrorAt    time.Time // when
 	// Refusal is the reason (Refused*) when LastError is a refusal of the file (of its only
 	// version, or of an update while an older one serves), "" otherwise.
 	Refusal string
@@ -375,13 +375,13 @@ func (h *Host) Handlers() []HandlerStatus {
 	out := make([]HandlerStatus, 0, len(h.files))
 	for _, e := range h.files {
 		s := HandlerStatus{
-			File:     e.path,
-			PoolSize: h.cfg.PoolSize,
-			Calls:    e.stats.calls.Load(),
-			Rejected: e.stats.rejected.Load(),
-			Failures: e.stats.failures.Load(),
-			Traps:    e.stats.traps.Load(),
-			Timeouts: e.stats.timeouts.Load(),
+			File:      e.path,
+			PoolSize:  h.cfg.PoolSize,
+			Calls:     e.stats.calls.Load(),
+			Rejected:  e.stats.rejected.Load(),
+			Failures:  e.stats.failures.Load(),
+			Traps:     e.stats.traps.Load(),
+			Timeouts:  e.stats.timeouts.Load(),
 			CPU:       time.Duration(e.stats.cpu.Load()),
 			Throttled: time.Duration(e.stats.throttled.Load()),
 		}
