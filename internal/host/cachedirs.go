@@ -56,6 +56,9 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 		unuse()
 		return nil, nil, err
 	}
+	for _, p := range sweepIrregular(dir) {
+		h.log.Warn("removed from the compile cache: not a regular file", "path", p)
+	}
 	cache, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
 		unuse()

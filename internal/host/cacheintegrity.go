@@ -37,7 +37,7 @@ type cacheSums struct {
 
 func newCacheSums(dir string, log *slog.Logger) *cacheSums {
 	c := &cacheSums{dir: dir, sums: map[string]string{}, log: log}
-	f, err := os.Open(filepath.Join(dir, cacheSumsFile))
+	f, err := openRegular(filepath.Join(dir, cacheSumsFile))
 	if err != nil {
 		return c
 	}
@@ -61,7 +61,7 @@ func (c *cacheSums) entries() []string {
 	mods, _ := filepath.Glob(filepath.Join(c.dir, moduleCacheDir, "*", "wazero-*"))
 	for _, sub := range append(subs, mods...) {
 		_ = filepath.WalkDir(sub, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || strings.HasSuffix(p, ".tmp") {
+			if err != nil || d.IsDir() || (d.Type().IsRegular() && strings.HasSuffix(p, ".tmp")) {
 				return nil
 			}
 			if rel, err := filepath.Rel(c.dir, p); err == nil {
@@ -75,7 +75,7 @@ func (c *cacheSums) entries() []string {
 }
 
 func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
+	f, err := openRegular(p)
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,10 @@ package host
 
 import (
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -70,4 +73,58 @@ func identOf(fi os.FileInfo) fileIdent {
 // writer. For a regular file the flag changes nothing.
 func openNonBlocking(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// readOwnFile reads a file of the daemon's own (an index, a kept revision, a compile cache
+// entry) as carefully as a handler file: opened without blocking, and only if it is a regular
+// file, so that a FIFO or device put in its place is an error, not a read that never returns.
+// At most limit bytes are read (limit < 0: no limit).
+func readOwnFile(path string, limit int64) ([]byte, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if limit < 0 {
+		return io.ReadAll(f)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s: over %d bytes", path, limit)
+	}
+	return b, err
+}
+
+// openRegular opens path for reading without blocking, and refuses what is not a regular file.
+func openRegular(path string) (*os.File, error) {
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sweepIrregular removes what is neither a directory nor a regular file under dir (a FIFO, a
+// socket, a device, a symbolic link): the compile cache is read by wazero, which would block on
+// a FIFO. It returns what it removed.
+func sweepIrregular(dir string) []string {
+	var removed []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type().IsRegular() {
+			return nil
+		}
+		if os.Remove(p) == nil {
+			removed = append(removed, p)
+		}
+		return nil
+	})
+	return removed
 }

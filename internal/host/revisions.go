@@ -254,7 +254,7 @@ type index struct {
 func (rs *revisions) indexPath() string { return filepath.Join(rs.cfg.Dir, "index.json") }
 
 func (rs *revisions) readIndex() {
-	b, err := os.ReadFile(rs.indexPath())
+	b, err := readOwnFile(rs.indexPath(), -1)
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -369,7 +369,7 @@ func (rs *revisions) bytesOf(digest string) ([]byte, error) {
 		}
 	} else {
 		var err error
-		if bin, err = os.ReadFile(rs.binPath(digest)); err != nil {
+		if bin, err = readOwnFile(rs.binPath(digest), -1); err != nil {
 			return nil, fmt.Errorf("%w: the bytes of revision %s: %w", ErrNoRevision, digest, err)
 		}
 	}

@@ -3,7 +3,10 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -123,4 +126,51 @@ func TestWideFramesCountTowardTheCallStack(t *testing.T) {
 	m := mustLoad(t, h, "wide")
 	errContains(t, m.ValidatePlugin(context.Background(), info("wide.example", "p")), ErrTrap,
 		"call stack over 1048576 bytes (handlers.limits.maxCallStack)")
+}
+
+// TestFIFOsInTheDaemonsOwnFiles: a FIFO in place of a kept revision makes a rollback fail with a
+// reason (it waited for a writer for ever), and one in the compile cache is removed before the
+// next compile (wazero's read of it blocked every later compile).
+func TestFIFOsInTheDaemonsOwnFiles(t *testing.T) {
+	rh := newRevHost(t, "", RevisionConfig{})
+	rh.run(t)
+	v1 := rh.install(t, "rev_v1")
+	rh.install(t, "rev_v2")
+	kept := filepath.Join(rh.revs, v1+".wasm")
+	if err := os.Remove(kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noHang(t, "rollback onto a FIFO", func() {
+		_, err := rh.Rollback(context.Background(), revType, v1)
+		errContains(t, err, ErrNoRevision, "not a regular file (a FIFO)")
+	})
+
+	cache := tempDir(t)
+	h, _ := newTestHost(t, Config{CacheDir: cache})
+	mustLoad(t, h, "ok")
+	dirs, _ := filepath.Glob(filepath.Join(cache, moduleCacheDir, "*", "wazero-*"))
+	if len(dirs) == 0 {
+		t.Fatal("no compile cache directory")
+	}
+	var fifo string // a compiled module in the cache, replaced by a FIFO
+	_ = filepath.WalkDir(dirs[0], func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			fifo = p
+		}
+		return nil
+	})
+	if fifo == "" || os.Remove(fifo) != nil {
+		t.Fatalf("no compiled module in %s", dirs[0])
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := newTestHost(t, Config{CacheDir: cache})
+	noHang(t, "a load with a FIFO in the compile cache", func() { mustLoad(t, h2, "ok") })
+	if fi, err := os.Lstat(fifo); err == nil && !fi.Mode().IsRegular() {
+		t.Errorf("the FIFO is still in the compile cache: %v", fi.Mode())
+	}
 }
