@@ -414,19 +414,12 @@ func BenchmarkDaemonProcess(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds the daemon and the example handler")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		b.Skip("no go command in PATH")
-	}
 	binDir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(binDir)
-	bin := filepath.Join(binDir, "wasmhost")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildDaemon(b, binDir)
 	wasm := exampleWasm(b)
 	for _, n := range []int{1000, 4000} {
 		for _, mode := range []string{"cold", "warm", "none"} {
