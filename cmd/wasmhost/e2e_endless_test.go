@@ -61,7 +61,7 @@ func cpuTicks(pid int) int {
 }
 
 // copyFixture copies the host's fixture name.wasm into dir, mode 0644.
-func copyFixture(t *testing.T, name, dir string) {
+func copyFixture(t testing.TB, name, dir string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "host", "testdata", name+".wasm"))
 	if err != nil {

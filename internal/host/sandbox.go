@@ -32,7 +32,7 @@ import (
 //     The time a call waits for its turn is counted per type as throttled time.
 
 // guestSlice is how long a call runs guest code before it gives its turn up to a waiting one.
-const guestSlice = 2 * time.Millisecond
+const guestSlice = time.Millisecond
 
 // cpuHalfLife is how fast a plugin type's recent CPU use, which orders the waiting calls,
 // is forgotten.
