@@ -109,7 +109,7 @@ func clientFixture() *admintest.Source {
 			Name: "csi", Version: "1.2.0",
 			SHA256: strings.Repeat("ab", 32), Size: 4096, ABIVersion: 1, PoolSize: 4,
 			Capabilities: []string{"log"}, LoadedAt: now.Add(-3 * time.Hour), Serving: true,
-			Counters:  state.HandlerCounters{Calls: 12, Failures: 2, Traps: 1, Timeouts: 1},
+			Counters:  state.HandlerCounters{Calls: 12, Failures: 2, Traps: 1, Timeouts: 1, CPU: 1500 * time.Microsecond, Throttled: 250 * time.Microsecond},
 			LastError: "wasm trap: unreachable"},
 		state.Handler{PluginTypes: []string{"DRAPlugin"}, LoadedAt: now.Add(-3 * time.Hour)},
 	)
@@ -249,10 +249,10 @@ func TestClientHandlers(t *testing.T) {
 		t.Errorf("header = %q, want %q", got, want)
 	}
 	// Built-in handlers (no file) sort first.
-	if got, want := columns(lines[1]), []string{"(built-in)", "-", "-", "DRAPlugin", "-", "0", "0", "0", "0", "0", "3h"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[1]), []string{"(built-in)", "-", "-", "DRAPlugin", "-", "0", "0", "0", "0", "0", "-", "-", "3h"}; !slices.Equal(got, want) {
 		t.Errorf("built-in row = %q, want %q", got, want)
 	}
-	if got, want := columns(lines[2]), []string{"csi.wasm", "csi", "1.2.0", "CSIPlugin", "1", "4", "12", "2", "1", "1", "3h", "wasm trap: unreachable"}; !slices.Equal(got, want) {
+	if got, want := columns(lines[2]), []string{"csi.wasm", "csi", "1.2.0", "CSIPlugin", "1", "4", "12", "2", "1", "1", "2ms", "250µs", "3h", "wasm trap: unreachable"}; !slices.Equal(got, want) {
 		t.Errorf("csi row = %q, want %q", got, want)
 	}
 
