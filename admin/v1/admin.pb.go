@@ -1911,7 +1911,9 @@ type Status struct {
 	// What does not serve, one line each, as /readyz says it below "ok": "2 handler sources or
 	// files not serving: …", "no handler for type T while 3 plugins wait", … Empty when
 	// everything serves.
-	Problems      []string `protobuf:"bytes,16,rep,name=problems,proto3" json:"problems,omitempty"`
+	Problems []string `protobuf:"bytes,16,rep,name=problems,proto3" json:"problems,omitempty"`
+	// Events on the Node (publish.events); absent when off.
+	PublishEvents *PublishEvents `protobuf:"bytes,17,opt,name=publish_events,json=publishEvents,proto3" json:"publish_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2058,6 +2060,13 @@ func (x *Status) GetProblems() []string {
 	return nil
 }
 
+func (x *Status) GetPublishEvents() *PublishEvents {
+	if x != nil {
+		return x.PublishEvents
+	}
+	return nil
+}
+
 // TypeWithoutHandler is a plugin type no handler serves, and the plugins waiting for one.
 type TypeWithoutHandler struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2111,6 +2120,87 @@ func (x *TypeWithoutHandler) GetPlugins() uint32 {
 	return 0
 }
 
+// PublishEvents counts the Events recorded on the Node: a refusal, a handler failure, a
+// quarantine, a rollback, a plugin lost.
+type PublishEvents struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Written, or counted on the series of a like Event.
+	Recorded uint64 `protobuf:"varint,1,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	// Over the rate limit (or the queue) and not written.
+	Dropped uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The API server refused or could not be reached.
+	Failed        uint64                 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	LastError     string                 `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastErrorAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_error_at,json=lastErrorAt,proto3" json:"last_error_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishEvents) Reset() {
+	*x = PublishEvents{}
+	mi := &file_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishEvents) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishEvents) ProtoMessage() {}
+
+func (x *PublishEvents) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishEvents.ProtoReflect.Descriptor instead.
+func (*PublishEvents) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PublishEvents) GetRecorded() uint64 {
+	if x != nil {
+		return x.Recorded
+	}
+	return 0
+}
+
+func (x *PublishEvents) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *PublishEvents) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *PublishEvents) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *PublishEvents) GetLastErrorAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastErrorAt
+	}
+	return nil
+}
+
 // PublishSink is one place the daemon writes what handlers published: a
 // node-feature-discovery feature file, a NodeFeature object.
 type PublishSink struct {
@@ -2141,7 +2231,7 @@ type PublishSink struct {
 
 func (x *PublishSink) Reset() {
 	*x = PublishSink{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2243,7 @@ func (x *PublishSink) String() string {
 func (*PublishSink) ProtoMessage() {}
 
 func (x *PublishSink) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2256,7 @@ func (x *PublishSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishSink.ProtoReflect.Descriptor instead.
 func (*PublishSink) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PublishSink) GetSink() string {
@@ -2412,7 +2502,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x06reason\x18# \x01(\tR\x06reason\x12\x16\n" +
 	"\x06source\x18$ \x01(\tR\x06source\x12+\n" +
 	"\x03cpu\x18( \x01(\v2\x19.google.protobuf.DurationR\x03cpu\x127\n" +
-	"\tthrottled\x18) \x01(\v2\x19.google.protobuf.DurationR\tthrottled\"\xab\x06\n" +
+	"\tthrottled\x18) \x01(\v2\x19.google.protobuf.DurationR\tthrottled\"\xf4\x06\n" +
 	"\x06Status\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -2431,14 +2521,22 @@ const file_admin_proto_rawDesc = "" +
 	"\x10handlers_serving\x18\r \x01(\rR\x0fhandlersServing\x120\n" +
 	"\x14handlers_not_serving\x18\x0e \x01(\rR\x12handlersNotServing\x12Y\n" +
 	"\x15types_without_handler\x18\x0f \x03(\v2%.wasmhost.admin.v1.TypeWithoutHandlerR\x13typesWithoutHandler\x12\x1a\n" +
-	"\bproblems\x18\x10 \x03(\tR\bproblems\x1aA\n" +
+	"\bproblems\x18\x10 \x03(\tR\bproblems\x12G\n" +
+	"\x0epublish_events\x18\x11 \x01(\v2 .wasmhost.admin.v1.PublishEventsR\rpublishEvents\x1aA\n" +
 	"\x13PluginsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"O\n" +
 	"\x12TypeWithoutHandler\x12\x1f\n" +
 	"\vplugin_type\x18\x01 \x01(\tR\n" +
 	"pluginType\x12\x18\n" +
-	"\aplugins\x18\x02 \x01(\rR\aplugins\"\xc8\x03\n" +
+	"\aplugins\x18\x02 \x01(\rR\aplugins\"\xbc\x01\n" +
+	"\rPublishEvents\x12\x1a\n" +
+	"\brecorded\x18\x01 \x01(\x04R\brecorded\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12>\n" +
+	"\rlast_error_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vlastErrorAt\"\xc8\x03\n" +
 	"\vPublishSink\x12\x12\n" +
 	"\x04sink\x18\x01 \x01(\tR\x04sink\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x14\n" +
@@ -2499,7 +2597,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_admin_proto_goTypes = []any{
 	(PluginState)(0),              // 0: wasmhost.admin.v1.PluginState
 	(EventType)(0),                // 1: wasmhost.admin.v1.EventType
@@ -2527,11 +2625,12 @@ var file_admin_proto_goTypes = []any{
 	(*Handler)(nil),               // 23: wasmhost.admin.v1.Handler
 	(*Status)(nil),                // 24: wasmhost.admin.v1.Status
 	(*TypeWithoutHandler)(nil),    // 25: wasmhost.admin.v1.TypeWithoutHandler
-	(*PublishSink)(nil),           // 26: wasmhost.admin.v1.PublishSink
-	nil,                           // 27: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                           // 28: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(*PublishEvents)(nil),         // 26: wasmhost.admin.v1.PublishEvents
+	(*PublishSink)(nil),           // 27: wasmhost.admin.v1.PublishSink
+	nil,                           // 28: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                           // 29: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
 	23, // 0: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
@@ -2540,58 +2639,60 @@ var file_admin_proto_depIdxs = []int32{
 	14, // 3: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
 	12, // 4: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
 	14, // 5: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	29, // 6: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
-	29, // 7: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
-	29, // 8: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	30, // 6: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	30, // 7: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	30, // 8: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
 	21, // 9: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
 	23, // 10: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
 	0,  // 11: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	29, // 12: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	29, // 13: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	27, // 14: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	29, // 15: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	30, // 12: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	30, // 13: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	28, // 14: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	30, // 15: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
 	1,  // 16: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
 	21, // 17: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	29, // 18: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	29, // 19: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	29, // 20: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
-	29, // 21: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
-	29, // 22: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	30, // 18: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	30, // 19: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	30, // 20: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	30, // 21: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	30, // 22: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
 	13, // 23: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
 	14, // 24: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	30, // 25: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
-	30, // 26: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
-	29, // 27: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	30, // 28: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	28, // 29: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	26, // 30: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	31, // 25: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
+	31, // 26: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
+	30, // 27: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	31, // 28: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	29, // 29: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	27, // 30: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
 	25, // 31: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
-	29, // 32: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
-	29, // 33: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
-	29, // 34: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
-	15, // 35: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	17, // 36: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	18, // 37: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	20, // 38: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	4,  // 39: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	6,  // 40: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	8,  // 41: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	10, // 42: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	2,  // 43: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
-	16, // 44: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	22, // 45: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	19, // 46: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	24, // 47: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	5,  // 48: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	7,  // 49: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	9,  // 50: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	11, // 51: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	3,  // 52: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	26, // 32: wasmhost.admin.v1.Status.publish_events:type_name -> wasmhost.admin.v1.PublishEvents
+	30, // 33: wasmhost.admin.v1.PublishEvents.last_error_at:type_name -> google.protobuf.Timestamp
+	30, // 34: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	30, // 35: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	30, // 36: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	15, // 37: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	17, // 38: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	18, // 39: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	20, // 40: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	4,  // 41: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	6,  // 42: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	8,  // 43: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	10, // 44: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	2,  // 45: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
+	16, // 46: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	22, // 47: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	19, // 48: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	24, // 49: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	5,  // 50: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	7,  // 51: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	9,  // 52: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	11, // 53: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	3,  // 54: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2605,7 +2706,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -456,8 +456,17 @@ type typeWithoutHandlerVw struct {
 
 type publishView struct {
 	Sinks    []publishSinkView `json:"sinks"`
+	Events   *eventsView       `json:"events,omitempty"`
 	Refused  uint32            `json:"refused"`
 	Refusals []string          `json:"refusals,omitempty"`
+}
+
+type eventsView struct {
+	Recorded    uint64     `json:"recorded"`
+	Dropped     uint64     `json:"dropped"`
+	Failed      uint64     `json:"failed"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 }
 
 type publishSinkView struct {
@@ -502,8 +511,12 @@ func newStatusView(st *adminv1.Status) statusView {
 	if v.PluginsByState == nil {
 		v.PluginsByState = map[string]uint32{}
 	}
-	if len(st.GetPublishSinks()) > 0 {
-		v.Publish = &publishView{Refused: st.GetPublishRefused(), Refusals: st.GetPublishRefusals()}
+	if len(st.GetPublishSinks()) > 0 || st.GetPublishEvents() != nil {
+		v.Publish = &publishView{Refused: st.GetPublishRefused(), Refusals: st.GetPublishRefusals(), Sinks: []publishSinkView{}}
+		if e := st.GetPublishEvents(); e != nil {
+			v.Publish.Events = &eventsView{Recorded: e.GetRecorded(), Dropped: e.GetDropped(), Failed: e.GetFailed(),
+				LastError: e.GetLastError(), LastErrorAt: timeOrNil(e.GetLastErrorAt())}
+		}
 		for _, k := range st.GetPublishSinks() {
 			v.Publish.Sinks = append(v.Publish.Sinks, publishSinkView{
 				Sink: k.GetSink(), Target: k.GetTarget(), State: k.GetState(), Writes: k.GetWrites(), Failures: k.GetFailures(),
@@ -839,6 +852,13 @@ func writeStatus(w io.Writer, st *adminv1.Status) {
 			line += fmt.Sprintf(": %s (%d failures, next try in %s)", oneLine(k.GetLastError()), k.GetFailures(), shortDuration(time.Until(k.GetNextRetry().AsTime())))
 		}
 		fmt.Fprintf(tw, "publish %s:\t%s\n", k.GetSink(), line)
+	}
+	if e := st.GetPublishEvents(); e != nil {
+		line := fmt.Sprintf("%d recorded, %d dropped, %d failed", e.GetRecorded(), e.GetDropped(), e.GetFailed())
+		if e.GetLastError() != "" {
+			line += "; last error " + shortDuration(time.Since(e.GetLastErrorAt().AsTime())) + " ago: " + oneLine(e.GetLastError())
+		}
+		fmt.Fprintf(tw, "publish events:\t%s\n", line)
 	}
 	if n := st.GetPublishRefused(); n > 0 {
 		fmt.Fprintf(tw, "publish refused:\t%d keys not published as asked", n)

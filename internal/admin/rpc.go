@@ -84,6 +84,10 @@ func (r rpcServer) GetStatus(context.Context, *adminv1.GetStatusRequest) (*admin
 				Labels: uint32(k.Labels), Attributes: uint32(k.Attributes), Instances: uint32(k.Instances), Holding: k.Holding,
 			})
 		}
+		if e := ps.Events; e != nil {
+			st.PublishEvents = &adminv1.PublishEvents{Recorded: e.Recorded, Dropped: e.Dropped, Failed: e.Failed,
+				LastError: text(e.LastError), LastErrorAt: timeToProto(e.LastErrorAt)}
+		}
 		st.PublishRefused = uint32(ps.Refused)
 		for _, r := range ps.Refusals {
 			st.PublishRefusals = append(st.PublishRefusals, text(r.String()))

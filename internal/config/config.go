@@ -416,7 +416,7 @@ func (c *Config) AbsolutePaths() error {
 	if err := c.Handlers.absoluteKeyPaths(); err != nil {
 		return err
 	}
-	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket, &c.Publish.FeatureFile.Dir} {
+	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket, &c.Publish.FeatureFile.Dir, &c.Publish.Kubeconfig} {
 		if *p == "" {
 			continue
 		}

@@ -18,6 +18,13 @@ type PublishConfig struct {
 	NodeName string `yaml:"nodeName"`
 	// FeatureFile writes node-feature-discovery feature files; needs no credentials.
 	FeatureFile FeatureFileConfig `yaml:"featureFile"`
+	// NodeFeature writes a NodeFeature object named after the node; needs credentials.
+	NodeFeature NodeFeatureConfig `yaml:"nodeFeature"`
+	// Events records Events on the Node; needs credentials.
+	Events EventsConfig `yaml:"events"`
+	// Kubeconfig is a kubeconfig file for the API server. Defaults to "": the pod's
+	// service-account token (in-cluster).
+	Kubeconfig string `yaml:"kubeconfig"`
 	// Coalesce is how long the publisher gathers changes before it writes: a burst of
 	// registrations is one write per sink per Coalesce. Defaults to 1s.
 	Coalesce Duration `yaml:"coalesce"`
@@ -44,6 +51,20 @@ type FeatureFileConfig struct {
 	// Expiry is how long nfd-worker keeps the file's labels if the daemon stops rewriting it
 	// (its +expiry-time); the daemon rewrites it every half of Expiry. Defaults to 1h.
 	Expiry Duration `yaml:"expiry"`
+}
+
+// NodeFeatureConfig is the NodeFeature sink.
+type NodeFeatureConfig struct {
+	// Namespace is where the object (named after the node) is written: the daemon's own.
+	// Defaults to "": off.
+	Namespace string `yaml:"namespace"`
+}
+
+// EventsConfig is the Events recorder.
+type EventsConfig struct {
+	// Enabled records a refusal, a handler failure, a quarantine, a rollback and a plugin
+	// lost as Events on the Node. Defaults to false.
+	Enabled bool `yaml:"enabled"`
 }
 
 // TypePublish is what of the keys a plugin type's handler publishes reaches the cluster, and
@@ -93,7 +114,15 @@ func (c *Config) PublishSinks() []string {
 	if c.Publish.FeatureFile.Dir != "" {
 		out = append(out, "publish.featureFile")
 	}
+	if c.Publish.NodeFeature.Namespace != "" {
+		out = append(out, "publish.nodeFeature")
+	}
 	return out
+}
+
+// PublishNeedsCluster reports whether something of publish talks to the API server.
+func (c *Config) PublishNeedsCluster() bool {
+	return c.Publish.NodeFeature.Namespace != "" || c.Publish.Events.Enabled
 }
 
 // PublishNodeName returns the node name of publish: publish.nodeName, else $NODE_NAME.
@@ -125,6 +154,11 @@ func (c *Config) validatePublish(bad func(key, format string, args ...any)) {
 	if p.NodeName != "" {
 		if err := k8sname.Subdomain(p.NodeName); err != nil {
 			bad("publish.nodeName", "%v", err)
+		}
+	}
+	if ns := p.NodeFeature.Namespace; ns != "" {
+		if err := k8sname.Subdomain(ns); err != nil || len(ns) > 63 || strings.Contains(ns, ".") {
+			bad("publish.nodeFeature.namespace", "%q is not a namespace name (lower-case letters, digits and '-', at most 63)", ns)
 		}
 	}
 	ff := p.FeatureFile
@@ -166,7 +200,7 @@ func (c *Config) validatePublish(bad func(key, format string, args ...any)) {
 		}
 	}
 	if len(c.PublishedTypes()) > 0 && len(c.PublishSinks()) == 0 {
-		bad("publish", "handlers.types.%s.publish is set, but no sink is: set publish.featureFile.dir (nfd-worker's features.d)", c.PublishedTypes()[0])
+		bad("publish", "handlers.types.%s.publish is set, but no sink is: set publish.featureFile.dir (nfd-worker's features.d) or publish.nodeFeature.namespace", c.PublishedTypes()[0])
 	}
 }
 
@@ -178,10 +212,36 @@ func (c *Config) PublishNotes() []string {
 	if len(sinks) > 0 && len(c.PublishedTypes()) == 0 {
 		notes = append(notes, strings.Join(sinks, ", ")+" is set, but no plugin type publishes anything (handlers.types.<T>.publish.namespace): the sink writes an empty set")
 	}
+	if c.PublishNeedsCluster() {
+		var needs []string
+		if c.Publish.NodeFeature.Namespace != "" {
+			needs = append(needs, "publish.nodeFeature")
+		}
+		if c.Publish.Events.Enabled {
+			needs = append(needs, "publish.events")
+		}
+		what := strings.Join(needs, " and ")
+		if c.PublishNodeName() == "" {
+			notes = append(notes, what+" needs the node's name: publish.nodeName is not set, nor NODE_NAME here (in a DaemonSet, give NODE_NAME the downward API's spec.nodeName)")
+		}
+		if k := c.Publish.Kubeconfig; k != "" {
+			if _, err := os.Stat(k); err != nil {
+				notes = append(notes, what+" needs credentials: publish.kubeconfig "+k+" cannot be read here")
+			}
+		} else if !inCluster() {
+			notes = append(notes, what+" needs credentials: without publish.kubeconfig they are the pod's service-account token (KUBERNETES_SERVICE_HOST and /var/run/secrets/kubernetes.io/serviceaccount/token), which are not here")
+		}
+	}
 	if d := c.Publish.FeatureFile.Dir; d != "" {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 			notes = append(notes, "publish.featureFile.dir "+d+" is not a directory here: it must be on the node the daemon runs on (nfd-worker's features.d, mounted from the host)")
 		}
 	}
 	return notes
+}
+
+// inCluster reports whether the process runs in a pod with a service-account token.
+func inCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
 }

@@ -96,3 +96,32 @@ func TestPublishNodeName(t *testing.T) {
 		t.Errorf("node name %q, want publish.nodeName's", got)
 	}
 }
+
+func TestPublishClusterNotes(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	c := config.Default()
+	c.Publish.NodeFeature.Namespace = "wasmhost"
+	c.Publish.Events.Enabled = true
+	c.Handlers.Types = map[string]config.TypeConfig{"T": {Publish: config.TypePublish{Namespace: "t.example.com"}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(c.PublishNotes(), "\n")
+	for _, want := range []string{"publish.nodeFeature and publish.events needs the node's name: publish.nodeName is not set, nor NODE_NAME here",
+		"needs credentials: without publish.kubeconfig they are the pod's service-account token"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes %q lack %q", notes, want)
+		}
+	}
+	c.Publish.NodeName = "node-a"
+	c.Publish.Kubeconfig = t.TempDir() + "/none"
+	notes = strings.Join(c.PublishNotes(), "\n")
+	if strings.Contains(notes, "node's name") || !strings.Contains(notes, "publish.kubeconfig "+c.Publish.Kubeconfig+" cannot be read here") {
+		t.Errorf("notes %q", notes)
+	}
+	c.Publish.NodeFeature.Namespace = "Not_A_Namespace"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "publish.nodeFeature.namespace: \"Not_A_Namespace\" is not a namespace name") {
+		t.Errorf("Validate() = %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/kube"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
@@ -64,6 +65,7 @@ type Daemon struct {
 	metrics  *metrics.Metrics
 	liveness *liveness.Monitor
 	pub      *publish.Publisher // takes what handlers publish to the cluster (publish.go); nil when off
+	events   *kube.Recorder     // Events on the Node; nil when off
 }
 
 // New builds every part of the daemon for cfg (checked and made absolute by the caller);
@@ -131,6 +133,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if d.pub != nil {
 		mcfg.Publish, mcfg.PublishRefused = d.publishSamples, func() int { return d.pub.Status().Refused }
 		acfg.Publish = d.publishStatus
+	}
+	if d.events != nil {
+		mcfg.Events = d.eventCounts
 	}
 	d.metrics, err = metrics.New(mcfg)
 	if err != nil {
@@ -250,6 +255,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.metrics.Run(gctx) })
 	if d.pub != nil {
 		g.Go(func() error { return d.pub.Run(gctx) })
+	}
+	if d.events != nil {
+		g.Go(func() error { return d.events.Run(gctx) })
 	}
 	g.Go(func() error {
 		select {

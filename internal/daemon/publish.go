@@ -1,22 +1,44 @@
 package daemon
 
 import (
+	"errors"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/kube"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
-// newPublisher builds the publisher of cfg's publish sinks, or nil when none is configured
-// (the daemon then publishes nothing, as before).
+// newPublisher builds the publisher of cfg's publish sinks and events, or nil when none is
+// configured (the daemon then publishes nothing, as before).
 func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 	var sinks []publish.Sink
 	if ff := cfg.Publish.FeatureFile; ff.Dir != "" {
 		sinks = append(sinks, &publish.FeatureFile{Dir: ff.Dir, Name: ff.Name, Expiry: time.Duration(ff.Expiry)})
 	}
-	if len(sinks) == 0 {
+	if cfg.PublishNeedsCluster() {
+		node := cfg.PublishNodeName()
+		if node == "" {
+			return nil, errors.New("publish.nodeFeature and publish.events need the node's name: set publish.nodeName, or NODE_NAME (in a DaemonSet, from the downward API's spec.nodeName)")
+		}
+		rc, err := kube.RESTConfig(cfg.Publish.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		client, err := kube.Dynamic(rc)
+		if err != nil {
+			return nil, err
+		}
+		if ns := cfg.Publish.NodeFeature.Namespace; ns != "" {
+			sinks = append(sinks, &kube.NodeFeature{Client: client, Namespace: ns, Node: node})
+		}
+		if cfg.Publish.Events.Enabled {
+			d.events = kube.NewRecorder(client, node, d.log.With("component", "events"))
+		}
+	}
+	if len(sinks) == 0 && d.events == nil {
 		return nil, nil
 	}
 	rules := map[string]publish.Rules{}
@@ -24,7 +46,7 @@ func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 		tp := cfg.Handlers.Types[typ].Publish
 		rules[typ] = publish.Rules{Namespace: tp.Namespace, Labels: tp.Labels, Attributes: tp.Attributes}
 	}
-	return publish.New(publish.Config{
+	pc := publish.Config{
 		Store:          d.state,
 		Rules:          rules,
 		Sinks:          sinks,
@@ -34,7 +56,11 @@ func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 		InitialBackoff: time.Duration(cfg.Publish.InitialBackoff),
 		MaxBackoff:     time.Duration(cfg.Publish.MaxBackoff),
 		Logger:         d.log.With("component", "publish"),
-	})
+	}
+	if d.events != nil {
+		pc.Events = d.events
+	}
+	return publish.New(pc)
 }
 
 // publishSettled reports whether every socket found has been tried: the daemon is ready and
@@ -63,4 +89,9 @@ func (d *Daemon) publishSamples() []metrics.PublishSample {
 		})
 	}
 	return out
+}
+
+func (d *Daemon) eventCounts() map[string]uint64 {
+	es := d.events.Stats()
+	return map[string]uint64{"recorded": es.Recorded, "dropped": es.Dropped, "failed": es.Failed}
 }

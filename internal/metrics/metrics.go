@@ -160,6 +160,9 @@ type Config struct {
 	// for wasmhost_publish_*. Defaults to nil: not exported (nothing is published).
 	Publish        func() []PublishSample
 	PublishRefused func() int
+	// Events returns the Events on the Node by result (recorded, dropped, failed), for
+	// wasmhost_publish_events_total. Defaults to nil: not exported.
+	Events func() map[string]uint64
 	// MaxPluginTypes caps the distinct plugin_type label values: plugin types come from the
 	// plugins themselves, and a misbehaving one must not blow up the series count. Types seen
 	// after the cap are reported as "other". Defaults to 64.
@@ -269,7 +272,7 @@ func New(cfg Config) (*Metrics, error) {
 		&stateCollector{m: m},
 	}
 	if cfg.Publish != nil {
-		cs = append(cs, publishCollector{sinks: cfg.Publish, refused: cfg.PublishRefused})
+		cs = append(cs, publishCollector{sinks: cfg.Publish, refused: cfg.PublishRefused, events: cfg.Events})
 	}
 	for _, c := range []struct {
 		name, help string

@@ -26,6 +26,8 @@ var (
 		"When a sink was last written (Unix time); absent before the first write.", []string{"sink"}, nil)
 	publishHeldDesc = prometheus.NewDesc("wasmhost_publish_held",
 		"What a sink holds: labels, attributes and instances.", []string{"sink", "kind"}, nil)
+	publishEventsDesc = prometheus.NewDesc("wasmhost_publish_events_total",
+		"Events on the Node (a refusal, a handler failure, a quarantine, a rollback, a plugin lost) by result: recorded (written, or counted on a series), dropped (over the rate limit), failed (the API server refused or was unreachable).", []string{"result"}, nil)
 	publishRefusedDesc = prometheus.NewDesc("wasmhost_publish_refused_keys",
 		"Published keys the publisher could not take to the cluster as asked (not a valid label, or not even an attribute).", nil, nil)
 )
@@ -34,10 +36,11 @@ var (
 type publishCollector struct {
 	sinks   func() []PublishSample
 	refused func() int
+	events  func() map[string]uint64
 }
 
 func (c publishCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{publishWritesDesc, publishFailuresDesc, publishFailingDesc, publishLastWriteDesc, publishHeldDesc, publishRefusedDesc} {
+	for _, d := range []*prometheus.Desc{publishWritesDesc, publishFailuresDesc, publishFailingDesc, publishLastWriteDesc, publishHeldDesc, publishRefusedDesc, publishEventsDesc} {
 		ch <- d
 	}
 }
@@ -58,6 +61,11 @@ func (c publishCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(publishHeldDesc, prometheus.GaugeValue, float64(s.Labels), name, "labels")
 		ch <- prometheus.MustNewConstMetric(publishHeldDesc, prometheus.GaugeValue, float64(s.Attributes), name, "attributes")
 		ch <- prometheus.MustNewConstMetric(publishHeldDesc, prometheus.GaugeValue, float64(s.Instances), name, "instances")
+	}
+	if c.events != nil {
+		for result, n := range c.events() {
+			ch <- prometheus.MustNewConstMetric(publishEventsDesc, prometheus.CounterValue, float64(n), result)
+		}
 	}
 	if c.refused != nil {
 		ch <- prometheus.MustNewConstMetric(publishRefusedDesc, prometheus.GaugeValue, float64(c.refused()))

@@ -47,6 +47,7 @@ type Sink interface {
 type Store interface {
 	Subscribe() (*state.Subscription, []state.PluginView)
 	Plugins() []state.PluginView
+	Handlers() []state.Handler
 }
 
 // Config configures a Publisher.
@@ -55,8 +56,12 @@ type Config struct {
 	Store Store
 	// Rules are what each plugin type publishes, by type. Types without rules publish nothing.
 	Rules map[string]Rules
-	// Sinks are where it goes. Required: at least one.
+	// Sinks are where it goes. Required: at least one, or Events.
 	Sinks []Sink
+	// Events takes what happens to the plugins and handlers to the cluster: a plugin
+	// rejected, failing because of its handler, or lost; a handler quarantined or rolled
+	// back. Defaults to nil: none.
+	Events Recorder
 	// Settled reports whether the plugins found at start have had their chance to register
 	// (the daemon is ready and no socket is pending): what the sinks held from before is
 	// then no longer kept. Defaults to nil: settled once no socket is pending.
@@ -125,6 +130,8 @@ type Status struct {
 	// the first of them.
 	Refused  int
 	Refusals []Refusal
+	// Events are the recorder's counts; nil without one.
+	Events *EventStats
 }
 
 // MaxRefusalsShown is how many refusals Status lists.
@@ -145,8 +152,8 @@ type Publisher struct {
 
 // New returns a publisher for cfg.
 func New(cfg Config) (*Publisher, error) {
-	if cfg.Store == nil || len(cfg.Sinks) == 0 {
-		return nil, errors.Join(ErrConfig, errors.New("a store and at least one sink are required"))
+	if cfg.Store == nil || (len(cfg.Sinks) == 0 && cfg.Events == nil) {
+		return nil, errors.Join(ErrConfig, errors.New("a store and at least one sink or a recorder are required"))
 	}
 	cfg = cfg.withDefaults()
 	p := &Publisher{cfg: cfg, desired: Empty(), loggedRf: map[string]bool{}}
@@ -159,8 +166,31 @@ func New(cfg Config) (*Publisher, error) {
 // Run follows the store and writes to the sinks until ctx is done; it returns when every
 // goroutine it started has.
 func (p *Publisher) Run(ctx context.Context) error {
-	sub, _ := p.cfg.Store.Subscribe()
+	sub, list := p.cfg.Store.Subscribe()
 	defer sub.Close()
+	events := newEventWatch()
+	record := func(changes []state.Change) {
+		if p.cfg.Events == nil {
+			return
+		}
+		for _, e := range events.plugins(changes) {
+			p.cfg.Events.Record(e)
+		}
+		for _, e := range events.handlerEvents(p.cfg.Store.Handlers()) {
+			p.cfg.Events.Record(e)
+		}
+	}
+	asChanges := func(list []state.PluginView) []state.Change {
+		out := make([]state.Change, len(list))
+		for i, v := range list {
+			out[i] = state.Change{Type: state.Modified, View: v}
+		}
+		return out
+	}
+	record(asChanges(list))
+	// Quarantines are in the handlers' counters, which the change feed does not carry.
+	handlerTick := time.NewTicker(2 * time.Second)
+	defer handlerTick.Stop()
 	start := time.Now()
 	p.rebuild(start)
 	var wg sync.WaitGroup
@@ -176,8 +206,20 @@ func (p *Publisher) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-handlerTick.C:
+			record(nil)
+			continue
 		case <-sub.C():
-			sub.Next() // what changed is rebuilt whole; this keeps the store's tombstones short
+			// Events are edges: each change is looked at as it comes. The sinks' state is
+			// rebuilt whole, after Coalesce.
+			changes, reset, list := sub.Next()
+			if reset {
+				changes = asChanges(list)
+			}
+			record(changes)
+			if len(p.sinks) == 0 {
+				continue
+			}
 			if coalesce == nil {
 				coalesce = time.After(p.cfg.Coalesce)
 			}
@@ -264,6 +306,10 @@ func (p *Publisher) Status() Status {
 	st.Refusals = slices.Clone(p.refused[:min(len(p.refused), MaxRefusalsShown)])
 	for _, w := range p.sinks {
 		st.Sinks = append(st.Sinks, w.st)
+	}
+	if p.cfg.Events != nil {
+		es := p.cfg.Events.Stats()
+		st.Events = &es
 	}
 	return st
 }

@@ -1,0 +1,87 @@
+// Package kube is the daemon's way to the Kubernetes API: the client configuration (the pod's
+// projected service-account token, or a kubeconfig), the NodeFeature sink of the publisher,
+// and the Events it records on the Node. It uses client-go's REST and dynamic clients only:
+// no typed clientset, whose scheme of every API group would cost every daemon (publishing or
+// not) 22 MB of binary and 4 MB of memory at start.
+//
+// This package is part of the daemon, not a stable API.
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// UserAgent is what the daemon tells the API server it is.
+const UserAgent = "wasmhost"
+
+// RESTConfig returns the configuration to reach the API server: the kubeconfig file when one
+// is named, else the pod's in-cluster configuration (its service-account token, re-read as
+// the kubelet rotates it, and the cluster's CA).
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no credentials for the API server: not in a pod with a service-account token (%w); set publish.kubeconfig", err)
+		}
+	}
+	cfg.UserAgent = UserAgent
+	// The publisher writes a handful of times per burst; client-go's default rate limit
+	// (5/s, burst 10) is right for it.
+	return cfg, nil
+}
+
+// KubectlConfig returns the configuration kubectl would use: $KUBECONFIG or ~/.kube/config,
+// with path (if not empty) instead, and context (if not empty) as the current context.
+func KubectlConfig(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = UserAgent
+	return cfg, nil
+}
+
+// Dynamic returns a dynamic client for cfg.
+func Dynamic(cfg *rest.Config) (dynamic.Interface, error) {
+	return dynamic.NewForConfig(cfg)
+}
+
+// InCluster reports whether the process runs in a pod with a service-account token.
+func InCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
+}
+
+// explain adds what an operator can do to an API error.
+func explain(err error, verb, what, grant string) error {
+	var st apierrors.APIStatus
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s %s: forbidden: %w (the daemon's identity needs %s)", verb, what, err, grant)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%s %s: the API server does not accept the daemon's credentials: %w", verb, what, err)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("%s %s: refused as invalid (or by an admission policy): %w", verb, what, err)
+	case errors.As(err, &st):
+		return fmt.Errorf("%s %s: %w", verb, what, err)
+	}
+	return fmt.Errorf("%s %s: %w", verb, what, err)
+}

@@ -1,0 +1,139 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/wasmhost/wasmhost/internal/publish"
+)
+
+func TestNodeFeatureRoundTrip(t *testing.T) {
+	n := publish.Empty()
+	n.Labels["csi.wasmhost.dev/d"] = "true"
+	n.Attributes["csi.wasmhost.dev"] = map[string]string{"d.node_id": "n1"}
+	n.Instances["csi.wasmhost.dev"] = []map[string]string{{publish.InstanceName: "d", publish.InstanceSocket: "/r/d.sock"}}
+	n.Instances["other.example.com"] = []map[string]string{}
+	obj := ToNodeFeature("wasmhost", "node-a", n)
+	if obj.GetName() != "node-a" || obj.GetNamespace() != "wasmhost" || obj.GetLabels()[NodeNameLabel] != "node-a" {
+		t.Errorf("metadata %v", obj.Object["metadata"])
+	}
+	// Through JSON, as the API server returns it.
+	b, err := obj.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := obj.DeepCopy()
+	if err := back.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := FromNodeFeature(back); !got.Equal(n) {
+		t.Errorf("read back %+v, want %+v", got, n)
+	}
+}
+
+// eventsServer stands in for the API server's events.k8s.io/v1: it keeps what is created and
+// merges the series patches.
+type eventsServer struct {
+	mu     sync.Mutex
+	events map[string]map[string]any
+}
+
+func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	const base = "/apis/events.k8s.io/v1/namespaces/default/events"
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var obj map[string]any
+	_ = json.Unmarshal(body, &obj)
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == base:
+		name := obj["metadata"].(map[string]any)["name"].(string)
+		s.events[name] = obj
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, base+"/"):
+		name := strings.TrimPrefix(r.URL.Path, base+"/")
+		e, ok := s.events[name]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		e["series"] = obj["series"]
+		obj = e
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// TestRecorderAggregatesAndLimits: like Events within the series window are one Event whose
+// series counts them; past the burst, new Events are dropped and counted.
+func TestRecorderAggregatesAndLimits(t *testing.T) {
+	srv := &eventsServer{events: map[string]map[string]any{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	client, err := Dynamic(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(client, "node-a", nil)
+	r.flush = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+	for range 10 {
+		r.Record(lost)
+	}
+	count := func() (int, any) {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, e := range srv.events {
+			if s, ok := e["series"].(map[string]any); ok {
+				return len(srv.events), s["count"]
+			}
+			return len(srv.events), nil
+		}
+		return 0, nil
+	}
+	deadline := time.Now().Add(time.Minute)
+	for n, c := count(); !(n == 1 && c == float64(10)); n, c = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Events, series count %v; want 1 with a count of 10", n, c)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.mu.Lock()
+	for _, e := range srv.events {
+		reg := e["regarding"].(map[string]any)
+		if e["reason"] != publish.ReasonPluginLost || e["type"] != "Warning" || reg["kind"] != "Node" || reg["name"] != "node-a" ||
+			e["reportingController"] != ReportingController || e["action"] != "Watch" || e["note"] != "plugin a lost" {
+			t.Errorf("event %v", e)
+		}
+	}
+	srv.mu.Unlock()
+	// 40 different Events at once: the burst passes, the rest is dropped and counted.
+	for i := range 40 {
+		r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: string(rune('a' + i))})
+	}
+	for st := r.Stats(); st.Recorded+st.Dropped < 50; st = r.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := r.Stats(); st.Dropped < 15 || st.Dropped > 17 || st.Failed != 0 {
+		t.Errorf("stats %+v: want about %d of 40 new Events dropped past the burst of %d", st, 40-EventBurst+1, EventBurst)
+	}
+}

@@ -1,0 +1,172 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/wasmhost/wasmhost/internal/publish"
+)
+
+// The NodeFeature API of node-feature-discovery.
+var NodeFeatureResource = schema.GroupVersionResource{Group: "nfd.k8s-sigs.io", Version: "v1alpha1", Resource: "nodefeatures"}
+
+const (
+	// NodeNameLabel names the node a NodeFeature is about; nfd-master merges every object
+	// with it into the node's labels.
+	NodeNameLabel = "nfd.node.kubernetes.io/node-name"
+	// FieldManager is the daemon's name for server-side apply.
+	FieldManager = "wasmhost"
+	// NodeFeatureResync: the object is applied again this often with nothing changed, which
+	// repairs it if someone changed or deleted it (an apply that changes nothing writes
+	// nothing).
+	NodeFeatureResync = 10 * time.Minute
+)
+
+// NodeFeature is a publisher sink: one NodeFeature object named after the node, in
+// Namespace, labelled with NodeNameLabel, holding the labels, the attributes (one feature per
+// plugin type's namespace) and the instances (one per plugin). It is written whole with
+// server-side apply, so one request creates or updates it and what the daemon no longer
+// publishes goes.
+type NodeFeature struct {
+	Client    dynamic.Interface
+	Namespace string
+	Node      string
+}
+
+func (s *NodeFeature) SinkName() string            { return "nodeFeature" }
+func (s *NodeFeature) Target() string              { return s.Namespace + "/" + s.Node }
+func (s *NodeFeature) RefreshAfter() time.Duration { return NodeFeatureResync }
+
+func (s *NodeFeature) grant() string {
+	return "get, create and patch of nodefeatures.nfd.k8s-sigs.io named " + s.Node + " in namespace " + s.Namespace
+}
+
+// Load reads what the object holds; none when it does not exist.
+func (s *NodeFeature) Load(ctx context.Context) (publish.Node, error) {
+	obj, err := s.Client.Resource(NodeFeatureResource).Namespace(s.Namespace).Get(ctx, s.Node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && !isResourceMissing(err) {
+		return publish.Empty(), nil
+	}
+	if err != nil {
+		return publish.Node{}, s.explain(err, "read")
+	}
+	return FromNodeFeature(obj), nil
+}
+
+// Write applies the object with what n holds.
+func (s *NodeFeature) Write(ctx context.Context, n publish.Node) error {
+	obj := ToNodeFeature(s.Namespace, s.Node, n)
+	_, err := s.Client.Resource(NodeFeatureResource).Namespace(s.Namespace).Apply(ctx, s.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return s.explain(err, "apply")
+	}
+	return nil
+}
+
+func (s *NodeFeature) explain(err error, verb string) error {
+	if isResourceMissing(err) {
+		return fmt.Errorf("%s NodeFeature %s: the API server does not serve nodefeatures.nfd.k8s-sigs.io: is node-feature-discovery's CRD installed? (%w)", verb, s.Target(), err)
+	}
+	return explain(err, verb, "NodeFeature "+s.Target(), s.grant())
+}
+
+// isResourceMissing tells a 404 for the resource (no CRD) from one for the object.
+func isResourceMissing(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !asStatus(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || d.Name == ""
+}
+
+func asStatus(err error, st *apierrors.APIStatus) bool {
+	s, ok := err.(apierrors.APIStatus)
+	if ok {
+		*st = s
+	}
+	return ok
+}
+
+// ToNodeFeature returns the NodeFeature object that says what n holds about node.
+func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstructured {
+	attrs := map[string]any{}
+	for f, a := range n.Attributes {
+		el := map[string]any{}
+		for k, v := range a {
+			el[k] = v
+		}
+		attrs[f] = map[string]any{"elements": el}
+	}
+	insts := map[string]any{}
+	for f, in := range n.Instances {
+		var el []any
+		for _, m := range in {
+			a := map[string]any{}
+			for k, v := range m {
+				a[k] = v
+			}
+			el = append(el, map[string]any{"attributes": a})
+		}
+		if el == nil {
+			el = []any{}
+		}
+		insts[f] = map[string]any{"elements": el}
+	}
+	labels := map[string]any{}
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": NodeFeatureResource.GroupVersion().String(),
+		"kind":       "NodeFeature",
+		"metadata": map[string]any{
+			"name":      node,
+			"namespace": namespace,
+			"labels":    map[string]any{NodeNameLabel: node},
+		},
+		"spec": map[string]any{
+			"labels": labels,
+			"features": map[string]any{
+				"flags":      map[string]any{},
+				"attributes": attrs,
+				"instances":  insts,
+			},
+		},
+	}}
+}
+
+// FromNodeFeature reads what a NodeFeature object holds.
+func FromNodeFeature(obj *unstructured.Unstructured) publish.Node {
+	n := publish.Empty()
+	if l, ok, _ := unstructured.NestedStringMap(obj.Object, "spec", "labels"); ok {
+		maps.Copy(n.Labels, l)
+	}
+	attrs, _, _ := unstructured.NestedMap(obj.Object, "spec", "features", "attributes")
+	for f := range attrs {
+		if el, ok, _ := unstructured.NestedStringMap(attrs, f, "elements"); ok {
+			n.Attributes[f] = el
+		}
+	}
+	insts, _, _ := unstructured.NestedMap(obj.Object, "spec", "features", "instances")
+	for f := range insts {
+		list, _, _ := unstructured.NestedSlice(insts, f, "elements")
+		in := []map[string]string{}
+		for _, e := range list {
+			m, _ := e.(map[string]any)
+			if a, ok, _ := unstructured.NestedStringMap(m, "attributes"); ok {
+				in = append(in, a)
+			}
+		}
+		n.Instances[f] = in
+	}
+	return n
+}

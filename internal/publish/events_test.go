@@ -1,0 +1,86 @@
+package publish_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+type fakeRecorder struct {
+	mu     sync.Mutex
+	events []publish.Event
+}
+
+func (f *fakeRecorder) Record(e publish.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, e)
+}
+
+func (f *fakeRecorder) Stats() publish.EventStats { return publish.EventStats{} }
+
+func (f *fakeRecorder) reasons() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.events {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// TestEvents: a refusal, a handler failure, a plugin lost, a quarantine and a rollback are
+// one Event each; retries that change nothing, and what is there at start, are none.
+func TestEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := state.New()
+		// A pin that was there before the start is not news.
+		s.SetHandlers([]state.Handler{{File: "/h/csi.wasm", PluginTypes: []string{"CSIPlugin"}, Serving: true,
+			Pins: []state.Pin{{PluginType: "CSIPlugin", SHA256: "old", FileSHA256: "new"}}}})
+		rec := &fakeRecorder{}
+		_, stop := runPublisher(t, publish.Config{Store: s, Events: rec})
+		defer stop()
+		synctest.Wait()
+
+		set := func(st state.PluginState, lastError string) {
+			s.SetStatus(state.Status{Path: "/r/a.sock", State: st, PluginType: "CSIPlugin", PluginName: "a", LastError: lastError})
+			synctest.Wait()
+		}
+		set(state.StateRejected, "rejected by handler: version 0.1 is too old")
+		set(state.StatePending, "")
+		set(state.StateRejected, "rejected by handler: version 0.1 is too old") // asked again, same answer
+		set(state.StateFailing, "registration: handler failed: wasm trap: unreachable")
+		set(state.StatePending, "")
+		set(state.StateFailing, "registration: handler failed: wasm trap: unreachable")
+		set(state.StateRegistered, "")
+		set(state.StateFailing, "plugin gone (its server stopped; its socket file stays): connection reset")
+		s.SetHandlers([]state.Handler{{File: "/h/csi.wasm", PluginTypes: []string{"CSIPlugin"}, Serving: true,
+			Pins: []state.Pin{{PluginType: "CSIPlugin", SHA256: "old", FileSHA256: "new"}, {PluginType: "CSIPlugin", SHA256: "older", FileSHA256: "new2", Auto: true, Reason: "6 of 6 calls trapped"}}}})
+		s.SetHandlerCounters(func() map[string]state.HandlerCounters {
+			return map[string]state.HandlerCounters{"/h/csi.wasm": {Quarantined: true, QuarantineReason: "3 traps in a row", QuarantinedUntil: time.Now().Add(10 * time.Second)}}
+		})
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+
+		want := []string{publish.ReasonPluginRejected, publish.ReasonHandlerFailed, publish.ReasonPluginLost, publish.ReasonHandlerQuarantined, publish.ReasonHandlerRolledBack}
+		got := rec.reasons()
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("events %v, want %v", got, want)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, e := range rec.events {
+			if !e.Warning || e.Note == "" || e.Action == "" {
+				t.Errorf("event %+v: want a warning with an action and a note", e)
+			}
+			if e.Reason == publish.ReasonPluginRejected && !strings.Contains(e.Note, "plugin a of type CSIPlugin at /r/a.sock refused by its handler: rejected by handler: version 0.1 is too old") {
+				t.Errorf("note %q", e.Note)
+			}
+		}
+	})
+}
