@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
 
@@ -192,5 +193,52 @@ func TestE2EHandlerTestHonoursSIGTERM(t *testing.T) {
 		}
 	case <-time.After(e2eWait):
 		t.Fatalf("handler test did not exit within %v of SIGTERM", e2eWait)
+	}
+}
+
+// TestSandboxIsTheDaemons: `wasmhost handler test` builds its host from the same translation of
+// the config as the daemon, limits included: a handler that passes one passes the other, and
+// one refused by a limit of the config is refused by both, with the key named.
+func TestSandboxIsTheDaemons(t *testing.T) {
+	dirs := newE2EDirs(t, "/tmp")
+	copyFixture(t, "depth", dirs.Handler)
+	wasm := filepath.Join(dirs.Handler, "depth.wasm")
+	tight := filepath.Join(dirs.Base, "tight.yaml")
+	if err := os.WriteFile(tight, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  limits:\n    maxCallStack: 8Ki\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, config, want string
+	}{
+		{"defaults", "", ""},
+		{"maxCallStack 8Ki", tight, "handlers.limits.maxCallStack"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"handler", "test", wasm, "--name", "p"}
+			cfg := e2eConfig(newE2EDirs(t, "/tmp"))
+			if c.config != "" {
+				args = append(args, "--config", c.config)
+				if err := config.Load(c.config, &cfg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := handlerCmdRun(t, args...)
+			if (err == nil) != (c.want == "") || !strings.Contains(out, c.want) {
+				t.Errorf("handler test: %v, want failing %v with %q\n%s", err, c.want != "", c.want, out)
+			}
+			copyFixture(t, "depth", cfg.HandlerDir)
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			startDaemon(t, cfg, testLog(t), nil)
+			p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "p.sock"), pluginInfo("depth.example", "p"), registrationtest.Options{})
+			n := p.WaitNotification(t, e2eWait)
+			for !n.Registered && strings.Contains(n.Error, "no handler registered") { // before the handler loaded
+				n = p.WaitNotification(t, e2eWait)
+			}
+			if n.Registered != (c.want == "") || !strings.Contains(n.Error, c.want) {
+				t.Errorf("the daemon: %+v, want registered %v, error with %q", n, c.want == "", c.want)
+			}
+		})
 	}
 }

@@ -244,7 +244,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithName("").
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
-		WithStartFunctions(m.start...)
+		WithStartFunctions() // _initialize is called below, so that its traps are told apart
 	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
 	in.st, in.outLines, in.outBytes = st, 0, 0
 	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
@@ -254,7 +254,22 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
 	}
 	st.run = run
-	mod, err := m.rt.InstantiateModule(withState(ctx, st), m.cm, cfg)
+	sctx := withState(ctx, st)
+	mod, err := m.rt.InstantiateModule(sctx, m.cm, cfg)
+	for _, name := range m.start {
+		if err != nil {
+			break
+		}
+		if _, err = mod.ExportedFunction(name).Call(sctx); err != nil {
+			in.mod = mod
+			if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
+				err = &callStackFault{limit: lim, err: err}
+			}
+			in.mod = nil
+			_ = mod.Close(context.Background())
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	m.h.end(run)
 	in.flush()
 	in.st = nil

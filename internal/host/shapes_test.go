@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -173,4 +174,52 @@ func TestFIFOsInTheDaemonsOwnFiles(t *testing.T) {
 	if fi, err := os.Lstat(fifo); err == nil && !fi.Mode().IsRegular() {
 		t.Errorf("the FIFO is still in the compile cache: %v", fi.Mode())
 	}
+}
+
+// TestTheRewriteIsNotAWayIn: the module's own code may not reach what the rewrite adds (the
+// counters are globals after the module's own, the yield a function import): an index past
+// the module's own is refused before the rewrite would make it valid, and so is an import
+// from the host's reserved module.
+func TestTheRewriteIsNotAWayIn(t *testing.T) {
+	h, _ := newTestHost(t, Config{})
+	module := func(sections ...[]byte) []byte {
+		b := append([]byte(nil), wasmHeader...)
+		for _, s := range sections {
+			b = append(b, s...)
+		}
+		return b
+	}
+	types := []byte{1, 4, 1, 0x60, 0, 0} // type 0: [] -> []
+	funcs := []byte{3, 2, 1, 0}          // function 0: type 0
+	code := func(body ...byte) []byte {
+		fb := append([]byte{0}, body...) // no locals
+		fb = append(fb, 0x0b)
+		return append([]byte{10, byte(len(fb) + 2), 1, byte(len(fb))}, fb...)
+	}
+	for name, c := range map[string]struct {
+		bin  []byte
+		want string
+	}{
+		"sets the counter":   {module(types, funcs, code(0x41, 0x7f, 0x24, 0x00)), "global.set of global 0, which the module does not have"},
+		"reads the fuel":     {module(types, funcs, code(0x23, 0x00, 0x1a)), "global.get of global 0, which the module does not have"},
+		"calls the yield":    {module(types, funcs, code(0x10, 0x01)), "call of function 1, which the module does not have"},
+		"exports the global": {module(types, funcs, []byte{7, 5, 1, 1, 'g', 3, 0}, code()), `export "g" names global 0, which the module does not have`},
+		"imports the yield": {module([]byte{1, 5, 1, 0x60, 0, 1, 0x7f}, []byte{2, 26, 1, 16}, []byte(sandboxModule), []byte{5}, []byte(sandboxYield), []byte{0, 0}),
+			"imports from wasmhost_sandbox, a module name the host reserves"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.load(context.Background(), "x.wasm", c.bin, &stats{})
+			if !errors.Is(err, ErrBadModule) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("load: %v, want a refusal with %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRecursionInInitialize: a module whose _initialize recurses without end is refused with
+// the call-stack bound named, as a call's would be.
+func TestRecursionInInitialize(t *testing.T) {
+	h, _ := newTestHost(t, Config{})
+	_, err := h.LoadFile(context.Background(), fixture("initrecurse"))
+	errContains(t, err, ErrBadModule, "initrecurse.wasm", "_initialize", "call stack over 1048576 bytes (handlers.limits.maxCallStack)")
 }
