@@ -242,3 +242,21 @@ func TestSandboxIsTheDaemons(t *testing.T) {
 		})
 	}
 }
+
+// TestHandlerCommandsEscapeTheManifest: handler test and handler inspect show a manifest name
+// with a terminal escape sequence escaped, as the daemon's views do.
+func TestHandlerCommandsEscapeTheManifest(t *testing.T) {
+	dirs := newE2EDirs(t, "/tmp")
+	copyFixture(t, "escname", dirs.Handler)
+	wasm := filepath.Join(dirs.Handler, "escname.wasm")
+	for _, args := range [][]string{
+		{"handler", "inspect", wasm},
+		{"handler", "test", wasm, "--name", "p"},
+		{"handler", "inspect", wasm, "-o", "json"},
+	} {
+		out, err := handlerCmdRun(t, args...)
+		if err != nil || strings.Contains(out, "\x1b") || !strings.Contains(out, `x1b[2J`) {
+			t.Errorf("%s: %v, want the name escaped:\n%q", strings.Join(args[:2], " "), err, out)
+		}
+	}
+}

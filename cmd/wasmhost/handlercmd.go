@@ -354,7 +354,8 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	v := handlerTestView{File: path, Calls: []stepView{}}
 
 	// What the module is, to default the plugin type: a first host without grants.
-	probe, err := harness.New(ctx, harness.Config{CacheDir: cacheDir, CallTimeout: time.Duration(cfg.Handlers.CallTimeout), MemoryLimit: int64(cfg.Handlers.MemoryLimit)})
+	sandbox := daemon.SandboxConfig(cfg) // the daemon's sandbox; the flags' grants come below
+	probe, err := harness.New(ctx, harness.Config{CacheDir: cacheDir, CallTimeout: sandbox.CallTimeout, MemoryLimit: sandbox.MemoryLimit, Limits: sandbox.Limits})
 	if err != nil {
 		return err
 	}
@@ -367,7 +368,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		return err
 	}
 	v.Size, v.SHA256, v.ABIVersion = rep.Size, rep.SHA256, rep.ABIVersion
-	v.Manifest = manifestView{PluginTypes: rep.Manifest.PluginTypes, Name: rep.Manifest.Name, Version: rep.Manifest.Version}
+	v.Manifest = newManifestView(rep.Manifest)
 	if slices.ContainsFunc(rep.Exports, func(e host.Export) bool { return e.Name == abi.ExportCommandStart }) {
 		// No call can be made: say why as the daemon would, with how to build it.
 		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, strings.TrimPrefix(rep.DescribeError, "not instantiated: "))
@@ -408,11 +409,12 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		v.Sandbox.Grants = []string{}
 	}
 	var caller host.PluginCaller = registrar.PluginCaller{}
+	policy := sandbox.PluginCallPolicy // where the daemon lets plugin_call dial
 	if fixture != nil {
 		caller = fixture
 		v.Sandbox.CallFixture = o.fixture
+		policy = nil // the fixture stands in for the plugin: no endpoint is dialled
 	}
-	sandbox := daemon.SandboxConfig(cfg) // the daemon's sandbox, with the flags' grants
 	hs, err := harness.New(ctx, harness.Config{
 		Grants:           grants,
 		Caller:           caller,
@@ -421,7 +423,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		CacheDir:         cacheDir,
 		AllowInsecure:    sandbox.AllowInsecure,
 		Limits:           sandbox.Limits,
-		PluginCallPolicy: sandbox.PluginCallPolicy,
+		PluginCallPolicy: policy,
 	})
 	if err != nil {
 		return err
@@ -699,7 +701,7 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 	}
 	v := inspectView{
 		File: path, Size: rep.Size, SHA256: rep.SHA256, ABIVersion: rep.ABIVersion,
-		Manifest:      manifestView{PluginTypes: rep.Manifest.PluginTypes, Name: rep.Manifest.Name, Version: rep.Manifest.Version},
+		Manifest:      newManifestView(rep.Manifest),
 		DescribeError: rep.DescribeError,
 		Capabilities:  rep.Capabilities,
 		Exports:       []exportView{},
@@ -809,4 +811,15 @@ func handlerOrNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// newManifestView is what a module declares of itself, shown as the daemon's views show it:
+// names and versions are the guest's text, escaped (terminal escapes and all) by the one
+// text policy.
+func newManifestView(mf abi.Manifest) manifestView {
+	types := make([]string, len(mf.PluginTypes))
+	for i, t := range mf.PluginTypes {
+		types[i] = safeText(t)
+	}
+	return manifestView{PluginTypes: types, Name: safeText(mf.Name), Version: safeText(mf.Version)}
 }
