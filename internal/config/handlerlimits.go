@@ -64,6 +64,10 @@ type HandlerLimits struct {
 	// CallCPU is the CPU time one handler call may use; the call over it ends, as one past
 	// handlers.callTimeout does. Defaults to 1s.
 	CallCPU Duration `yaml:"callCPU"`
+	// InstanceMemory bounds the memory handler instances keep together once idle: over it,
+	// idle instances are closed, largest first, and their memory is handed back to the
+	// system. Defaults to 512Mi.
+	InstanceMemory ByteSize `yaml:"instanceMemory"`
 	// GuestThreads is how many handler calls may run guest code at once; the others wait for
 	// a turn, given first to the plugin type that used the least CPU lately. 0 (the default)
 	// is one fewer than the machine's cores, at least 1, so that the daemon keeps a core.
@@ -107,6 +111,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		PluginCallResponseSize: 1 << 20,
 		IdleInstanceTimeout:    Duration(time.Minute),
 		CallCPU:                Duration(time.Second),
+		InstanceMemory:         512 << 20,
 	}
 }
 
@@ -140,6 +145,7 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 		"handlers.limits.pluginCallResponseSize": int64(l.PluginCallResponseSize),
 		"handlers.limits.idleInstanceTimeout":    int64(l.IdleInstanceTimeout),
 		"handlers.limits.callCPU":                int64(l.CallCPU),
+		"handlers.limits.instanceMemory":         int64(l.InstanceMemory),
 		"handlers.quarantine.backoff":            int64(h.Quarantine.Backoff),
 		"handlers.quarantine.maxBackoff":         int64(h.Quarantine.MaxBackoff),
 	}

@@ -47,6 +47,7 @@ func hostLimits(l config.HandlerLimits) host.Limits {
 		PluginCallResponseBytes: int(l.PluginCallResponseSize),
 		IdleInstanceTimeout:     time.Duration(l.IdleInstanceTimeout),
 		CallCPU:                 time.Duration(l.CallCPU),
+		InstanceMemory:          int64(l.InstanceMemory),
 		GuestThreads:            l.GuestThreads,
 	}
 }

@@ -220,6 +220,9 @@ type Limits struct {
 	// of its code (sandbox.go); the call over it ends, as one past its deadline. Defaults to
 	// 1 second.
 	CallCPU time.Duration
+	// InstanceMemory bounds the memory the idle instances of every module keep together: over
+	// it, idle instances are closed, largest first (memory.go). Defaults to 512 MiB.
+	InstanceMemory int64
 	// GuestThreads is how many calls may run guest code at once; the others wait for a turn,
 	// handed to the plugin type that used the least CPU lately. Defaults to one fewer than
 	// the machine's cores, at least 1: the daemon's own work always has a core.
@@ -249,6 +252,7 @@ var DefaultLimits = Limits{
 	PluginCallResponseBytes: 1 << 20,
 	IdleInstanceTimeout:     time.Minute,
 	CallCPU:                 time.Second,
+	InstanceMemory:          512 << 20,
 }
 
 // DefaultGuestThreads is the default of Limits.GuestThreads on this machine.
@@ -424,6 +428,7 @@ func (l *Limits) withDefaults() error {
 		fill(&l.MaxTableElements, d.MaxTableElements, "MaxTableElements"),
 		fill(&l.MaxEntries, d.MaxEntries, "MaxEntries"),
 		fill64(&l.MaxCallStack, d.MaxCallStack, "MaxCallStack"),
+		fill64(&l.InstanceMemory, d.InstanceMemory, "InstanceMemory"),
 		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
 		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
 		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),

@@ -63,7 +63,8 @@ type Host struct {
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
-	gate *cpuGate // turns to run guest code, and CPU by plugin type (sandbox.go)
+	gate   *cpuGate       // turns to run guest code, and CPU by plugin type (sandbox.go)
+	memory instanceMemory // the memory of live instances (memory.go)
 
 	ctx    context.Context // background work (instance refills); canceled by Close
 	cancel context.CancelFunc

@@ -30,6 +30,7 @@ func (m *Module) shrink(now time.Time, timeout time.Duration) int {
 		}
 		if now.Sub(in.idleSince) >= timeout && len(m.slots) > 1 {
 			_ = in.mod.Close(context.Background())
+			in.closed()
 			<-m.slots
 			closed++
 			continue

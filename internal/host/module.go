@@ -65,7 +65,8 @@ type Module struct {
 	retired  bool // no new calls; closed when inflight drops to zero
 	closing  bool // the runtime is being closed
 	done     chan struct{}
-	forced   atomic.Bool // closed with calls in progress: their next yield ends them
+	forced   atomic.Bool  // closed with calls in progress: their next yield ends them
+	mem      atomic.Int64 // bytes of its live instances' memory (memory.go)
 
 	// holders counts the per-type handlers that point at the module. Only Run's goroutine
 	// uses it; at zero, the module is retired.
@@ -216,6 +217,7 @@ func (m *Module) closeRuntime() {
 	}
 	m.releaseCache()
 	m.h.forget(m)
+	m.h.moduleClosed(m)
 	close(m.done)
 	m.h.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
 }
@@ -234,6 +236,8 @@ type instance struct {
 	outLines, outBytes int
 	// idleSince is when the instance last went back to the pool (idle.go).
 	idleSince time.Time
+	// mem is the size of its memory as last read, counted in the module's and host's totals.
+	mem int64
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
@@ -288,6 +292,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	for i, name := range exportNames {
 		in.fns[i] = mod.ExportedFunction(name)
 	}
+	in.noteMemory()
 	return in, nil
 }
 
@@ -345,8 +350,12 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 }
 
 func (m *Module) release(in *instance) {
+	in.noteMemory()
 	in.idleSince = time.Now()
 	m.idle <- in
+	if in.mem > 0 && m.h.memoryUsed() > m.h.cfg.Limits.InstanceMemory {
+		m.h.trimMemory()
+	}
 }
 
 // discard throws an instance away and replaces it, off the caller's path.
@@ -354,6 +363,7 @@ func (m *Module) discard(in *instance) {
 	m.h.goAsync(func() {
 		if in.mod != nil {
 			_ = in.mod.Close(context.Background())
+			in.closed()
 		}
 		<-m.slots
 		m.refill()

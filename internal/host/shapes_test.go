@@ -3,13 +3,17 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // The code shapes of a guest call that never ends on its own (testdata/*.wat): each must end at
@@ -222,4 +226,26 @@ func TestRecursionInInitialize(t *testing.T) {
 	h, _ := newTestHost(t, Config{})
 	_, err := h.LoadFile(context.Background(), fixture("initrecurse"))
 	errContains(t, err, ErrBadModule, "initrecurse.wasm", "_initialize", "call stack over 1048576 bytes (handlers.limits.maxCallStack)")
+}
+
+// TestInstanceMemoryCeiling: instances that grew their memory are closed once idle when they
+// hold more than handlers.limits.instanceMemory together, whatever the pool size.
+func TestInstanceMemoryCeiling(t *testing.T) {
+	h, _ := newTestHost(t, Config{MemoryLimit: 2 << 20, PoolSize: 8, Limits: Limits{InstanceMemory: 5 << 20}})
+	m := mustLoad(t, h, "grow")
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if err := m.ValidatePlugin(context.Background(), info("grow.example", fmt.Sprint(i))); !errors.Is(err, registration.ErrRejected) {
+				t.Errorf("grow: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if used := h.memoryUsed(); used > 5<<20 {
+		t.Errorf("idle instances hold %d bytes, over the ceiling of %d", used, 5<<20)
+	}
+	if n := len(m.slots); n > 2 {
+		t.Errorf("%d instances of 2 MiB alive, want at most 2 under a 5 MiB ceiling", n)
+	}
 }

@@ -1,0 +1,163 @@
+package host
+
+import (
+	"context"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Instances keep the memory their guest grew, up to MemoryLimit each, and a pool holds up to
+// PoolSize of them: 16 instances of 64 MiB took a daemon to 1,057 MB, which it still held
+// 93 s after every plugin had left. So the host counts the memory of every live instance
+// (read after each call), and when they hold more than Limits.InstanceMemory together, the
+// idle ones are closed, largest first, until they are back under it; the memory of closed
+// instances is handed back to the system at once (debug.FreeOSMemory, at most every
+// freeMemoryEvery), not when the Go runtime's scavenger gets to it. Instances in a call are
+// not closed: the ceiling holds for what is idle, and a call's own instance may grow past it
+// by at most MemoryLimit.
+
+// freeMemoryEvery is how often at most the host returns freed instance memory to the system
+// (a forced garbage collection each time).
+const freeMemoryEvery = time.Second
+
+// freeMemoryAfter is how much instance memory must have been closed before it is returned.
+const freeMemoryAfter = 8 << 20
+
+// instanceMemory is the accounting of the memory of live instances.
+type instanceMemory struct {
+	freed atomic.Int64 // bytes of closed instances not yet returned to the system
+
+	mu       sync.Mutex
+	lastFree time.Time
+	pending  bool
+}
+
+// memSize returns the size of the instance's memory now.
+func (in *instance) memSize() int64 {
+	if in.mod == nil || in.mod.Memory() == nil {
+		return 0
+	}
+	return int64(in.mod.Memory().Size())
+}
+
+// noteMemory records the instance's memory size after a call (or its instantiation).
+func (in *instance) noteMemory() {
+	n := in.memSize()
+	d := n - in.mem
+	in.mem = n
+	in.m.mem.Add(d)
+}
+
+// memoryUsed returns the memory of the live instances of every open module, as last read.
+func (h *Host) memoryUsed() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for m := range h.modules {
+		n += m.mem.Load()
+	}
+	return n
+}
+
+// closed takes a closed instance's memory off the count.
+func (in *instance) closed() {
+	in.m.mem.Add(-in.mem)
+	in.m.h.memory.freed.Add(in.mem)
+	in.mem = 0
+	in.m.h.returnMemory()
+}
+
+// moduleClosed takes what the instances of a closed module still counted off the count.
+func (h *Host) moduleClosed(m *Module) {
+	h.memory.freed.Add(m.mem.Swap(0))
+	h.returnMemory()
+}
+
+// trimMemory closes idle instances, largest first, while the live ones hold more than
+// Limits.InstanceMemory.
+func (h *Host) trimMemory() {
+	limit := h.cfg.Limits.InstanceMemory
+	for h.memoryUsed() > limit {
+		h.mu.Lock()
+		var biggest *Module
+		var size int64
+		for m := range h.modules {
+			if len(m.idle) > 0 && m.mem.Load() > size {
+				biggest, size = m, m.mem.Load()
+			}
+		}
+		h.mu.Unlock()
+		if biggest == nil || !biggest.closeIdle() {
+			return
+		}
+	}
+}
+
+// closeIdle closes the largest of the module's idle instances; false if none was idle.
+func (m *Module) closeIdle() bool {
+	if !m.enter() {
+		return false
+	}
+	defer m.leave()
+	var all []*instance
+	for range len(m.idle) {
+		select {
+		case in := <-m.idle:
+			all = append(all, in)
+		default:
+		}
+	}
+	if len(all) == 0 {
+		return false
+	}
+	big := 0
+	for i, in := range all {
+		if in.mem > all[big].mem {
+			big = i
+		}
+	}
+	victim := all[big]
+	for i, in := range all {
+		if i != big {
+			m.idle <- in
+		}
+	}
+	_ = victim.mod.Close(context.Background())
+	victim.closed()
+	<-m.slots
+	m.h.log.Debug("idle handler instance closed: instances over handlers.limits.instanceMemory", "handler", m.file, "memory", victim.mem)
+	return true
+}
+
+// returnMemory hands the memory of closed instances back to the system, in the background and
+// at most every freeMemoryEvery, once at least freeMemoryAfter bytes were freed.
+func (h *Host) returnMemory() {
+	if h.memory.freed.Load() < freeMemoryAfter {
+		return
+	}
+	h.memory.mu.Lock()
+	if h.memory.pending {
+		h.memory.mu.Unlock()
+		return
+	}
+	h.memory.pending = true
+	wait := time.Until(h.memory.lastFree.Add(freeMemoryEvery))
+	h.memory.mu.Unlock()
+	h.goAsync(func() {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-h.ctx.Done():
+				t.Stop()
+			}
+		}
+		h.memory.freed.Store(0)
+		debug.FreeOSMemory()
+		h.memory.mu.Lock()
+		h.memory.lastFree, h.memory.pending = time.Now(), false
+		h.memory.mu.Unlock()
+	})
+}
