@@ -29,7 +29,8 @@ pinned by digest: that is what goes into handlers.sources.
 
 With --sign-key, sign the pushed manifest as cosign does (a signature in the tag
 sha256-<hex>.sig), with a PEM private key that is not encrypted. A key that cosign encrypted
-signs with cosign itself: cosign sign --key cosign.key --tlog-upload=false REF@DIGEST.
+signs with cosign itself (cosign 3 writes a Sigstore bundle, which the daemon reads too):
+cosign sign --key cosign.key --use-signing-config=false --tlog-upload=false REF@DIGEST.
 
 Credentials come from the docker config file (docker login, crane auth login, and their
 credential helpers); registries are reached over TLS, loopback ones over plain HTTP.`,
@@ -100,7 +101,9 @@ func newHandlerPullCmd() *cobra.Command {
 wasm-to-oci layout, or Istio's compat image), check it against its digests, say which layout it came in, its pinned reference and its
 signatures, and write it to a file.
 
-With --key (repeatable), verify the signatures against these PEM public keys, offline, as the
+Signatures are read in both formats cosign writes: Sigstore bundles (cosign 3's default,
+attached through the OCI referrers API or its tag fallback) and the legacy tag sha256-<hex>.sig.
+With --key (repeatable), verify them against these PEM public keys, offline, as the
 daemon does, before anything is written: when none verifies, nothing is written and the exit
 status is 1. The file is written through a temporary file in its directory and renamed, so a
 script never finds a part of a module, or an unverified one, under its name.`,
@@ -147,7 +150,17 @@ func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) e
 	}
 	fmt.Fprintf(out, "layout: %s\n", p.Layout)
 	fmt.Fprintf(out, "sha256: %s (%d bytes)\n", p.ModuleSHA256, len(p.Module))
-	fmt.Fprintf(out, "signatures: %d in %s\n", len(sigs), oci.SignatureTag(p.Pinned))
+	nb := 0
+	for _, s := range sigs {
+		if s.Format == oci.FormatBundle {
+			nb++
+		}
+	}
+	bundles := "Sigstore bundles"
+	if nb == 1 {
+		bundles = "Sigstore bundle"
+	}
+	fmt.Fprintf(out, "signatures: %d (%d %s referring to it, %d in %s)\n", len(sigs), nb, bundles, len(sigs)-nb, oci.SignatureTag(p.Pinned))
 	if len(keys) > 0 {
 		signedBy, problems := oci.Verify(sigs, p.Pinned, keys)
 		for _, k := range signedBy {

@@ -57,7 +57,7 @@ func TestHandlerPushPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = runRoot(t, "handler", "pull", "--key", other.PublicPEM, "-O", unverified, pinned)
-	if err == nil || !strings.Contains(out, "not verified: signature 1: verifies with none of the configured keys") || !strings.Contains(out, "not written: "+unverified) {
+	if err == nil || !strings.Contains(out, "not verified: signature 1 (legacy .sig): verifies with none of the configured keys") || !strings.Contains(out, "not written: "+unverified) {
 		t.Errorf("pull with another key: %v\n%s", err, out)
 	}
 	if left, _ := os.ReadDir(filepath.Dir(unverified)); len(left) != 0 {

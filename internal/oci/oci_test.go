@@ -196,3 +196,59 @@ func TestSignatures(t *testing.T) {
 		t.Errorf("signed with the PEM file: %v", by)
 	}
 }
+
+// Issue 22: cosign 3 signs with a Sigstore bundle attached through the referrers API (or the
+// referrers tag schema where the registry has none); both are read, beside the legacy tag.
+func TestBundleSignatures(t *testing.T) {
+	for _, withReferrers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("referrersAPI=%v", withReferrers), func(t *testing.T) {
+			reg := ocitest.Start(t)
+			if withReferrers {
+				reg = ocitest.StartWithReferrers(t)
+			}
+			ctx := context.Background()
+			dir := t.TempDir()
+			good, other := ocitest.NewKey(t, dir, "good"), ocitest.NewKey(t, dir, "other")
+			key, err := oci.LoadKey(good.PublicPEM, []string{"CSIPlugin"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := ocitest.PushArtifact(t, reg.Ref("h/bundled:v1"), module("b"))
+			d2 := ocitest.PushArtifact(t, reg.Ref("h/bundled:v2"), module("b2"))
+
+			ocitest.SignBundle(t, d, other)
+			sigs, err := oci.FetchSignatures(ctx, d, oci.Options{})
+			if err != nil || len(sigs) != 1 || sigs[0].Format != oci.FormatBundle {
+				t.Fatalf("one bundle: %d signatures, %v", len(sigs), err)
+			}
+			if by, problems := oci.Verify(sigs, d, []oci.Key{key}); len(by) != 0 || len(problems) != 1 || !strings.Contains(problems[0], "verifies with none of the configured keys") {
+				t.Errorf("bundle by another key: signed by %v, problems %q", by, problems)
+			}
+			ocitest.SignBundle(t, d, good)
+			ocitest.Sign(t, d, other) // and a legacy one beside them
+			sigs, err = oci.FetchSignatures(ctx, d, oci.Options{})
+			if err != nil || len(sigs) != 3 {
+				t.Fatalf("two bundles and a legacy signature: %d, %v", len(sigs), err)
+			}
+			if by, _ := oci.Verify(sigs, d, []oci.Key{key}); len(by) != 1 || by[0].Name != good.PublicPEM {
+				t.Errorf("bundle by the good key: signed by %v", by)
+			}
+			// The bundles of d sign nothing for d2.
+			if by, _ := oci.Verify(sigs, d2, []oci.Key{key}); len(by) != 0 {
+				t.Errorf("d's bundles verify d2: %v", by)
+			}
+			// A bundle whose statement names another digest, or another predicate (an
+			// attestation made with the same key), is not a signature of d.
+			ocitest.SignBundleStatement(t, d2, good, strings.TrimPrefix(d.DigestStr(), "sha256:"), oci.CosignSignPredicate)
+			ocitest.SignBundleStatement(t, d2, good, strings.TrimPrefix(d2.DigestStr(), "sha256:"), "https://spdx.dev/Document")
+			sigs, err = oci.FetchSignatures(ctx, d2, oci.Options{})
+			if err != nil || len(sigs) != 2 {
+				t.Fatalf("d2: %d signatures, %v", len(sigs), err)
+			}
+			by, problems := oci.Verify(sigs, d2, []oci.Key{key})
+			if len(by) != 0 || len(problems) != 2 || !strings.Contains(strings.Join(problems, ";"), "https://spdx.dev/Document") {
+				t.Errorf("wrong subject and an attestation: signed by %v, problems %q", by, problems)
+			}
+		})
+	}
+}

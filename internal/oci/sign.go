@@ -1,29 +1,44 @@
 package oci
 
-// Cosign-compatible signatures, verified offline against public keys with sigstore's
-// signature package: a signature of the manifest sha256:H of repository R is a layer of the
-// image tagged R:sha256-H.sig, whose content is cosign's "simple signing" payload naming the
-// digest, and whose annotation dev.cosignproject.cosign/signature holds the signature of that
-// content, base64. What `cosign sign --key` writes (without a transparency log) is read here,
-// and what Sign writes `cosign verify --key --insecure-ignore-tlog` accepts.
+// Cosign signatures, in both formats cosign writes, verified offline against public keys:
+//
+//   - Sigstore bundles, cosign 3's default: an OCI artifact (artifactType
+//     application/vnd.dev.sigstore.bundle.v0.3+json) whose subject is the signed manifest,
+//     found through the OCI 1.1 referrers API, or the referrers tag schema (an index tagged
+//     R:sha256-H) on registries without it. Its layer is the bundle: a DSSE envelope over an
+//     in-toto statement whose subject is the manifest's digest and whose predicate type is
+//     cosign's (https://sigstore.dev/cosign/sign/v1). sigstore-go verifies it.
+//   - The legacy format (cosign sign --new-bundle-format=false, cosign 2): a layer of the image
+//     tagged R:sha256-H.sig, whose content is cosign's "simple signing" payload naming the
+//     digest, and whose annotation dev.cosignproject.cosign/signature holds the signature of
+//     that content, base64; verified with sigstore's signature package. What Sign writes
+//     `cosign verify --key --insecure-ignore-tlog` accepts.
+//
+// A transparency log entry or a timestamp in a bundle is not required: the key is what is
+// trusted, as `cosign verify --key --insecure-ignore-tlog` does.
 
 import (
 	"bytes"
 	"context"
 	"crypto"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	sgbundle "github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 )
@@ -36,14 +51,32 @@ const (
 	// simpleSigningType is the payload's critical.type.
 	simpleSigningType = "cosign container image signature"
 
+	// MediaTypeBundle is the artifact type and layer media type of a Sigstore bundle as cosign
+	// 3 attaches it; older bundle versions (v0.1, v0.2) are read too.
+	MediaTypeBundle = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// CosignSignPredicate is the predicate type of the statement cosign signs for an image.
+	CosignSignPredicate = "https://sigstore.dev/cosign/sign/v1"
+
+	mediaTypeEmpty = "application/vnd.oci.empty.v1+json"
+
 	maxSignatureLayers = 64
 	maxPayloadBytes    = 64 << 10
+	maxBundleBytes     = 256 << 10
 )
 
-// Signature is one signature found for a manifest: the payload and its signature.
+// Signature formats (Signature.Format).
+const (
+	FormatSimpleSigning = "" // the legacy .sig tag: Payload and Signature
+	FormatBundle        = "sigstore-bundle"
+)
+
+// Signature is one signature found for a manifest: a legacy one (the payload and its
+// signature) or a Sigstore bundle.
 type Signature struct {
-	Payload   []byte `json:"payload"`
-	Signature []byte `json:"signature"`
+	Format    string          `json:"format,omitempty"`
+	Payload   []byte          `json:"payload,omitempty"`
+	Signature []byte          `json:"signature,omitempty"`
+	Bundle    json.RawMessage `json:"bundle,omitempty"`
 }
 
 // Key is a public key the operator trusts, and the plugin types whose handlers it may sign.
@@ -89,9 +122,22 @@ type simpleSigning struct {
 	Optional map[string]any `json:"optional"`
 }
 
-// FetchSignatures returns the signatures stored for d (none, without an error, when it has
-// none).
+// FetchSignatures returns the signatures stored for d, in both formats (none, without an
+// error, when it has none).
 func FetchSignatures(ctx context.Context, d name.Digest, o Options) ([]Signature, error) {
+	legacy, err := fetchLegacy(ctx, d, o)
+	if err != nil {
+		return nil, BoundError(err)
+	}
+	bundles, err := fetchBundles(ctx, d, o, maxSignatureLayers-len(legacy))
+	if err != nil {
+		return nil, BoundError(err)
+	}
+	return append(bundles, legacy...), nil
+}
+
+// fetchLegacy reads the signatures of the tag sha256-<hex>.sig.
+func fetchLegacy(ctx context.Context, d name.Digest, o Options) ([]Signature, error) {
 	ropts := o.remote(ctx)
 	tag := SignatureTag(d)
 	desc, err := remote.Get(tag, ropts...)
@@ -128,37 +174,165 @@ func FetchSignatures(ctx context.Context, d name.Digest, o Options) ([]Signature
 	return out, nil
 }
 
+// isBundleType reports whether an artifact or media type is a Sigstore bundle's.
+func isBundleType(t string) bool {
+	return strings.HasPrefix(t, "application/vnd.dev.sigstore.bundle") && strings.HasSuffix(t, "+json")
+}
+
+// fetchBundles reads at most max Sigstore bundles that refer to d: through the referrers API,
+// or the referrers tag schema where the registry has no such API (go-containerregistry falls
+// back by itself).
+func fetchBundles(ctx context.Context, d name.Digest, o Options, max int) ([]Signature, error) {
+	ropts := o.remote(ctx)
+	idx, err := remote.Referrers(d, ropts...)
+	if err != nil {
+		err = classify(d.String()+" (referrers)", err)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, classify(d.String()+" (referrers)", err)
+	}
+	var out []Signature
+	for _, desc := range im.Manifests {
+		if len(out) >= max {
+			break
+		}
+		// An SBOM, another kind of attestation: not a signature. Some registries give the
+		// config's media type (the empty one) instead of the artifact type: the manifest says.
+		if !isBundleType(desc.ArtifactType) && desc.ArtifactType != mediaTypeEmpty && desc.ArtifactType != "" {
+			continue
+		}
+		ref := d.Context().Digest(desc.Digest.String())
+		got, err := remote.Get(ref, ropts...)
+		if err != nil {
+			return nil, classify(ref.String(), err)
+		}
+		var m v1.Manifest
+		if err := json.Unmarshal(got.Manifest, &m); err != nil {
+			return nil, fmt.Errorf("%w: %s: manifest: %v", ErrBadArtifact, ref, err)
+		}
+		// The index says what refers to d; the manifest itself must say so too.
+		if m.Subject == nil || m.Subject.Digest.String() != d.DigestStr() {
+			continue
+		}
+		for _, l := range m.Layers {
+			if !isBundleType(string(l.MediaType)) {
+				continue
+			}
+			b, err := fetchBlob(d.Context(), l, maxBundleBytes, ropts)
+			if err != nil {
+				return nil, classify(ref.String(), err)
+			}
+			out = append(out, Signature{Format: FormatBundle, Bundle: b})
+			break
+		}
+	}
+	return out, nil
+}
+
 // Verify returns the keys that signed d among keys (each at most once, in keys' order), and
 // why each signature that verified with none of them was not taken.
 func Verify(sigs []Signature, d name.Digest, keys []Key) (signedBy []Key, problems []string) {
 	for i, s := range sigs {
-		var p simpleSigning
-		if err := json.Unmarshal(s.Payload, &p); err != nil {
-			problems = append(problems, fmt.Sprintf("signature %d: payload is not cosign's simple signing: %v", i+1, err))
+		var verifiedBy []Key
+		var problem string
+		if s.Format == FormatBundle {
+			verifiedBy, problem = verifyBundle(s.Bundle, d, keys)
+		} else {
+			verifiedBy, problem = verifySimpleSigning(s, d, keys)
+		}
+		if problem != "" {
+			problems = append(problems, fmt.Sprintf("signature %d (%s): %s", i+1, formatName(s.Format), BoundText(problem, 512)))
 			continue
 		}
-		if p.Critical.Type != simpleSigningType {
-			problems = append(problems, fmt.Sprintf("signature %d: payload type %q, want %q", i+1, p.Critical.Type, simpleSigningType))
-			continue
-		}
-		if p.Critical.Image.DockerManifestDigest != d.DigestStr() {
-			problems = append(problems, fmt.Sprintf("signature %d: signs %s, not %s", i+1, p.Critical.Image.DockerManifestDigest, d.DigestStr()))
-			continue
-		}
-		verified := false
-		for _, k := range keys {
-			if k.Verifier.VerifySignature(bytes.NewReader(s.Signature), bytes.NewReader(s.Payload)) == nil {
-				verified = true
-				if !slices.ContainsFunc(signedBy, func(o Key) bool { return o.Name == k.Name }) {
-					signedBy = append(signedBy, k)
-				}
+		for _, k := range verifiedBy {
+			if !slices.ContainsFunc(signedBy, func(o Key) bool { return o.Name == k.Name }) {
+				signedBy = append(signedBy, k)
 			}
-		}
-		if !verified {
-			problems = append(problems, fmt.Sprintf("signature %d: verifies with none of the configured keys", i+1))
 		}
 	}
 	return signedBy, problems
+}
+
+func formatName(f string) string {
+	if f == FormatBundle {
+		return "Sigstore bundle"
+	}
+	return "legacy .sig"
+}
+
+// verifySimpleSigning verifies a legacy signature.
+func verifySimpleSigning(s Signature, d name.Digest, keys []Key) ([]Key, string) {
+	var p simpleSigning
+	if err := json.Unmarshal(s.Payload, &p); err != nil {
+		return nil, fmt.Sprintf("payload is not cosign's simple signing: %v", err)
+	}
+	if p.Critical.Type != simpleSigningType {
+		return nil, fmt.Sprintf("payload type %q, want %q", p.Critical.Type, simpleSigningType)
+	}
+	if p.Critical.Image.DockerManifestDigest != d.DigestStr() {
+		return nil, fmt.Sprintf("signs %s, not %s", p.Critical.Image.DockerManifestDigest, d.DigestStr())
+	}
+	var by []Key
+	for _, k := range keys {
+		if k.Verifier.VerifySignature(bytes.NewReader(s.Signature), bytes.NewReader(s.Payload)) == nil {
+			by = append(by, k)
+		}
+	}
+	if len(by) == 0 {
+		return nil, "verifies with none of the configured keys"
+	}
+	return by, ""
+}
+
+// verifyBundle verifies a Sigstore bundle with each key: the bundle's signature, that its
+// statement's subject is d, and that the statement is cosign's signature of an image (not
+// another attestation made with the same key).
+func verifyBundle(raw []byte, d name.Digest, keys []Key) ([]Key, string) {
+	var b sgbundle.Bundle
+	if err := b.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Sprintf("not a Sigstore bundle: %v", err)
+	}
+	digest, err := hex.DecodeString(strings.TrimPrefix(d.DigestStr(), "sha256:"))
+	if err != nil {
+		return nil, fmt.Sprintf("digest %s: %v", d.DigestStr(), err)
+	}
+	policy := verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), verify.WithKey())
+	var by []Key
+	var last error
+	for _, k := range keys {
+		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+			return root.NewExpiringKey(k.Verifier, time.Time{}, time.Time{}), nil
+		})
+		v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+		if err != nil {
+			return nil, err.Error()
+		}
+		res, err := v.Verify(&b, policy)
+		if err != nil {
+			last = err
+			continue
+		}
+		if res.Statement == nil || res.Statement.GetPredicateType() != CosignSignPredicate {
+			pt := "none"
+			if res.Statement != nil {
+				pt = res.Statement.GetPredicateType()
+			}
+			return nil, fmt.Sprintf("an attestation of predicate type %s, not cosign's signature (%s)", pt, CosignSignPredicate)
+		}
+		by = append(by, k)
+	}
+	if len(by) == 0 {
+		if last != nil && !strings.Contains(last.Error(), "signature") {
+			return nil, "verifies with none of the configured keys: " + last.Error()
+		}
+		return nil, "verifies with none of the configured keys"
+	}
+	return by, ""
 }
 
 // Sign signs the manifest d with signer and adds the signature to those stored for d, as
@@ -226,7 +400,7 @@ func LoadSigner(path string) (signature.Signer, error) {
 		return nil, fmt.Errorf("oci: private key: %w", err)
 	}
 	if bytes.Contains(b, []byte("ENCRYPTED")) {
-		return nil, fmt.Errorf("oci: private key %s is encrypted: sign with `cosign sign --key %s REF@DIGEST` instead", path, path)
+		return nil, fmt.Errorf("oci: private key %s is encrypted: sign with `cosign sign --key %s --use-signing-config=false --tlog-upload=false REF@DIGEST` instead", path, path)
 	}
 	priv, err := cryptoutils.UnmarshalPEMToPrivateKey(b, cryptoutils.SkipPassword)
 	if err != nil {

@@ -525,7 +525,7 @@ func (s *Sources) admit(ctx context.Context, ref string, pinned name.Digest, bin
 		case len(signedBy) > 0:
 			refusals = append(refusals, fmt.Sprintf("plugin type %s: signed by %s, which may not sign handlers of %s (handlers.trust.keys[].pluginTypes)", t, strings.Join(names, ", "), t))
 		case len(sigs) == 0:
-			refusals = append(refusals, fmt.Sprintf("plugin type %s: unsigned, and %s is not in handlers.trust.allowUnsigned (no signature at %s)", t, t, SignatureTag(pinned)))
+			refusals = append(refusals, fmt.Sprintf("plugin type %s: unsigned, and %s is not in handlers.trust.allowUnsigned (no Sigstore bundle refers to it, and no tag %s)", t, t, SignatureTag(pinned).TagStr()))
 		default:
 			refusals = append(refusals, fmt.Sprintf("plugin type %s: no signature verifies with a configured key, and %s is not in handlers.trust.allowUnsigned (%s)", t, t, strings.Join(problems, "; ")))
 		}

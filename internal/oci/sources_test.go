@@ -314,3 +314,21 @@ func TestSourcesPullTimeout(t *testing.T) {
 		t.Errorf("timed out: %+v", st)
 	}
 }
+
+// A source signed the way cosign 3 signs by default (a Sigstore bundle) is admitted, and served
+// again after a restart from the signatures kept in the store.
+func TestSourcesBundleSigned(t *testing.T) {
+	e := newSourcesEnv(t)
+	d := ocitest.PushArtifact(t, e.reg.Ref("h/bundled:v1"), module("signed.example.com"))
+	ocitest.SignBundle(t, d, e.good)
+	s := e.sources(t, d.String())
+	s.Sync(context.Background())
+	if st := s.Status(d.Context().String()); st.Error != "" || served(t, st) == nil || len(st.SignedBy) != 1 {
+		t.Fatalf("bundle-signed: %+v", st)
+	}
+	e.reg.SetDown(true)
+	s = e.sources(t, d.String())
+	if st := s.Status(d.Context().String()); st.Error != "" || served(t, st) == nil || len(st.SignedBy) != 1 {
+		t.Errorf("restart with the registry down: %+v", st)
+	}
+}

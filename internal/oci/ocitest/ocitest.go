@@ -11,6 +11,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -55,11 +58,15 @@ type holdReq struct {
 	release chan struct{}
 }
 
-// Start starts a registry.
+// Start starts a registry (without the referrers API: StartWithReferrers).
 func Start(t testing.TB) *Registry {
+	return start(t)
+}
+
+func start(t testing.TB, opts ...registry.Option) *Registry {
 	t.Helper()
 	r := &Registry{}
-	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	inner := registry.New(append([]registry.Option{registry.Logger(log.New(io.Discard, "", 0))}, opts...)...)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.down.get() {
 			http.Error(w, "down for the test", http.StatusServiceUnavailable)
@@ -241,3 +248,93 @@ type atomicBool struct{ v atomic.Bool }
 
 func (b *atomicBool) get() bool  { return b.v.Load() }
 func (b *atomicBool) set(v bool) { b.v.Store(v) }
+
+// StartWithReferrers starts a registry that serves the OCI 1.1 referrers API (Start's does
+// not: clients fall back to the referrers tag schema there).
+func StartWithReferrers(t testing.TB) *Registry {
+	return start(t, registry.WithReferrersSupport(true))
+}
+
+// SignBundle signs d with k as cosign 3 does by default: a Sigstore bundle (a DSSE envelope
+// over an in-toto statement of predicate type https://sigstore.dev/cosign/sign/v1 whose
+// subject is d), attached as an OCI artifact whose subject is d (the referrers API, or the
+// referrers tag schema where the registry has none).
+func SignBundle(t testing.TB, d name.Digest, k Key) {
+	t.Helper()
+	SignBundleStatement(t, d, k, strings.TrimPrefix(d.DigestStr(), "sha256:"), oci.CosignSignPredicate)
+}
+
+// SignBundleStatement is SignBundle with the statement's subject digest (hex) and predicate
+// type given: a bundle that signs something else, or is another kind of attestation.
+func SignBundleStatement(t testing.TB, d name.Digest, k Key, subjectHex, predicateType string) {
+	t.Helper()
+	stmt, err := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []any{map[string]any{"digest": map[string]string{"sha256": subjectHex}}},
+		"predicateType": predicateType,
+		"predicate":     map[string]any{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const payloadType = "application/vnd.in-toto+json"
+	// DSSE's pre-authentication encoding is what is signed.
+	pae := fmt.Sprintf("DSSEv1 %d %s %d %s", len(payloadType), payloadType, len(stmt), stmt)
+	sig, err := k.Signer.SignMessage(strings.NewReader(pae))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := json.Marshal(map[string]any{
+		"mediaType":            oci.MediaTypeBundle,
+		"verificationMaterial": map[string]any{"publicKey": map[string]string{"hint": "test"}},
+		"dsseEnvelope": map[string]any{
+			"payload":     base64.StdEncoding.EncodeToString(stmt),
+			"payloadType": payloadType,
+			"signatures":  []any{map[string]string{"sig": base64.StdEncoding.EncodeToString(sig)}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	subject, err := remote.Get(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := static.NewLayer(bundle, types.MediaType(oci.MediaTypeBundle))
+	config := static.NewLayer([]byte("{}"), "application/vnd.oci.empty.v1+json")
+	for _, l := range []v1.Layer{layer, config} {
+		if err := remote.WriteLayer(d.Context(), l, remote.WithContext(ctx)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc := func(l v1.Layer) v1.Descriptor {
+		dg, _ := l.Digest()
+		n, _ := l.Size()
+		mt, _ := l.MediaType()
+		return v1.Descriptor{MediaType: mt, Digest: dg, Size: n}
+	}
+	m := v1.Manifest{
+		SchemaVersion: 2,
+		MediaType:     types.OCIManifestSchema1,
+		ArtifactType:  oci.MediaTypeBundle,
+		Config:        desc(config),
+		Layers:        []v1.Descriptor{desc(layer)},
+		Subject:       &v1.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size},
+		Annotations:   map[string]string{"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": predicateType},
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, _ := v1.SHA256(bytes.NewReader(raw))
+	if err := remote.Put(d.Context().Digest(h.String()), rawManifest(raw)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawManifest is an OCI manifest to put as it is.
+type rawManifest []byte
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
