@@ -35,6 +35,9 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	var daemonSets int
 	for _, file := range files {
+		var namespaces []corev1.Namespace
+		var quotas []corev1.ResourceQuota
+		var critical []string // DaemonSets of a critical priority class
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -58,7 +61,15 @@ func TestKubernetesManifests(t *testing.T) {
 			where := file + ": " + meta.Kind
 			switch meta.APIVersion + " " + meta.Kind {
 			case "v1 Namespace":
-				err = decodeStrict(raw, new(corev1.Namespace))
+				var ns corev1.Namespace
+				if err = decodeStrict(raw, &ns); err == nil {
+					namespaces = append(namespaces, ns)
+				}
+			case "v1 ResourceQuota":
+				var q corev1.ResourceQuota
+				if err = decodeStrict(raw, &q); err == nil {
+					quotas = append(quotas, q)
+				}
 			case "v1 Secret":
 				err = decodeStrict(raw, new(corev1.Secret))
 			case "v1 ConfigMap":
@@ -70,6 +81,9 @@ func TestKubernetesManifests(t *testing.T) {
 					daemonSets++
 					checkDaemonSet(t, where, &ds)
 				}
+				if pc := ds.Spec.Template.Spec.PriorityClassName; pc == "system-node-critical" || pc == "system-cluster-critical" {
+					critical = append(critical, pc)
+				}
 			default:
 				t.Errorf("%s: %s %s: no test decodes this kind; add it here", file, meta.APIVersion, meta.Kind)
 				continue
@@ -78,10 +92,43 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("%s: %v", where, err)
 			}
 		}
+		checkNamespaces(t, file, namespaces)
+		// A critical priority class outside kube-system is admitted only where a
+		// ResourceQuota names it (GKE, and any cluster whose ResourceQuota admission limits
+		// the class).
+		for _, pc := range critical {
+			if !slices.ContainsFunc(quotas, func(q corev1.ResourceQuota) bool { return quotaAllows(q, pc) }) {
+				t.Errorf("%s: a DaemonSet of priority class %s, and no ResourceQuota in the file that names it", file, pc)
+			}
+		}
 	}
 	if daemonSets < 2 {
 		t.Errorf("found %d wasmhost DaemonSets under examples/, want the image volume one and the handlers.sources one", daemonSets)
 	}
+}
+
+// checkNamespaces checks that a namespace the manifests make admits their privileged pods
+// under Pod Security admission (hostPath volumes, root).
+func checkNamespaces(t *testing.T, file string, nss []corev1.Namespace) {
+	t.Helper()
+	for _, ns := range nss {
+		if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "privileged" {
+			t.Errorf("%s: namespace %s: pod-security.kubernetes.io/enforce is %q, want privileged (its DaemonSets mount hostPath volumes)", file, ns.Name, got)
+		}
+	}
+}
+
+// quotaAllows reports whether q's scope names the priority class pc.
+func quotaAllows(q corev1.ResourceQuota, pc string) bool {
+	if q.Spec.ScopeSelector == nil {
+		return false
+	}
+	for _, e := range q.Spec.ScopeSelector.MatchExpressions {
+		if e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn && slices.Contains(e.Values, pc) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDaemonSet checks what a wasmhost DaemonSet must have.
@@ -119,6 +166,10 @@ func checkDaemonSet(t *testing.T, where string, ds *appsv1.DaemonSet) {
 		}
 		if v.Image != nil {
 			imageVolume = true
+			// By digest: a tag may move between two nodes' pulls.
+			if !strings.Contains(v.Image.Reference, "@sha256:") {
+				t.Errorf("%s: image volume %s by tag (%s): name it by digest", where, v.Name, v.Image.Reference)
+			}
 		}
 		if v.ConfigMap != nil && v.Name == "handlers" {
 			t.Errorf("%s: handlers from a ConfigMap (it holds 1 MiB; a Go handler is 2 MB)", where)
