@@ -60,7 +60,8 @@ type Daemon struct {
 	watcher  *watcher.Watcher
 	rec      *reconciler.Reconciler
 	host     *host.Host
-	oci      *ociSources // the handlers of handlers.sources (sources.go); nil without
+	oci      *ociSources       // the handlers of handlers.sources (sources.go); nil without
+	dirOwned map[string]string // plugin types the handler directory served last, at start: their file
 	admin    *admin.Server
 	metrics  *metrics.Metrics
 	liveness *liveness.Monitor
@@ -215,6 +216,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	if err := d.setUpRevisions(ctx, cfg); err != nil {
+		_ = d.host.Close(context.WithoutCancel(ctx))
+		_ = d.oci.close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := d.prepareSources(ctx); err != nil {
 		_ = d.host.Close(context.WithoutCancel(ctx))
 		_ = d.oci.close(context.WithoutCancel(ctx))
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/oci"
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
@@ -282,4 +284,90 @@ func writeFixtures(t *testing.T, dir string, names ...string) (paths, sums map[s
 		paths[v], sums[v] = p, hex.EncodeToString(sum[:])
 	}
 	return paths, sums
+}
+
+// TestOwnershipAtStartFromTheRecord (issue 22): a plugin type the handler directory served
+// before a restart stays with its file, whatever source newly declares it and however fast that
+// source is pulled: the revision store's record decides before any source or file loads.
+func TestOwnershipAtStartFromTheRecord(t *testing.T) {
+	reg := ocitest.Start(t)
+	key := ocitest.NewKey(t, t.TempDir(), "trusted")
+	ref := ocitest.PushArtifact(t, reg.Ref("h/reload:v2"), testdataModule(t, "reload_v2")) // reload.example
+	ocitest.Sign(t, ref, key)
+
+	cfg, _ := testDaemonConfig(t)
+	file := filepath.Join(cfg.HandlerDir, "reload.wasm")
+	v1 := testdataModule(t, "reload_v1")
+	if err := os.WriteFile(file, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The directory serves the type: recorded.
+	func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		d, err := New(ctx, cfg, nil, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		waitUntil(t, "the file to serve", func() bool { return d.registry.Has("reload.example") })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}()
+
+	// A signed source declaring it is configured: at every restart, the file keeps it and the
+	// source is refused naming it, however the pull and the directory's load are ordered.
+	cfg.Handlers.Sources = []string{ref.String()}
+	cfg.Handlers.Trust = config.TrustConfig{Keys: []config.TrustKey{{PublicKey: key.PublicPEM, PluginTypes: []string{"reload.example"}}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Before the directory is loaded, a pulled module declaring the type is not admitted: the
+	// admission waits for the directory (here, until the test's own deadline).
+	func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		d, err := New(ctx, cfg, nil, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = d.host.Close(ctx)
+			_ = d.oci.close(ctx)
+			d.liveness.Close()
+		}()
+		actx, acancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer acancel()
+		types, err := d.sourcePluginTypes(d.oci.host)(actx, ref.String(), testdataModule(t, "reload_v2"))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("admitted before the handler directory was loaded: %v, %v", types, err)
+		}
+	}()
+
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, cfg, nil, "test")
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		<-d.oci.gate
+		st := d.oci.sources.Statuses()[0]
+		h, _ := d.State().HandlerOf("reload.example")
+		if h.SHA256 != oci.SHA256Hex(v1) || st.Pinned != "" || !strings.Contains(st.Error, "served by "+file+" of the handler directory") {
+			t.Errorf("restart %d: reload.example served by %s (%s), want the file's %s; source: %+v", i, h.File, h.SHA256, oci.SHA256Hex(v1), st)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -38,6 +39,8 @@ type ociSources struct {
 	gate      chan struct{}
 	firstWait time.Duration
 	log       *slog.Logger
+	// preparing is true while Prepare serves what was pulled before (New, before Run).
+	preparing atomic.Bool
 }
 
 // publishMu serializes publishHandlers (views.go).
@@ -89,10 +92,28 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 	if err != nil {
 		return nil, err
 	}
-	if err := o.sources.Prepare(ctx); err != nil {
-		return nil, err
-	}
 	return o, nil
+}
+
+// prepareSources decides, from the revision stores, which plugin types the handler directory
+// served last (it keeps them at start: a source declaring one waits until the directory is
+// loaded, then is refused if a file still serves it), then serves what was pulled before.
+// Call it once the revision stores have read their indexes, before Run.
+func (d *Daemon) prepareSources(ctx context.Context) error {
+	if d.oci == nil {
+		return nil
+	}
+	fromSources := d.oci.host.LastServed()
+	d.dirOwned = map[string]string{}
+	for t, s := range d.host.LastServed() {
+		if o, ok := fromSources[t]; ok && !s.At.After(o.At) {
+			continue // a source served it last
+		}
+		d.dirOwned[t] = s.File
+	}
+	d.oci.preparing.Store(true)
+	defer d.oci.preparing.Store(false)
+	return d.oci.sources.Prepare(ctx)
 }
 
 // sourcePluginTypes reads the plugin types a pulled module declares, as `handler inspect`
@@ -106,7 +127,28 @@ func (d *Daemon) sourcePluginTypes(h *host.Host) func(ctx context.Context, name 
 		if r.DescribeError != "" {
 			return nil, fmt.Errorf("its manifest could not be read: %s", r.DescribeError)
 		}
+		// A type the handler directory served last is its own at start: the source waits
+		// until the directory is loaded (at Run; before it, in Prepare, it is left to pull
+		// again), then the check below decides.
 		if d.host != nil {
+			for _, t := range r.Manifest.PluginTypes {
+				file, ok := d.dirOwned[t]
+				if !ok {
+					continue
+				}
+				select {
+				case <-d.host.Ready():
+				default:
+					if d.oci.preparing.Load() {
+						return nil, fmt.Errorf("plugin type %s was served by %s of the handler directory before the restart: the source waits until that directory is loaded", t, file)
+					}
+					select {
+					case <-d.host.Ready():
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+			}
 			for _, hs := range d.host.Handlers() {
 				for _, t := range r.Manifest.PluginTypes {
 					if hs.Serving && slices.Contains(hs.PluginTypes, t) {

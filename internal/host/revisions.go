@@ -201,7 +201,8 @@ type revisions struct {
 
 	mu      sync.Mutex
 	bySHA   map[string]*revision
-	byType  map[string][]string // digests, newest first
+	byType  map[string][]string  // digests, newest first
+	typeAt  map[string]time.Time // when the newest revision of each type was installed
 	pins    map[string]*pinned
 	shadows map[string]*shadowRun // shadow.go
 
@@ -214,7 +215,7 @@ type revisions struct {
 func newRevisions(h *Host) *revisions {
 	rs := &revisions{
 		h: h, cfg: RevisionConfig{}.withDefaults(), onChange: h.cfg.OnChange,
-		bySHA: make(map[string]*revision), byType: make(map[string][]string),
+		bySHA: make(map[string]*revision), byType: make(map[string][]string), typeAt: make(map[string]time.Time),
 		pins: make(map[string]*pinned), shadows: make(map[string]*shadowRun), mem: make(map[string][]byte),
 	}
 	h.cfg.OnChange = func() {
@@ -246,9 +247,10 @@ func (h *Host) ConfigureRevisions(cfg RevisionConfig) error {
 
 // index is the persisted form of the store.
 type index struct {
-	Revisions []*revision         `json:"revisions"`
-	Types     map[string][]string `json:"pluginTypes"`
-	Pins      []Pin               `json:"pins,omitempty"`
+	Revisions []*revision          `json:"revisions"`
+	Types     map[string][]string  `json:"pluginTypes"`
+	TypesAt   map[string]time.Time `json:"pluginTypesInstalledAt,omitempty"`
+	Pins      []Pin                `json:"pins,omitempty"`
 }
 
 func (rs *revisions) indexPath() string { return filepath.Join(rs.cfg.Dir, "index.json") }
@@ -280,6 +282,9 @@ func (rs *revisions) readIndex() {
 		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return rs.bySHA[d] == nil })
 		if len(ds) > 0 {
 			rs.byType[t] = ds
+			if at, ok := ix.TypesAt[t]; ok {
+				rs.typeAt[t] = at
+			}
 		}
 	}
 	for _, p := range ix.Pins {
@@ -294,7 +299,7 @@ func (rs *revisions) writeIndexLocked() {
 	if rs.cfg.Dir == "" {
 		return
 	}
-	ix := index{Types: rs.byType}
+	ix := index{Types: rs.byType, TypesAt: rs.typeAt}
 	for _, d := range slices.Sorted(maps.Keys(rs.bySHA)) {
 		r := rs.bySHA[d]
 		r.Counts = revCounts{r.calls.Load(), r.failures.Load(), r.traps.Load(), r.timeouts.Load()}
@@ -457,6 +462,7 @@ func (rs *revisions) installed(file string, m *Module) {
 			ds = ds[:rs.cfg.Keep]
 		}
 		rs.byType[t] = ds
+		rs.typeAt[t] = time.Now().UTC()
 		switch p := rs.pins[t]; {
 		case p == nil:
 		case p.FileSHA256 == m.sum && p.SHA256 != m.sum:
@@ -494,6 +500,34 @@ func (rs *revisions) installed(file string, m *Module) {
 				"plugin_type", t, "pinned_sha256", p.SHA256, "error", err)
 		}
 	}
+}
+
+// Served is who served a plugin type last, as the revision store recorded it.
+type Served struct {
+	File string    // the file the newest revision was installed from
+	At   time.Time // when it was installed (its first load, for an index written before)
+}
+
+// LastServed returns, for every plugin type the revision store knows, who served it last, as
+// read from the index at start (ConfigureRevisions) and kept since. The daemon decides with it
+// which of its hosts a type belongs to at start, before any file or source loads.
+func (h *Host) LastServed() map[string]Served {
+	rs := h.revs
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := make(map[string]Served, len(rs.byType))
+	for t, ds := range rs.byType {
+		r := rs.bySHA[ds[0]]
+		if r == nil {
+			continue
+		}
+		at := rs.typeAt[t]
+		if at.IsZero() {
+			at = r.FirstLoaded
+		}
+		out[t] = Served{File: r.File, At: at}
+	}
+	return out
 }
 
 // servedBefore says whether the module of file, with digest sum, is what served plugin type t
