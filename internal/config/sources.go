@@ -32,7 +32,8 @@ type TrustKey struct {
 
 // PullConfig is how handlers.sources are pulled.
 type PullConfig struct {
-	// Timeout bounds each attempt at one source: its manifest, its layer and its signatures.
+	// Timeout bounds what each attempt at one source fetches from the registry: its manifest,
+	// its layer and its signatures (not the compile that reads its plugin types).
 	// Defaults to 30s; it must be shorter than FirstWait, so that a registry that hangs is
 	// tried again within the wait.
 	Timeout Duration `yaml:"timeout"`

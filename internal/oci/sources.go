@@ -372,17 +372,13 @@ func (s *Sources) Sync(ctx context.Context) (retry bool) {
 // try may fix.
 func (s *Sources) try(ctx context.Context, repo, ref string) (done, transient bool) {
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PullTimeout)
-	err := s.pull(pctx, repo, ref)
-	timedOut := pctx.Err() != nil
+	err := s.pull(ctx, pctx, repo, ref)
 	cancel()
 	if err == nil {
 		return true, false
 	}
 	if ctx.Err() != nil {
 		return false, true
-	}
-	if timedOut && !errors.Is(err, ErrUnreachable) {
-		err = fmt.Errorf("%w: %s: no answer within %s (handlers.pull.timeout): %v", ErrUnreachable, ref, s.cfg.PullTimeout, err)
 	}
 	err = BoundError(err)
 	s.setError(repo, err)
@@ -442,18 +438,28 @@ func Reason(err error) string {
 }
 
 // pull fetches ref, its signatures, admits it, stores it and serves it.
-func (s *Sources) pull(ctx context.Context, repo, ref string) error {
-	p, err := Pull(ctx, ref, s.cfg.Remote)
-	if err != nil {
+// netCtx bounds what is fetched from the registry (PullTimeout); ctx, the rest: reading the
+// module's plugin types compiles it, which a loaded machine may take longer to do than a
+// registry to answer.
+func (s *Sources) pull(ctx, netCtx context.Context, repo, ref string) error {
+	// A fetch cut short by PullTimeout says so.
+	timedOut := func(err error) error {
+		if netCtx.Err() != nil && ctx.Err() == nil && !Refusal(err) {
+			return fmt.Errorf("%w: %s: the registry did not answer within %s (handlers.pull.timeout): %v", ErrUnreachable, ref, s.cfg.PullTimeout, err)
+		}
 		return err
+	}
+	p, err := Pull(netCtx, ref, s.cfg.Remote)
+	if err != nil {
+		return timedOut(err)
 	}
 	if p.Resolved {
 		s.log.Warn("handler source named by a tag: resolved once and pinned; name the digest in handlers.sources so that every node serves the same revision",
 			"source", ref, "pinned", p.Pinned.String())
 	}
-	sigs, err := FetchSignatures(ctx, p.Pinned, s.cfg.Remote)
+	sigs, err := FetchSignatures(netCtx, p.Pinned, s.cfg.Remote)
 	if err != nil {
-		return fmt.Errorf("signatures of %s: %w", p.Pinned, err)
+		return timedOut(fmt.Errorf("signatures of %s: %w", p.Pinned, err))
 	}
 	by, err := s.admit(ctx, ref, p.Pinned, p.Module, sigs)
 	if err != nil {
