@@ -91,8 +91,25 @@ func printPushed(out io.Writer, file, ref, pinned, sigTag, key string) {
 	fmt.Fprintf(out, "\nIn the daemon's config:\n\nhandlers:\n  sources:\n    - %s\n", pinned)
 }
 
+// keylessFlags are handler pull's keyless identity, named as cosign verify names them.
+type keylessFlags struct {
+	identity, identityRegExp, issuer, trustedRoot string
+}
+
+func (k keylessFlags) load() (*oci.Key, error) {
+	if k.identity == "" && k.identityRegExp == "" && k.issuer == "" && k.trustedRoot == "" {
+		return nil, nil
+	}
+	if (k.identity == "") == (k.identityRegExp == "") || k.issuer == "" || k.trustedRoot == "" {
+		return nil, errors.New("a keyless identity needs --certificate-identity (or --certificate-identity-regexp), --certificate-oidc-issuer and --trusted-root")
+	}
+	key, err := oci.LoadIdentity(k.trustedRoot, k.issuer, k.identity, k.identityRegExp, nil)
+	return &key, err
+}
+
 func newHandlerPullCmd() *cobra.Command {
 	var output string
+	var keyless keylessFlags
 	var keys []string
 	cmd := &cobra.Command{
 		Use:   "pull REF",
@@ -104,7 +121,9 @@ signatures, and write it to a file.
 Signatures are read in both formats cosign writes: Sigstore bundles (cosign 3's default,
 attached through the OCI referrers API or its tag fallback) and the legacy tag sha256-<hex>.sig.
 With --key (repeatable), verify them against these PEM public keys, offline, as the
-daemon does, before anything is written: when none verifies, nothing is written and the exit
+daemon does (or keyless, a bundle's certificate against --certificate-identity and
+--certificate-oidc-issuer, with a transparency log entry, all from the --trusted-root file),
+before anything is written: when none verifies, nothing is written and the exit
 status is 1. The file is written through a temporary file in its directory and renamed, so a
 script never finds a part of a module, or an unverified one, under its name.`,
 		Example: `  wasmhost handler pull registry.example.com/wasmhost/csi:v1
@@ -112,15 +131,23 @@ script never finds a part of a module, or an unverified one, under its name.`,
   wasmhost handler inspect csi.wasm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runHandlerPull(cmd, args[0], output, keys)
+			id, err := keyless.load()
+			if err != nil {
+				return err
+			}
+			return runHandlerPull(cmd, args[0], output, keys, id)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output-file", "O", "", "where to write the module (default: the repository's last element .wasm, here)")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "a PEM public key (cosign.pub) to verify the signatures with; repeatable")
+	cmd.Flags().StringVar(&keyless.identity, "certificate-identity", "", "keyless: the signer's certificate subject (an email, a workflow URI)")
+	cmd.Flags().StringVar(&keyless.identityRegExp, "certificate-identity-regexp", "", "keyless: a regular expression the signer's certificate subject matches")
+	cmd.Flags().StringVar(&keyless.issuer, "certificate-oidc-issuer", "", "keyless: the OIDC issuer of the signer's certificate")
+	cmd.Flags().StringVar(&keyless.trustedRoot, "trusted-root", "", "keyless: a Sigstore trusted root file (trusted_root.json), read offline")
 	return cmd
 }
 
-func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) error {
+func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string, identity *oci.Key) error {
 	ctx := cmd.Context()
 	// The keys first: a pull that cannot be verified as asked is not wanted.
 	var keys []oci.Key
@@ -130,6 +157,9 @@ func runHandlerPull(cmd *cobra.Command, ref, output string, keyFiles []string) e
 			return err
 		}
 		keys = append(keys, k)
+	}
+	if identity != nil {
+		keys = append(keys, *identity)
 	}
 	p, err := oci.Pull(ctx, ref, oci.Options{})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"time"
 
@@ -17,9 +18,29 @@ import (
 type TrustConfig struct {
 	// Keys are PEM public keys (cosign.pub) and the plugin types each may sign. Defaults to none.
 	Keys []TrustKey `yaml:"keys"`
+	// Identities are keyless signers: the subject and OIDC issuer of a short-lived certificate
+	// from the CA of an operator-provided trusted root, whose signature (a Sigstore bundle) a
+	// transparency log of that root recorded; verified offline. Defaults to none.
+	Identities []TrustIdentity `yaml:"identities"`
 	// AllowUnsigned are plugin types whose handlers may be unsigned, or signed by no key of
 	// Keys. Defaults to none: every module pulled must be signed.
 	AllowUnsigned []string `yaml:"allowUnsigned"`
+}
+
+// TrustIdentity is one trusted keyless signer.
+type TrustIdentity struct {
+	// Issuer is the OIDC issuer the certificate names, exactly (e.g.
+	// https://token.actions.githubusercontent.com).
+	Issuer string `yaml:"issuer"`
+	// Subject is the certificate's subject (its SAN: an email, a workflow's URI), exactly; or
+	// SubjectRegExp, a regular expression it must match. One of the two.
+	Subject       string `yaml:"subject"`
+	SubjectRegExp string `yaml:"subjectRegExp"`
+	// TrustedRoot is the path of a Sigstore trusted root (trusted_root.json): the CAs and
+	// transparency logs trusted. Read at start, offline.
+	TrustedRoot string `yaml:"trustedRoot"`
+	// PluginTypes are the plugin types whose handlers this identity may sign.
+	PluginTypes []string `yaml:"pluginTypes"`
 }
 
 // TrustKey is one trusted public key.
@@ -100,8 +121,29 @@ func (h *HandlersConfig) validateSources(bad func(key, format string, args ...an
 	if p.Retry <= 0 {
 		bad("handlers.pull.retry", "must be positive")
 	}
-	if len(h.Sources) > 0 && len(h.Trust.Keys) == 0 && len(h.Trust.AllowUnsigned) == 0 {
-		bad("handlers.trust", "handlers.sources is set, but no key is trusted (handlers.trust.keys) and no plugin type allows unsigned handlers (handlers.trust.allowUnsigned): every source would be refused")
+	for i, id := range h.Trust.Identities {
+		key := fmt.Sprintf("handlers.trust.identities[%d]", i)
+		if id.Issuer == "" {
+			bad(key+".issuer", "must name the OIDC issuer of the signer's certificates")
+		}
+		if (id.Subject == "") == (id.SubjectRegExp == "") {
+			bad(key+".subject", "give the signer's subject, or subjectRegExp, not both")
+		} else if id.SubjectRegExp != "" {
+			if _, err := regexp.Compile(id.SubjectRegExp); err != nil {
+				bad(key+".subjectRegExp", "%v", err)
+			}
+		}
+		if id.TrustedRoot == "" {
+			bad(key+".trustedRoot", "must name a Sigstore trusted root file (trusted_root.json)")
+		} else if _, err := os.Stat(id.TrustedRoot); err != nil {
+			bad(key+".trustedRoot", "%v", err)
+		}
+		if len(id.PluginTypes) == 0 {
+			bad(key+".pluginTypes", "must name the plugin types whose handlers the identity may sign")
+		}
+	}
+	if len(h.Sources) > 0 && len(h.Trust.Keys) == 0 && len(h.Trust.Identities) == 0 && len(h.Trust.AllowUnsigned) == 0 {
+		bad("handlers.trust", "handlers.sources is set, but no key or identity is trusted (handlers.trust.keys, .identities) and no plugin type allows unsigned handlers (handlers.trust.allowUnsigned): every source would be refused")
 	}
 }
 
@@ -109,6 +151,17 @@ func (h *HandlersConfig) validateSources(bad func(key, format string, args ...an
 func (h *HandlersConfig) absoluteKeyPaths() error {
 	for i := range h.Trust.Keys {
 		p := &h.Trust.Keys[i].PublicKey
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", *p, err)
+		}
+		*p = abs
+	}
+	for i := range h.Trust.Identities {
+		p := &h.Trust.Identities[i].TrustedRoot
 		if *p == "" {
 			continue
 		}

@@ -75,6 +75,13 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 		}
 		keys = append(keys, key)
 	}
+	for _, id := range cfg.Handlers.Trust.Identities {
+		key, err := oci.LoadIdentity(id.TrustedRoot, id.Issuer, id.Subject, id.SubjectRegExp, id.PluginTypes)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
 	o.sources, err = oci.NewSources(oci.SourcesConfig{
 		Refs:          cfg.Handlers.Sources,
 		Dir:           hcfg.HandlerDir,

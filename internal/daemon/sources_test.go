@@ -264,3 +264,46 @@ func TestEmptyHandlerDirSaysSo(t *testing.T) {
 		return slices.Equal(d.problems(), want)
 	})
 }
+
+// TestKeylessSource: a source signed keyless (a CI workflow's certificate, recorded by the
+// transparency log) is served for the plugin types its identity may sign, verified offline
+// against the operator's trusted root file; one signed by another identity is refused.
+func TestKeylessSource(t *testing.T) {
+	reg := ocitest.Start(t)
+	tmp := t.TempDir()
+	sig := ocitest.NewSigstore(t, tmp)
+	const issuer = "https://token.actions.githubusercontent.com"
+	const release = "https://github.com/example/handlers/.github/workflows/release.yml@refs/heads/main"
+	good := ocitest.PushArtifact(t, reg.Ref("h/ok:v1"), testdataModule(t, "ok")) // ok.example
+	sig.SignKeyless(t, good, release, issuer)
+	stranger := ocitest.PushArtifact(t, reg.Ref("h/echo:v1"), testdataModule(t, "echo")) // echo.example
+	sig.SignKeyless(t, stranger, "https://github.com/someone/else/.github/workflows/x.yml@refs/heads/main", issuer)
+
+	cfg, _ := testDaemonConfig(t)
+	cfg.Handlers.Sources = []string{good.String(), stranger.String()}
+	cfg.Handlers.Trust.Identities = []config.TrustIdentity{{
+		Issuer: issuer, SubjectRegExp: `^https://github\.com/example/handlers/`, TrustedRoot: sig.TrustedRoot,
+		PluginTypes: []string{"ok.example", "echo.example"},
+	}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := runTestDaemon(t, cfg, nil)
+	<-d.oci.gate
+	waitUntil(t, "ok.example served", func() bool { return d.registry.Has("ok.example") })
+	if d.registry.Has("echo.example") {
+		t.Error("echo.example, signed by another identity, is served")
+	}
+	for _, st := range d.oci.sources.Statuses() {
+		switch st.Ref {
+		case good.String():
+			if len(st.SignedBy) != 1 || !strings.Contains(st.SignedBy[0], "identity ~^https://github") {
+				t.Errorf("keyless source signed by %v", st.SignedBy)
+			}
+		case stranger.String():
+			if st.Reason != oci.ReasonPolicy || !strings.Contains(st.Error, "no signature verifies") {
+				t.Errorf("another identity's source: %+v", st)
+			}
+		}
+	}
+}

@@ -79,11 +79,42 @@ type Signature struct {
 	Bundle    json.RawMessage `json:"bundle,omitempty"`
 }
 
-// Key is a public key the operator trusts, and the plugin types whose handlers it may sign.
+// Key is a signer the operator trusts, and the plugin types whose handlers it may sign: a
+// public key (Verifier), or a keyless identity (Identity, checked against Root): the subject and
+// issuer of a short-lived certificate from the CA of an operator-provided trusted root, whose
+// signature a transparency log of that root recorded (Sigstore bundles only).
 type Key struct {
-	Name        string // the key's file, in messages
+	Name        string // the key's file, or the identity, in messages
 	Verifier    signature.Verifier
+	Identity    *verify.CertificateIdentity
+	Root        root.TrustedMaterial
 	PluginTypes []string
+}
+
+// LoadIdentity reads a trusted root (trusted_root.json, as `cosign trusted-root create` writes
+// it, or Sigstore's public-good one) and returns the keyless identity that trusts the
+// certificates its CA issued to subject (exactly, or matching subjectRegExp) on the word of
+// issuer (the OIDC issuer), whose signatures a transparency log of the root recorded. It is
+// read once, offline.
+func LoadIdentity(trustedRoot, issuer, subject, subjectRegExp string, pluginTypes []string) (Key, error) {
+	tr, err := root.NewTrustedRootFromPath(trustedRoot)
+	if err != nil {
+		return Key{}, fmt.Errorf("oci: trusted root %s: %w", trustedRoot, err)
+	}
+	id, err := verify.NewShortCertificateIdentity(issuer, "", subject, subjectRegExp)
+	if err != nil {
+		return Key{}, fmt.Errorf("oci: identity %s%s (issuer %s): %w", subject, subjectRegExp, issuer, err)
+	}
+	return identityKey(tr, id, pluginTypes), nil
+}
+
+func identityKey(tm root.TrustedMaterial, id verify.CertificateIdentity, pluginTypes []string) Key {
+	subject := id.SubjectAlternativeName.SubjectAlternativeName
+	if subject == "" && id.SubjectAlternativeName.Regexp.String() != "" {
+		subject = "~" + id.SubjectAlternativeName.Regexp.String()
+	}
+	name := fmt.Sprintf("identity %s (issuer %s)", subject, id.Issuer.Issuer)
+	return Key{Name: name, Identity: &id, Root: tm, PluginTypes: slices.Clone(pluginTypes)}
 }
 
 // LoadKey reads a PEM public key (as `cosign generate-key-pair` writes cosign.pub).
@@ -279,6 +310,9 @@ func verifySimpleSigning(s Signature, d name.Digest, keys []Key) ([]Key, string)
 	}
 	var by []Key
 	for _, k := range keys {
+		if k.Verifier == nil {
+			continue // a keyless identity: bundles only
+		}
 		if k.Verifier.VerifySignature(bytes.NewReader(s.Signature), bytes.NewReader(s.Payload)) == nil {
 			by = append(by, k)
 		}
@@ -297,22 +331,36 @@ func verifyBundle(raw []byte, d name.Digest, keys []Key) ([]Key, string) {
 	if err := b.UnmarshalJSON(raw); err != nil {
 		return nil, fmt.Sprintf("not a Sigstore bundle: %v", err)
 	}
+	return verifyEntity(&b, d, keys)
+}
+
+// verifyEntity verifies a signed entity (a bundle) with each key or identity.
+func verifyEntity(e verify.SignedEntity, d name.Digest, keys []Key) ([]Key, string) {
 	digest, err := hex.DecodeString(strings.TrimPrefix(d.DigestStr(), "sha256:"))
 	if err != nil {
 		return nil, fmt.Sprintf("digest %s: %v", d.DigestStr(), err)
 	}
-	policy := verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), verify.WithKey())
 	var by []Key
 	var last error
 	for _, k := range keys {
-		tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
-			return root.NewExpiringKey(k.Verifier, time.Time{}, time.Time{}), nil
-		})
-		v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+		var v *verify.Verifier
+		var policy verify.PolicyBuilder
+		if k.Identity != nil {
+			// Keyless: the certificate is short-lived, so a transparency log entry of the
+			// root's must show it signed while the certificate was valid.
+			v, err = verify.NewVerifier(k.Root, verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1))
+			policy = verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), verify.WithCertificateIdentity(*k.Identity))
+		} else {
+			tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+				return root.NewExpiringKey(k.Verifier, time.Time{}, time.Time{}), nil
+			})
+			v, err = verify.NewVerifier(tm, verify.WithNoObserverTimestamps())
+			policy = verify.NewPolicy(verify.WithArtifactDigest("sha256", digest), verify.WithKey())
+		}
 		if err != nil {
 			return nil, err.Error()
 		}
-		res, err := v.Verify(&b, policy)
+		res, err := v.Verify(e, policy)
 		if err != nil {
 			last = err
 			continue

@@ -296,6 +296,12 @@ func SignBundleStatement(t testing.TB, d name.Digest, k Key, subjectHex, predica
 	if err != nil {
 		t.Fatal(err)
 	}
+	attachBundle(t, d, bundle, predicateType)
+}
+
+// attachBundle attaches a bundle to d as cosign 3 does: an artifact whose subject is d.
+func attachBundle(t testing.TB, d name.Digest, bundle []byte, predicateType string) {
+	t.Helper()
 	ctx := context.Background()
 	subject, err := remote.Get(d)
 	if err != nil {
