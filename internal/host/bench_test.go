@@ -74,6 +74,13 @@ func BenchmarkValidate(b *testing.B) {
 		p.Type, p.Versions = "example.wasmhost.dev", []string{"v1"}
 		benchValidate(b, path, p)
 	})
+	// Guest code running flat out: 65,536 function calls and a loop of 100,000 iterations
+	// (testdata/work.wat), what the ticks cost at their densest.
+	b.Run("work", func(b *testing.B) {
+		p := benchPlugin
+		p.Type = "work.example"
+		benchValidate(b, fixture("work"), p)
+	})
 }
 
 // BenchmarkInterruption measures how long after its deadline a looping guest's call returns
