@@ -1,12 +1,15 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/wasmhost/wasmhost/admin/client"
 	"github.com/wasmhost/wasmhost/internal/config"
 )
@@ -32,8 +35,9 @@ func TestConfigCheck(t *testing.T) {
 	}{
 		{"no header", "socketDir: /x\n", []string{"config ", "wasmhost.yaml: apiVersion and kind are missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"}},
 		{"unknown version", "apiVersion: wasmhost.dev/v2\nkind: WasmhostConfiguration\n", []string{"wasmhost.yaml: apiVersion (line 1): \"wasmhost.dev/v2\" is not known; accepted: wasmhost.dev/v1alpha1"}},
-		{"bad values", configHeader + "handlerz: /x\nhandlers:\n  memoryLimit: 64m\n", []string{"wasmhost.yaml:\n", "handlerz", "handlers.memoryLimit (line 5", "m is milli"}},
-		{"invalid", configHeader + "handlers:\n  memoryLimit: 1Ki\n", []string{"wasmhost.yaml is not valid:\nhandlers.memoryLimit: must be between 64Ki and 4Gi, got 1Ki"}},
+		{"bad values", configHeader + "handlerz: /x\nhandlers:\n  memoryLimit: 64m\n", []string{"wasmhost.yaml:\nline 3: handlerz: unknown key; did you mean handlers?\nline 5: handlers.memoryLimit (flag --handler-memory-limit): ", "m is milli"}},
+		{"invalid", configHeader + "handlers:\n  memoryLimit: 1Ki\n", []string{"wasmhost.yaml:\nline 4: handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 1Ki"}},
+		{"unknown key and bad value in one pass", configHeader + "socketdir: /x\nreconciler:\n  maxConcurrent: 0\n", []string{"wasmhost.yaml:\nline 3: socketdir: unknown key; did you mean socketDir?\nline 5: reconciler.maxConcurrent: must be at least 1, got 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runRoot(t, "config", "check", writeConfig(t, tc.file))
@@ -67,7 +71,7 @@ func TestConfigCheckAcceptsShippedAndDefaults(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.SocketDir = "changed"
-	if err := config.Load(writeConfig(t, defaults), &cfg); err != nil {
+	if _, err := config.Check(writeConfig(t, defaults), &cfg); err != nil {
 		t.Fatalf("config defaults does not read back: %v\n%s", err, defaults)
 	}
 	if cfg.SocketDir != config.Default().SocketDir || cfg.Reconciler.MaxBackoff != config.Duration(2*time.Minute+2*time.Second) || cfg.Handlers.MemoryLimit != 64<<20 {
@@ -83,7 +87,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	if err := config.Load(file, &cfg); err != nil {
+	if _, err := config.Load(file, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := overlayFlags(cmd, &cfg); err != nil {
@@ -129,5 +133,40 @@ func TestMemoryLimit(t *testing.T) {
 		if got, from := memoryLimit(tc.configured, tc.env, tc.cgroup); got != tc.want || from != tc.from {
 			t.Errorf("memoryLimit(%d, %q, %d) = %d, %q; want %d, %q", tc.configured, tc.env, tc.cgroup, got, from, tc.want, tc.from)
 		}
+	}
+}
+
+// TestFlagsNameTheirKeys: every flag of wasmhost run that sets a config key is the flag the
+// config's errors name for that key, and the other way round.
+func TestFlagsNameTheirKeys(t *testing.T) {
+	want := config.Flags()
+	cmd := newRunCmd()
+	var got []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "config" {
+			got = append(got, "--"+f.Name)
+		}
+	})
+	slices.Sort(got)
+	named := slices.Sorted(maps.Values(want))
+	if !slices.Equal(got, named) {
+		t.Errorf("wasmhost run's flags %v; the config's errors name %v", got, named)
+	}
+}
+
+// TestConfigCheckWarnsOfRetiredKeys: a file that sets a knob that is a constant now is still
+// accepted, with a warning naming the key and its line.
+func TestConfigCheckWarnsOfRetiredKeys(t *testing.T) {
+	var stderr strings.Builder
+	root := newRootCmd()
+	root.SetArgs([]string{"config", "check", writeConfig(t, configHeader+"reconciler:\n  stalledAfter: 10ms\n")})
+	var stdout strings.Builder
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	if err := root.Execute(); err != nil {
+		t.Fatalf("config check refused a file with a retired key: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "warning: line 4: reconciler.stalledAfter is ignored") || !strings.Contains(stdout.String(), ": ok") {
+		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 }

@@ -16,15 +16,16 @@ func newConfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check FILE",
-		Short: "Validate a config file: unknown keys and bad values are named with their line",
+		Short: "Validate a config file: every unknown key and bad value, named with its line, in one pass",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := config.Default()
-			if err := config.Load(args[0], &cfg); err != nil {
-				return err
+			warnings, err := config.Check(args[0], &cfg)
+			for _, w := range warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 			}
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("%s is not valid:\n%w", args[0], err)
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", args[0])
 			// What the file cannot say: what a sink will need where the daemon runs.

@@ -324,8 +324,8 @@ func TestE2EValidationFailureRetriesAfterBackoff(t *testing.T) {
 	// It is tried again, after the backoff, and refused again.
 	wantNotification(t, p, false, "version v1 is not supported")
 	mu.Lock()
-	// The backoff is shortened by at most its jitter (reconciler.backoffJitter).
-	minWait := backoff - time.Duration(cfg.Reconciler.BackoffJitter*float64(backoff))
+	// The backoff is shortened by at most its jitter.
+	minWait := backoff - time.Duration(daemon.BackoffJitter*float64(backoff))
 	if len(validateAt) < 2 || validateAt[1].Sub(validateAt[0]) < minWait {
 		t.Fatalf("validate calls at %v: want a retry at least %v after the first", validateAt, minWait)
 	}

@@ -79,23 +79,24 @@ func (o *sandboxOpts) bind(cmd *cobra.Command, withLimits bool) {
 func (o *sandboxOpts) config(cmd *cobra.Command) (config.Config, error) {
 	cfg := config.Default()
 	if o.configFile != "" {
-		if err := config.Load(o.configFile, &cfg); err != nil {
-			return cfg, err
+		warnings, err := config.Check(o.configFile, &cfg)
+		for _, w := range warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", o.configFile, w)
 		}
-		if err := cfg.Validate(); err != nil {
-			return cfg, fmt.Errorf("%s is not valid:\n%w", o.configFile, err)
+		if err != nil {
+			return cfg, err
 		}
 	}
 	f := cmd.Flags()
 	if f.Changed("timeout") {
 		if o.timeout <= 0 {
-			return cfg, fmt.Errorf("--timeout %s: must be positive", o.timeout)
+			return cfg, fmt.Errorf("--timeout %s (handlers.callTimeout): must be positive", o.timeout)
 		}
 		cfg.Handlers.CallTimeout = o.timeout
 	}
 	if f.Changed("memory-limit") {
 		if o.memoryLimit < 64<<10 || o.memoryLimit > 4<<30 {
-			return cfg, fmt.Errorf("--memory-limit %s: must be between 64Ki and 4Gi", o.memoryLimit)
+			return cfg, fmt.Errorf("--memory-limit %s (handlers.memoryLimit): must be between 64Ki and 4Gi", o.memoryLimit)
 		}
 		cfg.Handlers.MemoryLimit = o.memoryLimit
 	}

@@ -17,7 +17,7 @@ import (
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, fmt.Errorf("log.level (flag --log-level) %q: want debug, info, warn or error", level)
 	}
 	tty := false
 	if f, ok := w.(*os.File); ok {
@@ -34,7 +34,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationsAsText})), nil
 	default:
-		return nil, fmt.Errorf("--log-format %q: want auto, text or json", format)
+		return nil, fmt.Errorf("log.format (flag --log-format) %q: want auto, text or json", format)
 	}
 }
 

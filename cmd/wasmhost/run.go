@@ -29,18 +29,21 @@ within --shutdown-timeout.
 Settings come from the defaults, then --config, then the flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var warnings []string
 			if configFile != "" {
-				// The file goes under the flags: re-apply the flags that were set.
+				// The file goes under the flags: re-apply the flags that were set. Its
+				// mistakes are reported with the values' below, in one list.
 				fileCfg := config.Default()
-				if err := config.Load(configFile, &fileCfg); err != nil {
-					return err
-				}
+				var loadErr error
+				warnings, loadErr = config.Load(configFile, &fileCfg)
 				if err := overlayFlags(cmd, &fileCfg); err != nil {
 					return err
 				}
+				if err := config.Join(configFile, loadErr, fileCfg.Validate()); err != nil {
+					return err
+				}
 				cfg = fileCfg
-			}
-			if err := cfg.Validate(); err != nil {
+			} else if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			if err := cfg.AbsolutePaths(); err != nil {
@@ -49,6 +52,9 @@ Settings come from the defaults, then --config, then the flags.`,
 			log, err := newLogger(os.Stderr, cfg.Log.Format, cfg.Log.Level)
 			if err != nil {
 				return err
+			}
+			for _, w := range warnings {
+				log.Warn("config: "+w, "config", configFile)
 			}
 			tuneGC()
 			if limit, from := memoryLimit(int64(cfg.MemoryLimit), os.Getenv("GOMEMLIMIT"), cgroupMemoryMax()); limit > 0 {

@@ -4,11 +4,7 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,6 +48,9 @@ type Config struct {
 	Metrics      MetricsConfig      `yaml:"metrics"`
 	// Publish takes what handlers publish to the cluster (publish.go).
 	Publish PublishConfig `yaml:"publish"`
+
+	// lines maps each key set in the file Load read to its line, for Validate's messages.
+	lines map[string]int
 }
 
 // LogConfig sets the daemon's log output.
@@ -77,39 +76,19 @@ type ReconcilerConfig struct {
 	InitialBackoff Duration `yaml:"initialBackoff"`
 	// MaxBackoff caps the doubling retry delay. Defaults to 2m2s.
 	MaxBackoff Duration `yaml:"maxBackoff"`
-	// MaxConcurrent bounds the operations running at once that are not stalled (see
-	// StalledAfter), and the registrations in their handler phase (past GetInfo) at once
-	// across all plugin types. Defaults to 64.
+	// MaxConcurrent bounds the operations running at once that are not stalled (an operation
+	// waiting longer than 20ms on a plugin that does not answer stops counting; see
+	// docs/configuration.md, "Constants"), and the registrations in their handler phase (past
+	// GetInfo) at once across all plugin types. Defaults to 64.
 	MaxConcurrent int `yaml:"maxConcurrent"`
-	// StalledAfter: an operation running for longer than this (and than four times the recent
-	// duration of successful registrations, so that on a loaded machine, where every operation
-	// is slow, no more start at once) no longer counts against maxConcurrent, only against
-	// maxInFlight. It waits for a plugin that does not accept
-	// the connection or answer GetInfo (a goroutine and a descriptor, no CPU), or for a slow
-	// handler (bounded by maxPerType and maxConcurrent in its handler phase): so sockets that
-	// never answer delay a plugin that does by this much per maxConcurrent of them that
-	// appeared before it (300 at once: under 0.1s), and not at all once they wait to retry.
-	// Defaults to 20ms (a burst of plugins that answer runs maxConcurrent at a time
-	// as before; 10ms made a burst of 4,000 twice as slow, see docs/benchmarks.md).
-	StalledAfter Duration `yaml:"stalledAfter"`
-	// MaxInFlight bounds the operations at once, stalled ones included. At most a quarter of
-	// the daemon's descriptor limit is used. Defaults to 512.
-	MaxInFlight int `yaml:"maxInFlight"`
 	// RejectedRecheck is how long a plugin its handler rejected waits before it is asked
 	// again when nothing that could change the answer changed (its handler, its socket, a
 	// plugin of the same type and name going away: those ask again at once). Defaults to 5m.
 	RejectedRecheck Duration `yaml:"rejectedRecheck"`
-	// BackoffJitter shortens each error backoff by a random fraction of at most this, so
-	// that sockets that failed together do not retry together. Defaults to 0.1.
-	BackoffJitter float64 `yaml:"backoffJitter"`
 	// MaxPerType bounds the registrations of one plugin type in their handler phase at once,
 	// so that a slow type (a handler that loops or times out) cannot take every slot from
 	// the others. Defaults to 16.
 	MaxPerType int `yaml:"maxPerType"`
-	// MaxRetrying bounds the operations at once for sockets that failed before, a budget of
-	// their own, so that sockets that keep failing or never answer cannot delay a new
-	// plugin's first attempt. Defaults to 16.
-	MaxRetrying int `yaml:"maxRetrying"`
 }
 
 // RegistrationConfig bounds the calls to plugins.
@@ -214,12 +193,8 @@ func Default() Config {
 			InitialBackoff:  Duration(500 * time.Millisecond),
 			MaxBackoff:      Duration(2*time.Minute + 2*time.Second),
 			MaxConcurrent:   64,
-			MaxInFlight:     512,
-			StalledAfter:    Duration(20 * time.Millisecond),
 			MaxPerType:      16,
 			RejectedRecheck: Duration(5 * time.Minute),
-			BackoffJitter:   0.1,
-			MaxRetrying:     16,
 		},
 		Registration: RegistrationConfig{
 			DialTimeout:    Duration(10 * time.Second),
@@ -240,72 +215,13 @@ func Default() Config {
 	}
 }
 
-// Load reads a YAML config over the defaults. The file starts with the header
-// apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration; a missing or unknown one,
-// unknown keys and bad values are errors that name the file, the key and the line.
-func Load(path string, into *Config) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := checkHeader(path, b); err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	err = dec.Decode(into)
-	if err == nil || errors.Is(err, io.EOF) {
-		return nil
-	}
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	// Name the key of every mistake, not only its line.
-	var root yaml.Node
-	_ = yaml.Unmarshal(b, &root)
-	keys := keysByLine(&root, "", map[int]string{})
-	var errs []error
-	for _, msg := range te.Errors {
-		var line int
-		if _, scanErr := fmt.Sscanf(msg, "line %d:", &line); scanErr == nil && keys[line] != "" {
-			msg = keys[line] + " (" + msg + ")"
-		}
-		errs = append(errs, errors.New(msg))
-	}
-	return fmt.Errorf("config %s:\n%w", path, errors.Join(errs...))
-}
-
-// keysByLine maps each line of a YAML document to the dotted key whose value is on it.
-func keysByLine(n *yaml.Node, prefix string, out map[int]string) map[int]string {
-	switch n.Kind {
-	case yaml.DocumentNode, yaml.SequenceNode:
-		for _, c := range n.Content {
-			keysByLine(c, prefix, out)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			if prefix != "" {
-				key = prefix + "." + key
-			}
-			out[n.Content[i].Line] = key
-			if v := n.Content[i+1]; v.Line != n.Content[i].Line || v.Kind == yaml.ScalarNode {
-				if _, taken := out[v.Line]; !taken || v.Line == n.Content[i].Line {
-					out[v.Line] = key
-				}
-			}
-			keysByLine(n.Content[i+1], key, out)
-		}
-	}
-	return out
-}
-
 // Validate checks the config as a whole and names the key of every mistake.
+// Each mistake is a *Problem: the key, the flag that sets it if there is one, and the line of
+// the file Load read it from, if it did.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+		errs = append(errs, &Problem{Line: c.lines[key], Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 	for key, v := range map[string]string{"socketDir": c.SocketDir, "handlerDir": c.HandlerDir, "stateDir": c.StateDir} {
 		if v == "" {
@@ -337,9 +253,6 @@ func (c *Config) Validate() error {
 	if c.Reconciler.MaxBackoff < c.Reconciler.InitialBackoff {
 		bad("reconciler.maxBackoff", "%s is below reconciler.initialBackoff %s", time.Duration(c.Reconciler.MaxBackoff), time.Duration(c.Reconciler.InitialBackoff))
 	}
-	if c.Reconciler.BackoffJitter < 0 || c.Reconciler.BackoffJitter > 1 {
-		bad("reconciler.backoffJitter", "must be between 0 and 1, got %v", c.Reconciler.BackoffJitter)
-	}
 	if c.Reconciler.RejectedRecheck < Duration(time.Second) {
 		bad("reconciler.rejectedRecheck", "must be at least 1s, got %s", c.Reconciler.RejectedRecheck)
 	}
@@ -349,17 +262,8 @@ func (c *Config) Validate() error {
 	if c.Reconciler.MaxPerType < 1 {
 		bad("reconciler.maxPerType", "must be at least 1, got %d", c.Reconciler.MaxPerType)
 	}
-	if c.Reconciler.MaxRetrying < 1 {
-		bad("reconciler.maxRetrying", "must be at least 1, got %d", c.Reconciler.MaxRetrying)
-	}
 	if c.Reconciler.MaxConcurrent < 1 {
 		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)
-	}
-	if c.Reconciler.StalledAfter < Duration(time.Millisecond) {
-		bad("reconciler.stalledAfter", "must be at least 1ms, got %s", c.Reconciler.StalledAfter)
-	}
-	if c.Reconciler.MaxInFlight < c.Reconciler.MaxConcurrent {
-		bad("reconciler.maxInFlight", "must be at least reconciler.maxConcurrent (%d), got %d", c.Reconciler.MaxConcurrent, c.Reconciler.MaxInFlight)
 	}
 	if c.Handlers.MemoryLimit < 64<<10 || c.Handlers.MemoryLimit > 4<<30 {
 		bad("handlers.memoryLimit", "must be between 64Ki and 4Gi, got %s", c.Handlers.MemoryLimit)
@@ -406,8 +310,7 @@ func (c *Config) Validate() error {
 	if l := c.Metrics.Listen; l != "" && l != "off" && !strings.HasPrefix(l, "unix:") && !strings.Contains(l, ":") {
 		bad("metrics.listen", "want off, unix:/path or host:port, got %q", l)
 	}
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(errs...)
+	return joinProblems(errs)
 }
 
 // AbsolutePaths makes the directories absolute, so that logs and the admin socket name them

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +33,11 @@ func check(t *testing.T, text string) (config.Config, string, error) {
 	t.Helper()
 	path := writeFile(t, text)
 	cfg := config.Default()
-	if err := config.Load(path, &cfg); err != nil {
-		return cfg, path, err
+	warnings, err := config.Check(path, &cfg)
+	if len(warnings) > 0 {
+		t.Errorf("warnings: %q", warnings)
 	}
-	return cfg, path, cfg.Validate()
+	return cfg, path, err
 }
 
 // TestMistakes feeds config files with every kind of mistake and checks that each is named by
@@ -45,27 +47,31 @@ func TestMistakes(t *testing.T) {
 		name, file string
 		want       []string // each must appear in the error
 	}{
-		{"unknown top-level key", header + "socketdir: /x\n", []string{"line 3: field socketdir not found"}},
-		{"unknown nested key", header + "handlers:\n  callTimeOut: 5s\n", []string{"handlers.callTimeOut", "line 4: field callTimeOut not found"}},
-		{"bad duration", header + "handlers:\n  callTimeout: 5 seconds\n", []string{"handlers.callTimeout", `"5 seconds" is not a duration`}},
-		{"bad size", header + "handlers:\n  memoryLimit: 12XB\n", []string{"handlers.memoryLimit (line 4", `"12XB" is not a size`, "64Mi"}},
+		{"unknown top-level key", header + "socketdir: /x\n", []string{"line 3: socketdir: unknown key; did you mean socketDir?"}},
+		{"unknown nested key", header + "handlers:\n  callTimeOut: 5s\n", []string{"line 4: handlers.callTimeOut: unknown key; did you mean handlers.callTimeout?"}},
+		{"bad duration", header + "handlers:\n  callTimeout: 5 seconds\n", []string{"line 4: handlers.callTimeout (flag --handler-timeout): ", `"5 seconds" is not a duration`}},
+		{"bad size", header + "handlers:\n  memoryLimit: 12XB\n", []string{"line 4: handlers.memoryLimit (flag --handler-memory-limit): ", `"12XB" is not a size`, "64Mi"}},
 		{"milli is not a size", header + "handlers:\n  memoryLimit: 64m\n", []string{"handlers.memoryLimit", `"64m" is not a size`, "m is milli", "write Mi"}},
 		{"fraction of a byte", header + "handlers:\n  memoryLimit: 1.5\n", []string{"handlers.memoryLimit", `"1.5" is not a whole number of bytes`}},
-		{"wrong type", header + "reconciler:\n  maxConcurrent: many\n", []string{"reconciler.maxConcurrent", "line 4"}},
-		{"several at once", header + "handlerz: /x\nwatcher:\n  resync: soon\n", []string{"handlerz", "watcher.resync"}},
+		{"wrong type", header + "reconciler:\n  maxConcurrent: many\n", []string{`line 4: reconciler.maxConcurrent: want a whole number, got "many"`}},
+		{"several at once", header + "handlerz: /x\nwatcher:\n  resync: soon\n", []string{"line 3: handlerz: unknown key; did you mean handlers?", "line 5: watcher.resync: "}},
 		{"not yaml", header + "socketDir: [unclosed\n", []string{"config "}},
-		{"kubelet's socket dir", header + "socketDir: /var/lib/kubelet/plugins_registry\n", []string{"socketDir", "kubelet's own socket directory"}},
-		{"empty dir", header + "handlerDir: \"\"\n", []string{"handlerDir: must not be empty"}},
-		{"zero timeout", header + "registration:\n  notifyTimeout: 0s\n", []string{"registration.notifyTimeout: must be a positive duration"}},
+		{"kubelet's socket dir", header + "socketDir: /var/lib/kubelet/plugins_registry\n", []string{"line 3: socketDir (flag --socket-dir): ", "kubelet's own socket directory"}},
+		{"empty dir", header + "handlerDir: \"\"\n", []string{"line 3: handlerDir (flag --handler-dir): must not be empty"}},
+		{"zero timeout", header + "registration:\n  notifyTimeout: 0s\n", []string{"line 4: registration.notifyTimeout: must be a positive duration"}},
 		{"negative resync", header + "watcher:\n  resync: -1s\n", []string{"watcher.resync: must not be negative"}},
 		{"backoff order", header + "reconciler:\n  initialBackoff: 3s\n  maxBackoff: 1s\n", []string{"reconciler.maxBackoff: 1s is below reconciler.initialBackoff 3s"}},
 		{"concurrency", header + "reconciler:\n  maxConcurrent: 0\n", []string{"reconciler.maxConcurrent: must be at least 1"}},
-		{"memory too small", header + "handlers:\n  memoryLimit: 1Ki\n", []string{"handlers.memoryLimit: must be between 64Ki and 4Gi, got 1Ki"}},
-		{"memory too large", header + "handlers:\n  memoryLimit: 5G\n", []string{"handlers.memoryLimit: must be between 64Ki and 4Gi, got 5000000000"}},
+		{"memory too small", header + "handlers:\n  memoryLimit: 1Ki\n", []string{"handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 1Ki"}},
+		{"memory too large", header + "handlers:\n  memoryLimit: 5G\n", []string{"handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 5000000000"}},
 		{"unknown capability", header + "handlers:\n  types:\n    CSIPlugin:\n      capabilities: [network]\n", []string{`handlers.types.CSIPlugin.capabilities: unknown capability "network" (known: plugin_call)`}},
-		{"log format", header + "log:\n  format: xml\n", []string{`log.format: want auto, text or json, got "xml"`}},
-		{"log level", header + "log:\n  level: loud\n", []string{`log.level: want debug, info, warn or error, got "loud"`}},
-		{"metrics address", header + "metrics:\n  listen: nowhere\n", []string{`metrics.listen: want off, unix:/path or host:port`}},
+		{"log format", header + "log:\n  format: xml\n", []string{`line 4: log.format (flag --log-format): want auto, text or json, got "xml"`}},
+		{"log level", header + "log:\n  level: loud\n", []string{`log.level (flag --log-level): want debug, info, warn or error, got "loud"`}},
+		{"a mapping for a value", header + "handlers:\n  poolSize:\n    a: 1\n", []string{"line 5: handlers.poolSize: want a whole number, got a mapping"}},
+		{"a list for a mapping", header + "reconciler: [1]\n", []string{"line 3: reconciler: want a mapping of keys, got a list"}},
+		{"unknown key under a type", header + "handlers:\n  types:\n    CSIPlugin:\n      fiel: csi.wasm\n", []string{"line 6: handlers.types.CSIPlugin.fiel: unknown key; did you mean handlers.types.CSIPlugin.file?"}},
+		{"nothing close", header + "handlers:\n  zzzzzzzz: 1\n", []string{"line 4: handlers.zzzzzzzz: unknown key; handlers has callTimeout, memoryLimit"}},
+		{"metrics address", header + "metrics:\n  listen: nowhere\n", []string{`metrics.listen (flag --metrics-listen): want off, unix:/path or host:port`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := check(t, tc.file)
@@ -260,4 +266,89 @@ func TestEveryKeyDocumented(t *testing.T) {
 		}
 	}
 	walk("", reflect.TypeFor[config.Config]())
+}
+
+// TestRetiredKeysDocumented: every key that is a constant now has its row under Constants in
+// docs/configuration.md, and none under Keys.
+func TestRetiredKeysDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	keys, constants, ok := strings.Cut(doc[strings.Index(doc, "## Keys"):], "## Constants")
+	if !ok {
+		t.Fatal("docs/configuration.md has no Constants section")
+	}
+	for key := range config.Retired {
+		if !strings.Contains(constants, "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md's Constants has no row for %s", key)
+		}
+		if strings.Contains(keys, "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md still lists %s as a key", key)
+		}
+	}
+}
+
+// TestEveryMistakeInOnePass: unknown keys, values of the wrong kind and values out of range are
+// reported together, by line, in the file's own key names, never in Go's.
+func TestEveryMistakeInOnePass(t *testing.T) {
+	_, path, err := check(t, header+
+		"socketdir: /x\n"+ // 3
+		"reconciler:\n"+
+		"  maxConcurrent: 0\n"+ // 5
+		"  maxBackof: 1m\n"+ // 6
+		"handlers:\n"+
+		"  callTimeout: soon\n"+ // 8
+		"  poolSize: -1\n"+ // 9
+		"  limits:\n"+
+		"    maxModuleSize: 0\n"+ // 11
+		"metrics:\n"+
+		"  maxConnections: lots\n") // 13
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	want := "config " + path + ":\n" +
+		"line 3: socketdir: unknown key; did you mean socketDir?\n" +
+		"line 5: reconciler.maxConcurrent: must be at least 1, got 0\n" +
+		"line 6: reconciler.maxBackof: unknown key; did you mean reconciler.maxBackoff?\n" +
+		`line 8: handlers.callTimeout (flag --handler-timeout): "soon" is not a duration (e.g. 500ms, 5s, 2m)` + "\n" +
+		"line 9: handlers.poolSize: must not be negative (0 means one per CPU), got -1\n" +
+		"line 11: handlers.limits.maxModuleSize: must be positive, got 0\n" +
+		`line 13: metrics.maxConnections: want a whole number, got "lots"`
+	if err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
+	}
+	for _, goName := range []string{"config.", "Config", "int", "field "} {
+		if strings.Contains(strings.ReplaceAll(err.Error(), path, ""), goName) {
+			t.Errorf("the error names %q, a Go name:\n%v", goName, err)
+		}
+	}
+}
+
+// TestRetiredKeysStillLoad: a file written when the benchmark-tuned knobs were settings loads,
+// with a warning for each that it is ignored.
+func TestRetiredKeysStillLoad(t *testing.T) {
+	path := writeFile(t, header+
+		"reconciler:\n  stalledAfter: 10ms\n  maxInFlight: 100\n  backoffJitter: 0.5\n  maxRetrying: 2\n  maxConcurrent: 8\n"+
+		"handlers:\n  limits:\n    maxNestingWork: 1\n    maxAbandonedCompiles: 3\n    maxNesting: 100\n")
+	cfg := config.Default()
+	warnings, err := config.Check(path, &cfg)
+	if err != nil {
+		t.Fatalf("a file with retired keys: %v", err)
+	}
+	if cfg.Reconciler.MaxConcurrent != 8 || cfg.Handlers.Limits.MaxNesting != 100 {
+		t.Errorf("the keys beside the retired ones were not read: %+v", cfg.Reconciler)
+	}
+	if len(warnings) != len(config.Retired) {
+		t.Fatalf("%d warnings, want one for each of %d retired keys: %q", len(warnings), len(config.Retired), warnings)
+	}
+	for key := range config.Retired {
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, key+" is ignored") }) {
+			t.Errorf("no warning for %s: %q", key, warnings)
+		}
+	}
+	if want := "line 4: reconciler.stalledAfter is ignored: it is a constant now (20ms)"; !strings.HasPrefix(warnings[0], want) {
+		t.Errorf("first warning %q, want it to start %q", warnings[0], want)
+	}
 }

@@ -16,18 +16,12 @@ type HandlerLimits struct {
 	// CompileTimeout bounds compiling a module; one that runs over is abandoned and the file
 	// refused (the compile cannot be stopped: it ends in the background). Defaults to 1m.
 	CompileTimeout Duration `yaml:"compileTimeout"`
-	// MaxAbandonedCompiles is how many abandoned compiles may run on; while that many do,
-	// other files wait (retried every second). Defaults to 1.
-	MaxAbandonedCompiles int `yaml:"maxAbandonedCompiles"`
 	// MaxFunctions is the most functions a module may define. Defaults to 100000.
 	MaxFunctions int `yaml:"maxFunctions"`
 	// MaxFunctionSize is the largest function body. Defaults to 1Mi.
 	MaxFunctionSize ByteSize `yaml:"maxFunctionSize"`
 	// MaxNesting is how deeply blocks may nest in one function. Defaults to 4096.
 	MaxNesting int `yaml:"maxNesting"`
-	// MaxNestingWork bounds the sum, over a module, of the depth of every block: what the
-	// compile time grows with. Defaults to 50000000.
-	MaxNestingWork int64 `yaml:"maxNestingWork"`
 	// MaxLocals is the most locals one function may declare. Defaults to 50000.
 	MaxLocals int `yaml:"maxLocals"`
 	// MaxTableElements bounds a module's tables together (8 bytes an element in every
@@ -92,11 +86,9 @@ func DefaultHandlerLimits() HandlerLimits {
 	return HandlerLimits{
 		MaxModuleSize:          64 << 20,
 		CompileTimeout:         Duration(time.Minute),
-		MaxAbandonedCompiles:   1,
 		MaxFunctions:           100_000,
 		MaxFunctionSize:        1 << 20,
 		MaxNesting:             4096,
-		MaxNestingWork:         50_000_000,
 		MaxLocals:              50_000,
 		MaxTableElements:       200_000,
 		MaxEntries:             100_000,
@@ -126,11 +118,9 @@ func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any
 	positive := map[string]int64{
 		"handlers.limits.maxModuleSize":          int64(l.MaxModuleSize),
 		"handlers.limits.compileTimeout":         int64(l.CompileTimeout),
-		"handlers.limits.maxAbandonedCompiles":   int64(l.MaxAbandonedCompiles),
 		"handlers.limits.maxFunctions":           int64(l.MaxFunctions),
 		"handlers.limits.maxFunctionSize":        int64(l.MaxFunctionSize),
 		"handlers.limits.maxNesting":             int64(l.MaxNesting),
-		"handlers.limits.maxNestingWork":         l.MaxNestingWork,
 		"handlers.limits.maxLocals":              int64(l.MaxLocals),
 		"handlers.limits.maxTableElements":       int64(l.MaxTableElements),
 		"handlers.limits.maxEntries":             int64(l.MaxEntries),

@@ -21,10 +21,8 @@ func TestSourcesAndTrust(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := config.Default()
-		if err := config.Load(p, &c); err != nil {
-			return err
-		}
-		return c.Validate()
+		_, err := config.Check(p, &c)
+		return err
 	}
 	good := `handlers:
   sources:

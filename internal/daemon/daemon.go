@@ -149,9 +149,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if fdErr != nil {
 		log.Warn("descriptor limit", "limit", fdLimit, "error", fdErr)
 	}
-	inFlight := inFlightWithin(cfg.Reconciler.MaxInFlight, fdLimit)
-	if inFlight < cfg.Reconciler.MaxInFlight {
-		log.Warn("reconciler.maxInFlight lowered to a quarter of the descriptor limit", "configured", cfg.Reconciler.MaxInFlight, "using", inFlight, "fd_limit", fdLimit)
+	inFlight := inFlightWithin(MaxInFlight, fdLimit)
+	if inFlight < MaxInFlight {
+		log.Warn("operations in flight bounded by a quarter of the descriptor limit: raise it (LimitNOFILE, ulimit -n) to allow more", "most", MaxInFlight, "using", inFlight, "fd_limit", fdLimit)
 	}
 	// A registered plugin whose server goes while its socket stays is marked dead in the
 	// desired state: the reconciler deregisters it.
@@ -184,11 +184,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	d.rec = reconciler.New(d.desired, d.actual, d.registry, reg, reconciler.Config{
 		MaxConcurrent:   cfg.Reconciler.MaxConcurrent,
 		MaxInFlight:     inFlight,
-		StalledAfter:    time.Duration(cfg.Reconciler.StalledAfter),
+		StalledAfter:    StalledAfter,
 		TypeSlots:       typeSlots,
-		MaxRetrying:     cfg.Reconciler.MaxRetrying,
+		MaxRetrying:     MaxRetrying,
 		RecheckRejected: time.Duration(cfg.Reconciler.RejectedRecheck),
-		Jitter:          cfg.Reconciler.BackoffJitter,
+		Jitter:          BackoffJitter,
 		InitialBackoff:  time.Duration(cfg.Reconciler.InitialBackoff),
 		MaxBackoff:      time.Duration(cfg.Reconciler.MaxBackoff),
 		Resync:          time.Duration(cfg.Reconciler.Resync),

@@ -23,16 +23,15 @@ func SandboxConfig(cfg config.Config) host.Config {
 	}
 }
 
-// hostLimits turns handlers.limits into the host's.
+// hostLimits turns handlers.limits into the host's. MaxAbandonedCompiles and MaxNestingWork
+// are constants (docs/configuration.md, "Constants"): left zero, the host's defaults.
 func hostLimits(l config.HandlerLimits) host.Limits {
 	return host.Limits{
 		MaxModuleBytes:          int64(l.MaxModuleSize),
 		CompileTimeout:          time.Duration(l.CompileTimeout),
-		MaxAbandonedCompiles:    l.MaxAbandonedCompiles,
 		MaxFunctions:            l.MaxFunctions,
 		MaxFunctionBytes:        int(l.MaxFunctionSize),
 		MaxNesting:              l.MaxNesting,
-		MaxNestingWork:          l.MaxNestingWork,
 		MaxLocals:               l.MaxLocals,
 		MaxTableElements:        l.MaxTableElements,
 		MaxEntries:              l.MaxEntries,

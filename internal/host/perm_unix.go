@@ -15,11 +15,11 @@ import (
 // another user than the daemon's owns.
 func checkNotShared(path, what string, fi os.FileInfo) error {
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("%w: %s %s has mode %v: writable by group or other (set Config.AllowInsecure to load it anyway)",
+		return fmt.Errorf("%w: %s %s has mode %v: writable by group or other (set handlers.allowInsecure or --allow-insecure-handlers to load it anyway)",
 			ErrInsecure, what, path, perm)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%w: %s %s is owned by uid %d, not the daemon's uid %d (set Config.AllowInsecure to load it anyway)",
+		return fmt.Errorf("%w: %s %s is owned by uid %d, not the daemon's uid %d (set handlers.allowInsecure or --allow-insecure-handlers to load it anyway)",
 			ErrInsecure, what, path, st.Uid, os.Getuid())
 	}
 	return nil

@@ -45,8 +45,12 @@ func FromManifest(t testing.TB, path string) []config.Config {
 			t.Fatal(err)
 		}
 		cfg := config.Default()
-		if err := config.Load(p, &cfg); err != nil {
+		warnings, err := config.Load(p, &cfg)
+		if err != nil {
 			t.Fatalf("%s: %v", path, err)
+		}
+		if len(warnings) > 0 {
+			t.Fatalf("%s: %v", path, warnings)
 		}
 		out = append(out, cfg)
 	}

@@ -49,7 +49,7 @@ func (r *Registrar) dial(ctx context.Context, s state.Socket) (net.Conn, error) 
 			return c, nil
 		}
 		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-			return nil, fmt.Errorf("%w: socket %s: the daemon is out of file descriptors (%s); lower reconciler.maxInFlight or raise the limit: %w",
+			return nil, fmt.Errorf("%w: socket %s: the daemon is out of file descriptors (%s); raise its descriptor limit (LimitNOFILE, ulimit -n): %w",
 				registration.ErrUnreachable, s.Path, fdLimitText(), err)
 		}
 		refused := errors.Is(err, syscall.ECONNREFUSED)

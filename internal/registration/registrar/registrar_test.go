@@ -751,7 +751,7 @@ func TestDialOutOfDescriptorsSaysSo(t *testing.T) {
 	if err == nil {
 		t.Fatal("registered with no descriptor left")
 	}
-	for _, want := range []string{e.path("plugin"), "out of file descriptors", "limit 64", "reconciler.maxInFlight"} {
+	for _, want := range []string{e.path("plugin"), "out of file descriptors", "limit 64", "LimitNOFILE"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
