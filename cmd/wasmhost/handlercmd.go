@@ -90,13 +90,13 @@ func (o *sandboxOpts) config(cmd *cobra.Command) (config.Config, error) {
 	f := cmd.Flags()
 	if f.Changed("timeout") {
 		if o.timeout <= 0 {
-			return cfg, fmt.Errorf("--timeout %s (handlers.callTimeout): must be positive", o.timeout)
+			return cfg, fmt.Errorf("--timeout %s: must be positive (handlers.callTimeout in the daemon's config)", o.timeout)
 		}
 		cfg.Handlers.CallTimeout = o.timeout
 	}
 	if f.Changed("memory-limit") {
 		if o.memoryLimit < 64<<10 || o.memoryLimit > 4<<30 {
-			return cfg, fmt.Errorf("--memory-limit %s (handlers.memoryLimit): must be between 64Ki and 4Gi", o.memoryLimit)
+			return cfg, fmt.Errorf("--memory-limit %s: must be between 64Ki and 4Gi (handlers.memoryLimit in the daemon's config)", o.memoryLimit)
 		}
 		cfg.Handlers.MemoryLimit = o.memoryLimit
 	}
@@ -158,7 +158,7 @@ func loadHints(err error, path string, types []string, caps []string) []string {
 			hints = append(hints, fmt.Sprintf("the operator grants it in the daemon's config: handlers.types.%s.capabilities: [%s]", t, strings.Join(caps, ", ")))
 		}
 	case errors.Is(err, host.ErrInsecure):
-		hints = append(hints, "make the file writable by its owner only (chmod go-w "+path+"), or set handlers.allowInsecure")
+		hints = append(hints, "make the file writable by its owner only (chmod go-w "+path+"), or pass --allow-insecure (the daemon: handlers.allowInsecure or --allow-insecure-handlers)")
 	case strings.Contains(err.Error(), "memory minimum"):
 		hints = append(hints, "raise handlers.memoryLimit, or make the module declare less memory")
 	case strings.Contains(err.Error(), "missing export "+abi.ExportABIVersion):

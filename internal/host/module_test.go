@@ -327,7 +327,7 @@ func TestPermissions(t *testing.T) {
 	copyFile(t, fixture("ok"), path, 0o664)
 	h, _ := newStrictHost(t, Config{})
 	_, err := h.LoadFile(context.Background(), path)
-	errContains(t, err, ErrInsecure, path, "writable by group or other", "AllowInsecure")
+	errContains(t, err, ErrInsecure, path, "writable by group or other", "handlers.allowInsecure", "--allow-insecure-handlers")
 
 	h2, _ := newTestHost(t, Config{AllowInsecure: true})
 	checkOK(t, mustLoadPath(t, h2, path))
