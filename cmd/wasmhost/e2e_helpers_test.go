@@ -12,10 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // e2eWait bounds every wait of the end-to-end tests. It is generous on purpose: the tests
@@ -161,18 +159,10 @@ func (rd *runningDaemon) stop() error {
 	return rd.err
 }
 
-// waitFor polls cond until it holds, and fails tb if it does not within e2eWait.
+// waitFor waits until cond holds (testwait.Until, within e2eWait).
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(e2eWait)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s", e2eWait, what)
-		}
-		<-tick.C
-	}
+	testwait.UntilWithin(tb, e2eWait, what, cond)
 }
 
 // waitState waits until the reconciler reports socket in state, and returns its status.
@@ -262,57 +252,5 @@ func appendULEB(b []byte, v uint64) []byte {
 		if v == 0 {
 			return b
 		}
-	}
-}
-
-// goroutineIDs returns the IDs of the goroutines that exist now.
-func goroutineIDs() map[int]string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	ids := make(map[int]string)
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		m := goroutineHeader.FindStringSubmatch(g)
-		if m == nil {
-			continue
-		}
-		id, _ := strconv.Atoi(m[1])
-		ids[id] = g
-	}
-	return ids
-}
-
-var goroutineHeader = regexp.MustCompile(`^goroutine (\d+) `)
-
-// waitNoNewGoroutines waits until every goroutine that exists and was not in before has
-// exited (other than the caller), and fails tb with their stacks if some are still there
-// after e2eWait.
-func waitNoNewGoroutines(tb testing.TB, before map[int]string) {
-	tb.Helper()
-	var extra []string
-	deadline := time.Now().Add(e2eWait)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		extra = extra[:0]
-		for id, stack := range goroutineIDs() {
-			if _, ok := before[id]; ok || strings.Contains(stack, "waitNoNewGoroutines") {
-				continue
-			}
-			extra = append(extra, stack)
-		}
-		if len(extra) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d goroutine(s) left running:\n\n%s", len(extra), strings.Join(extra, "\n\n"))
-		}
-		<-tick.C
 	}
 }

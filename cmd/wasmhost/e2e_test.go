@@ -33,6 +33,8 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/testwait"
+	"go.uber.org/goleak"
 )
 
 const fakeType = "fake.wasmhost.dev"
@@ -473,7 +475,7 @@ func TestE2ERunLeavesNoGoroutines(t *testing.T) {
 	cfg.Metrics.Listen = "unix:" + filepath.Join(dirs.State, "metrics.sock")
 	cfg.Registration.NotifyTimeout = config.Duration(time.Hour)
 	log := testLog(t)
-	before := goroutineIDs()
+	before := goleak.IgnoreCurrent()
 
 	h := registrationtest.NewRecordingHandler()
 	d, err := daemon.New(context.Background(), cfg, log, "v0.0.0-test")
@@ -539,7 +541,7 @@ func TestE2ERunLeavesNoGoroutines(t *testing.T) {
 	for _, p := range plugins {
 		p.Close()
 	}
-	waitNoNewGoroutines(t, before)
+	testwait.NoLeaks(t, before)
 }
 
 // runRoot runs the wasmhost command line (newRootCmd) with args and returns its standard

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 const hostileWait = 2 * time.Minute
@@ -97,13 +98,7 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(hostileWait)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.UntilWithin(t, hostileWait, what, cond)
 	}
 	for file, fault := range map[string]string{
 		"fifo.wasm": "not a regular file (a FIFO)",

@@ -26,6 +26,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // recordLogs keeps the daemon's records.
@@ -211,16 +212,10 @@ func startTestDaemon(t *testing.T, cfg config.Config, log *slog.Logger) (d *Daem
 	return d, done
 }
 
-// waitUntil polls cond until it holds, for at most a minute.
+// waitUntil waits until cond holds (testwait.Until).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 // TestTypeFromOnePlace: a plugin type served by a handler pulled from a registry stays with it

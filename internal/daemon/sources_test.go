@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 func testdataModule(t *testing.T, name string) []byte {
@@ -75,22 +77,14 @@ func TestHandlersFromRegistry(t *testing.T) {
 	served := []string{"echo.example", "kv.example", "ok.example"}
 	waitServed := func(t *testing.T, d *Daemon) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			var missing []string
+		testwait.Until(t, fmt.Sprintf("plugin types %v to be served", served), func() bool {
 			for _, typ := range served {
 				if !d.registry.Has(typ) {
-					missing = append(missing, typ)
+					return false
 				}
 			}
-			if len(missing) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("plugin types not served: %v; handlers: %+v", missing, d.State().Handlers())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return true
+		})
 	}
 	byFile := func(hs []state.Handler, ref string) state.Handler {
 		for _, h := range hs {
@@ -108,22 +102,15 @@ func TestHandlersFromRegistry(t *testing.T) {
 			t.Errorf("%s is served; its module should have been refused", typ)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// The handler list follows the registry a moment later: wait for the signed artifact's
+	// entry too.
+	testwait.Until(t, "the unsigned and wrongly signed artifacts refused with their reasons, the signed one serving", func() bool {
 		hs := d.State().Handlers()
 		u, w := byFile(hs, unsigned.String()), byFile(hs, wrongKey.String())
-		// The handler list follows the registry a moment later: wait for the signed
-		// artifact's entry too.
 		a := byFile(hs, artifact.String())
-		if strings.Contains(u.LastError, "unsigned, and") && strings.Contains(w.LastError, "no signature verifies with a configured key") &&
-			a.Serving && a.LastError == "" && len(a.PluginTypes) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refusals not reported (unsigned %q, wrong key %q), or the signed artifact not serving: %+v", u.LastError, w.LastError, a)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(u.LastError, "unsigned, and") && strings.Contains(w.LastError, "no signature verifies with a configured key") &&
+			a.Serving && a.LastError == "" && len(a.PluginTypes) == 1
+	})
 	stop()
 
 	// The registry goes down: a restart serves what was pulled, at once.

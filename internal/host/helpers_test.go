@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // logs captures log records for assertions (and shows them with -v).
@@ -137,16 +138,10 @@ func checkOK(t testing.TB, m *Module) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor waits until cond holds (testwait.Until).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 func errContains(t testing.TB, err error, sentinel error, parts ...string) {

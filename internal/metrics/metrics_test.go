@@ -19,8 +19,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"go.uber.org/goleak"
 
 	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 func testConfig() metrics.Config {
@@ -241,24 +243,8 @@ func TestNewAddr(t *testing.T) {
 	}
 }
 
-// goroutinesOf returns the stacks of the goroutines with a frame whose function name starts
-// with prefix.
-func goroutinesOf(prefix string) string {
-	buf := make([]byte, 1<<20)
-	n := runtime.Stack(buf, true)
-	var out []string
-	for g := range strings.SplitSeq(string(buf[:n]), "\n\n") {
-		for line := range strings.SplitSeq(g, "\n") {
-			if strings.HasPrefix(line, prefix) {
-				out = append(out, g)
-				break
-			}
-		}
-	}
-	return strings.Join(out, "\n\n")
-}
-
 func TestRunUnixSocket(t *testing.T) {
+	before := goleak.IgnoreCurrent()
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
 		t.Fatal(err)
@@ -369,9 +355,7 @@ func TestRunUnixSocket(t *testing.T) {
 
 	tr.CloseIdleConnections()
 	stop()
-	if g := goroutinesOf("github.com/wasmhost/wasmhost/internal/metrics."); g != "" {
-		t.Errorf("goroutines of package metrics left after Run returned:\n%s", g)
-	}
+	testwait.NoLeaks(t, before)
 	if _, err := os.Lstat(sock); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket still there after Run returned: %v", err)
 	}
@@ -454,13 +438,7 @@ func TestRunCapsConnections(t *testing.T) {
 		resp.Body.Close()
 		return nil
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for get(time.Second) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the metrics endpoint never answered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, "the metrics endpoint to answer", func() bool { return get(time.Second) == nil })
 	hog, err := net.Dial("unix", sock) // holds the one slot, sends nothing
 	if err != nil {
 		t.Fatal(err)

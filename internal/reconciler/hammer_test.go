@@ -15,22 +15,13 @@ import (
 	"github.com/wasmhost/wasmhost/internal/reconciler/reconcilertest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
-// waitFor waits until cond holds, or fails the test after d.
+// waitFor waits until cond holds, or fails the test after d (testwait.UntilWithin).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("after %v: %s", d, what)
-		}
-	}
+	testwait.UntilWithin(t, d, what, cond)
 }
 
 // TestHammer changes the desired state, failures and handlers from many goroutines at once,

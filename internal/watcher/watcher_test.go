@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/wasmhost/wasmhost/internal/testwait"
+	"go.uber.org/goleak"
 )
 
 // TestScripts runs the watcher scenarios. Each one sets up a tree before the watcher starts,
@@ -272,7 +273,7 @@ func TestErrorsCoalesce(t *testing.T) {
 
 // TestRunReturnsAndLeavesNoGoroutines checks that Run waits for what it started.
 func TestRunReturnsAndLeavesNoGoroutines(t *testing.T) {
-	base := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	for range 3 {
 		h := newHarness(t, []string{"mksock s"})
 		h.step("mkdirsock d 3")
@@ -282,15 +283,7 @@ func TestRunReturnsAndLeavesNoGoroutines(t *testing.T) {
 			t.Errorf("after Run returned, %d watches are counted", st.Watches)
 		}
 	}
-	deadline := time.Now().Add(waitFor)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines before, %d after:\n%s", base, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond) // yield to exiting goroutines; not a wait for the watcher
-	}
+	testwait.NoLeaks(t, before)
 }
 
 func TestRunTwice(t *testing.T) {

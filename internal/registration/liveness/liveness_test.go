@@ -178,8 +178,23 @@ func TestForgottenPluginIsNotReported(t *testing.T) {
 	s.accepted(t)
 	m.Forget(path)
 	s.kill()
-	// The monitor's connection is gone with Forget; give a wrong report time to arrive.
-	time.Sleep(100 * time.Millisecond)
+	// The monitor's connection is gone with Forget. A wrong report would come no later than
+	// that of a plugin watched and killed after it: wait for that one instead of a while.
+	other := filepath.Join(filepath.Dir(path), "q.sock")
+	q := listen(t, other)
+	if err := m.Watch(t.Context(), other, state.Identity{Ino: 8}); err != nil {
+		t.Fatal(err)
+	}
+	q.accepted(t)
+	q.kill()
+	select {
+	case p := <-d.ch:
+		if p != other {
+			t.Fatalf("OnDead(%s) after Forget", p)
+		}
+	case <-time.After(wait):
+		t.Fatalf("the plugin killed after the forgotten one was not reported dead either")
+	}
 	select {
 	case p := <-d.ch:
 		t.Fatalf("OnDead(%s) after Forget", p)
