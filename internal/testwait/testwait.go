@@ -19,7 +19,7 @@ import (
 const Bound = 2 * time.Minute
 
 // Until waits until cond holds and fails tb, naming what it waited for, if it has not within
-// Bound. cond is checked at once, then every millisecond, backing off to every 20ms.
+// Bound. cond is checked at once, then every 2ms.
 func Until(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
 	UntilWithin(tb, Bound, what, cond)
@@ -29,13 +29,13 @@ func Until(tb testing.TB, what string, cond func() bool) {
 func UntilWithin(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()
 	deadline := time.Now().Add(d)
-	pause := time.Millisecond
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatalf("waited %v for %s", d, what)
 		}
-		time.Sleep(pause)
-		pause = min(2*pause, 20*time.Millisecond)
+		<-tick.C
 	}
 }
 
