@@ -36,7 +36,34 @@ const clientCallTimeout = 10 * time.Second
 
 // newClientCmds returns the commands that talk to a running daemon.
 func newClientCmds() []*cobra.Command {
-	return []*cobra.Command{newPluginsCmd(), newHandlersCmd(), newWatchCmd(), newStatusCmd()}
+	cmds := []*cobra.Command{newPluginsCmd(), newHandlersCmd(), newWatchCmd(), newStatusCmd()}
+	for _, c := range cmds {
+		hintOtherSocket(c)
+	}
+	return cmds
+}
+
+// socketHint is what a client command adds when no daemon listens on the socket it tried.
+const socketHint = "; a daemon with another admin socket: pass --admin-socket PATH or set $" + envAdminSocket +
+	" (a daemon listens on <its --state-dir>/admin.sock unless it was started with --admin-socket)"
+
+// hintOtherSocket makes cmd and its subcommands that take --admin-socket say how to point
+// them at another daemon's socket when none listens on the one they tried.
+func hintOtherSocket(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		hintOtherSocket(c)
+	}
+	run := cmd.RunE
+	if run == nil || cmd.Flags().Lookup("admin-socket") == nil {
+		return
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		err := run(c, args)
+		if errors.Is(err, client.ErrNotRunning) {
+			return fmt.Errorf("%w%s", err, socketHint)
+		}
+		return err
+	}
 }
 
 // clientOpts are the flags every client command has.
@@ -51,7 +78,7 @@ func (o *clientOpts) bind(cmd *cobra.Command, formats ...string) {
 		def = client.DefaultSocketPath
 	}
 	cmd.Flags().StringVar(&o.socket, "admin-socket", def,
-		"the daemon's admin socket (also from $"+envAdminSocket+")")
+		"the running daemon's admin socket: <its --state-dir>/admin.sock unless it was started with --admin-socket (default from $"+envAdminSocket+" when set)")
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		if o.socket == "" {
 			return errors.New("--admin-socket is empty")

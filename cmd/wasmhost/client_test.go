@@ -492,7 +492,9 @@ func TestClientNotRunning(t *testing.T) {
 	for _, sock := range []string{missing, stale} {
 		for _, cmd := range []string{"plugins", "handlers", "watch", "status"} {
 			_, _, err := runClient(t.Context(), cmd, "--admin-socket", sock)
-			want := "no daemon is listening on " + sock + ": is wasmhost running? (start it with wasmhost run)"
+			want := "no daemon is listening on " + sock + ": is wasmhost running? (start it with wasmhost run)" +
+				"; a daemon with another admin socket: pass --admin-socket PATH or set $WASMHOST_ADMIN_SOCKET" +
+				" (a daemon listens on <its --state-dir>/admin.sock unless it was started with --admin-socket)"
 			if err == nil || err.Error() != want {
 				t.Errorf("%s on %s: %v\nwant: %s", cmd, filepath.Base(sock), err, want)
 			}

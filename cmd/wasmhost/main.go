@@ -35,7 +35,11 @@ func newRootCmd() *cobra.Command {
 		Long: `wasmhost watches a directory for the unix sockets of node plugins (CSI drivers, DRA
 drivers, device plugins, your own types), speaks the kubelet's plugin-registration
 protocol to them, and runs the handler for each plugin type as a sandboxed
-WebAssembly module loaded from a directory: drop a .wasm file in, no rebuild.`,
+WebAssembly module loaded from a directory: drop a .wasm file in, no rebuild.
+
+wasmhost run is the daemon. The commands plugins, handlers, watch and status talk to a
+running daemon over its admin socket, <state-dir>/admin.sock (/var/lib/wasmhost/admin.sock by
+default); point them at another with --admin-socket or $WASMHOST_ADMIN_SOCKET.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

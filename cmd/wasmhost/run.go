@@ -81,7 +81,7 @@ func bindFlags(cmd *cobra.Command, cfg *config.Config) {
 	f.Var(&cfg.Handlers.CallTimeout, "handler-timeout", "deadline of every handler call")
 	f.Var(&cfg.Handlers.MemoryLimit, "handler-memory-limit", "memory ceiling of each handler instance, e.g. 64Mi or 1Gi")
 	f.BoolVar(&cfg.Handlers.AllowInsecure, "allow-insecure-handlers", cfg.Handlers.AllowInsecure, "load handler files and directories that others than their owner may write")
-	f.StringVar(&cfg.Admin.Socket, "admin-socket", cfg.Admin.Socket, "admin API socket (default <state-dir>/admin.sock)")
+	f.StringVar(&cfg.Admin.Socket, "admin-socket", cfg.Admin.Socket, "admin API socket, where wasmhost plugins, handlers, watch and status connect (default <state-dir>/admin.sock)")
 	f.StringVar(&cfg.Metrics.Listen, "metrics-listen", cfg.Metrics.Listen, "metrics and health endpoints: off, unix:/path or host:port")
 }
 
