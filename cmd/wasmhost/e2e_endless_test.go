@@ -218,7 +218,7 @@ func TestSandboxIsTheDaemons(t *testing.T) {
 			cfg := e2eConfig(newE2EDirs(t, "/tmp"))
 			if c.config != "" {
 				args = append(args, "--config", c.config)
-				if err := config.Load(c.config, &cfg); err != nil {
+				if _, err := config.Load(c.config, &cfg); err != nil {
 					t.Fatal(err)
 				}
 			}
