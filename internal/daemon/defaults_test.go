@@ -26,7 +26,8 @@ func TestConfigDefaultsAreTheHosts(t *testing.T) {
 			if !gv.Field(i).IsZero() {
 				t.Errorf("host.Limits.%s is a constant (the host's default), but the daemon sets it to %v", name, gv.Field(i))
 			}
-		case gv.Field(i).IsZero():
+		case gv.Field(i).IsZero() && !wv.Field(i).IsZero():
+			// (Both zero: a default the host works out where it runs, such as GuestThreads.)
 			t.Errorf("host.Limits.%s is set from no key of handlers.limits", name)
 		case !gv.Field(i).Equal(wv.Field(i)):
 			t.Errorf("host.Limits.%s: the config's default gives %v, the host's default is %v", name, gv.Field(i), wv.Field(i))
