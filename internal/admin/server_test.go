@@ -8,12 +8,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -26,6 +26,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // testServer is a running admin server and what a test needs to talk to it.
@@ -37,10 +38,13 @@ type testServer struct {
 }
 
 // start runs a server over src in a fresh temp dir (the socket one directory down, so that
-// Run creates it). Cleanup stops it, waits for Run and checks that no goroutine of the package
-// is left.
+// Run creates it). Cleanup stops it, waits for Run and, once the test's clients are closed too,
+// checks that no goroutine the test started is left.
 func start(t *testing.T, src *admintest.Source, mod func(*admin.Config)) *testServer {
 	t.Helper()
+	before := goleak.IgnoreCurrent()
+	// Registered first, so run last: after the clients' and the server's cleanups.
+	t.Cleanup(func() { testwait.NoLeaks(t, before) })
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
 		t.Fatal(err)
@@ -83,48 +87,9 @@ func (ts *testServer) stop(t *testing.T) {
 		t.Fatal("Run did not return 30 s after its context was cancelled")
 	}
 	ts.done = nil
-	// The package's own goroutines are gone when Run returns.
-	if g := goroutinesOf("github.com/wasmhost/wasmhost/admin."); g != "" {
-		t.Errorf("goroutines of package admin left after Run returned:\n%s", g)
-	}
-	// grpc-go's Stop returns while a connection's goroutine may still be finishing its
-	// bookkeeping (removeConn): those must end on their own, promptly; one still there after
-	// two seconds is a leak.
-	deadline := time.Now().Add(2 * time.Second)
-	for g := goroutinesOf("google.golang.org/grpc.(*Server)"); g != ""; g = goroutinesOf("google.golang.org/grpc.(*Server)") {
-		if time.Now().After(deadline) {
-			t.Errorf("goroutines of the grpc server left 2 s after Run returned:\n%s", g)
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
 	if _, err := os.Lstat(ts.path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket %s still there after Run returned (err %v)", ts.path, err)
 	}
-}
-
-// goroutinesOf returns the stacks of the goroutines that have a frame whose function name
-// starts with prefix.
-func goroutinesOf(prefix string) string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		for line := range strings.SplitSeq(g, "\n") {
-			if strings.HasPrefix(line, prefix) {
-				out = append(out, g)
-				break
-			}
-		}
-	}
-	return strings.Join(out, "\n\n")
 }
 
 // dial connects to the server and waits until it answers.
@@ -593,7 +558,7 @@ func TestRunStopsWithStuckWatcher(t *testing.T) {
 		src.Upsert(admintest.Plugin{Socket: "/plugins/p-reg.sock", State: state.StateFailing,
 			LastError: strings.Repeat("x", 100), Attempts: i})
 	}
-	ts.stop(t) // checks that Run returns and leaves no goroutine behind
+	ts.stop(t) // checks that Run returns; start's cleanup, that no goroutine is left
 }
 
 // Names and values that are not UTF-8 (a socket file name is any bytes; a handler publishes
