@@ -1,7 +1,8 @@
 # wasmhost: a node agent that registers kubelet-style plugins through WebAssembly handlers.
 #
 #   make run     build the daemon and the shipped handlers, run it with local dirs under ./run/
-#   make test    lint, vet, every test with the race detector, the interop tests (test/interop),
+#   make test    lint, vet, every test with the race detector, the interop tests (test/interop)
+#                and those against a real kube-apiserver (test/kube),
 #                then a few seconds of fuzzing for every fuzz target
 #   make lint    staticcheck, gofmt and go mod tidy for every module
 #   make bench   run the benchmarks (figures recorded in docs/benchmarks.md)
@@ -13,7 +14,7 @@ BIN      := bin/wasmhost
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
 
-.PHONY: all build handlers run test test-unit test-interop test-short lint fuzz bench fmt vet clean image handlers-image example-plugin-image
+.PHONY: all build handlers run test test-unit test-interop test-kube test-short lint fuzz bench fmt vet clean image handlers-image example-plugin-image
 
 all: build
 
@@ -51,14 +52,14 @@ vet:
 # test runs everything CI runs: the lint, the daemon's own tests, the interoperability tests with
 # real plugins (test/interop, a module of its own so that the kubelet's dependencies stay out of
 # the daemon's go.mod; its first build takes a few minutes), then the short fuzz run.
-test: lint test-unit test-interop fuzz
+test: lint test-unit test-interop test-kube fuzz
 
 # lint: staticcheck at a pinned version (go run builds it once into the build cache, from the
 # module proxy; nothing to install), gofmt, and go.mod/go.sum as go mod tidy would leave them,
 # for every module including test/interop.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-LINT_MODULES := $(MODULES) test/interop
+LINT_MODULES := $(MODULES) test/interop test/kube
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
@@ -77,6 +78,12 @@ test-unit: handlers vet
 
 test-interop: handlers
 	cd test/interop && $(GO) test -race -timeout 20m ./...
+
+# test-kube runs the publisher against a real kube-apiserver and etcd (test/kube), which
+# hack/kube-servers builds from the module proxy once and caches (8 minutes of CPU the first
+# time).
+test-kube:
+	dir="$$(GO=$(GO) hack/kube-servers)" && cd test/kube && WASMHOST_KUBE_SERVERS="$$dir" $(GO) test -race -timeout 30m ./...
 
 test-short: handlers
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -short ./...) || exit 1; done

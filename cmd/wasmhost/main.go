@@ -43,7 +43,7 @@ default); point them at another with --admin-socket or $WASMHOST_ADMIN_SOCKET.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newVersionCmd(), newConfigCmd(), newHandlerCmd())
+	root.AddCommand(newRunCmd(), newVersionCmd(), newConfigCmd(), newHandlerCmd(), newClusterCmd())
 	root.AddCommand(newClientCmds()...)
 	return root
 }

@@ -95,3 +95,12 @@ func (d *Daemon) eventCounts() map[string]uint64 {
 	es := d.events.Stats()
 	return map[string]uint64{"recorded": es.Recorded, "dropped": es.Dropped, "failed": es.Failed}
 }
+
+// PublishStatus is the publisher's status (what wasmhost status shows); empty when nothing is
+// published.
+func (d *Daemon) PublishStatus() publish.Status {
+	if d.pub == nil {
+		return publish.Status{}
+	}
+	return d.pub.Status()
+}

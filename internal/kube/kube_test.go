@@ -21,7 +21,6 @@ func TestNodeFeatureRoundTrip(t *testing.T) {
 	n.Labels["csi.wasmhost.dev/d"] = "true"
 	n.Attributes["csi.wasmhost.dev"] = map[string]string{"d.node_id": "n1"}
 	n.Instances["csi.wasmhost.dev"] = []map[string]string{{publish.InstanceName: "d", publish.InstanceSocket: "/r/d.sock"}}
-	n.Instances["other.example.com"] = []map[string]string{}
 	obj := ToNodeFeature("wasmhost", "node-a", n)
 	if obj.GetName() != "node-a" || obj.GetNamespace() != "wasmhost" || obj.GetLabels()[NodeNameLabel] != "node-a" {
 		t.Errorf("metadata %v", obj.Object["metadata"])

@@ -22,23 +22,26 @@ const (
 	// NodeNameLabel names the node a NodeFeature is about; nfd-master merges every object
 	// with it into the node's labels.
 	NodeNameLabel = "nfd.node.kubernetes.io/node-name"
-	// FieldManager is the daemon's name for server-side apply.
+	// FieldManager is the daemon's name in the objects' managed fields.
 	FieldManager = "wasmhost"
-	// NodeFeatureResync: the object is applied again this often with nothing changed, which
-	// repairs it if someone changed or deleted it (an apply that changes nothing writes
+	// NodeFeatureResync: the object is written again this often with nothing changed, which
+	// repairs it if someone changed or deleted it (an update that changes nothing stores
 	// nothing).
 	NodeFeatureResync = 10 * time.Minute
 )
 
 // NodeFeature is a publisher sink: one NodeFeature object named after the node, in
 // Namespace, labelled with NodeNameLabel, holding the labels, the attributes (one feature per
-// plugin type's namespace) and the instances (one per plugin). It is written whole with
-// server-side apply, so one request creates or updates it and what the daemon no longer
-// publishes goes.
+// plugin type's namespace) and the instances (one per plugin). It is written whole: created,
+// then replaced (an update with the resourceVersion last seen; on a conflict it is read
+// again), so what the daemon no longer publishes goes. Not server-side apply: it turns an
+// empty map into null, which the CRD refuses, and a node whose plugins all went has one.
 type NodeFeature struct {
 	Client    dynamic.Interface
 	Namespace string
 	Node      string
+
+	rv string // the object's resourceVersion as last read or written; "" to read it again
 }
 
 func (s *NodeFeature) SinkName() string            { return "nodeFeature" }
@@ -46,7 +49,7 @@ func (s *NodeFeature) Target() string              { return s.Namespace + "/" + 
 func (s *NodeFeature) RefreshAfter() time.Duration { return NodeFeatureResync }
 
 func (s *NodeFeature) grant() string {
-	return "get, create and patch of nodefeatures.nfd.k8s-sigs.io named " + s.Node + " in namespace " + s.Namespace
+	return "get, create and update of nodefeatures.nfd.k8s-sigs.io named " + s.Node + " in namespace " + s.Namespace
 }
 
 // Load reads what the object holds; none when it does not exist.
@@ -58,17 +61,41 @@ func (s *NodeFeature) Load(ctx context.Context) (publish.Node, error) {
 	if err != nil {
 		return publish.Node{}, s.explain(err, "read")
 	}
+	s.rv = obj.GetResourceVersion()
 	return FromNodeFeature(obj), nil
 }
 
-// Write applies the object with what n holds.
+// Write makes the object hold n: creates it, or replaces it whole.
 func (s *NodeFeature) Write(ctx context.Context, n publish.Node) error {
+	ri := s.Client.Resource(NodeFeatureResource).Namespace(s.Namespace)
 	obj := ToNodeFeature(s.Namespace, s.Node, n)
-	_, err := s.Client.Resource(NodeFeatureResource).Namespace(s.Namespace).Apply(ctx, s.Node, obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	if err != nil {
-		return s.explain(err, "apply")
+	for attempt := 0; ; attempt++ {
+		if s.rv == "" {
+			cur, err := ri.Get(ctx, s.Node, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && !isResourceMissing(err) {
+				created, err := ri.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+				if err != nil {
+					return s.explain(err, "create")
+				}
+				s.rv = created.GetResourceVersion()
+				return nil
+			}
+			if err != nil {
+				return s.explain(err, "read")
+			}
+			s.rv = cur.GetResourceVersion()
+		}
+		obj.SetResourceVersion(s.rv)
+		updated, err := ri.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			s.rv = updated.GetResourceVersion()
+			return nil
+		}
+		s.rv = "" // whatever happened, read it again next time
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) || attempt > 0 {
+			return s.explain(err, "update")
+		}
 	}
-	return nil
 }
 
 func (s *NodeFeature) explain(err error, verb string) error {
@@ -100,6 +127,9 @@ func asStatus(err error, st *apierrors.APIStatus) bool {
 func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstructured {
 	attrs := map[string]any{}
 	for f, a := range n.Attributes {
+		if len(a) == 0 {
+			continue
+		}
 		el := map[string]any{}
 		for k, v := range a {
 			el[k] = v
@@ -108,6 +138,9 @@ func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstruc
 	}
 	insts := map[string]any{}
 	for f, in := range n.Instances {
+		if len(in) == 0 {
+			continue
+		}
 		var el []any
 		for _, m := range in {
 			a := map[string]any{}
@@ -116,14 +149,26 @@ func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstruc
 			}
 			el = append(el, map[string]any{"attributes": a})
 		}
-		if el == nil {
-			el = []any{}
-		}
 		insts[f] = map[string]any{"elements": el}
 	}
 	labels := map[string]any{}
 	for k, v := range n.Labels {
 		labels[k] = v
+	}
+	// Empty maps are left out: the object is replaced whole, so a field left out is gone.
+	spec := map[string]any{}
+	if len(labels) > 0 {
+		spec["labels"] = labels
+	}
+	features := map[string]any{}
+	if len(attrs) > 0 {
+		features["attributes"] = attrs
+	}
+	if len(insts) > 0 {
+		features["instances"] = insts
+	}
+	if len(features) > 0 {
+		spec["features"] = features
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": NodeFeatureResource.GroupVersion().String(),
@@ -133,14 +178,7 @@ func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstruc
 			"namespace": namespace,
 			"labels":    map[string]any{NodeNameLabel: node},
 		},
-		"spec": map[string]any{
-			"labels": labels,
-			"features": map[string]any{
-				"flags":      map[string]any{},
-				"attributes": attrs,
-				"instances":  insts,
-			},
-		},
+		"spec": spec,
 	}}
 }
 

@@ -1,0 +1,381 @@
+// Package kube_test runs wasmhost's publisher against a real kube-apiserver and etcd, built
+// from the module proxy (test/kube/servers; hack/kube-servers builds and caches them), with
+// the Node and RBAC authorizers, NodeRestriction, node-feature-discovery's NodeFeature CRD and
+// the manifests of examples/kubernetes/publish.yaml (its Roles and its
+// ValidatingAdmissionPolicy) applied.
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/wasmhost/wasmhost/internal/kube"
+	"github.com/wasmhost/wasmhost/internal/publish"
+)
+
+const adminToken = "wasmhost-test-admin-token"
+
+// serversDir is where hack/kube-servers put kube-apiserver and etcd.
+func serversDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("WASMHOST_KUBE_SERVERS")
+	if dir == "" {
+		home, _ := os.UserCacheDir()
+		dir = filepath.Join(home, "wasmhost", "kube-servers-v1.37.2")
+	}
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s: %v (hack/kube-servers builds it)", b, err)
+			}
+			t.Skipf("no %s in %s: run hack/kube-servers (or set WASMHOST_KUBE_SERVERS)", b, dir)
+		}
+	}
+	return dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// process is a server the test started; its output is shown if the test fails.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func start(t *testing.T, name, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return p
+}
+
+// stop ends the process (SIGTERM, then SIGKILL) and waits for it.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// cluster is an etcd and a kube-apiserver.
+type cluster struct {
+	t         *testing.T
+	dir, bins string
+	port      int
+	args      []string
+	etcd      *process
+	apiserver *process
+	admin     *rest.Config
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startCluster starts etcd and kube-apiserver and waits until the API server is ready.
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bins: serversDir(t), dir: t.TempDir()}
+	etcdPort, peerPort := freePort(t), freePort(t)
+	c.etcd = start(t, "etcd", filepath.Join(c.bins, "etcd"),
+		"--data-dir", filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peerPort),
+		"--log-level", "warn", "--quota-backend-bytes", "1073741824")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	writeFile(t, filepath.Join(c.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	writeFile(t, filepath.Join(c.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}))
+	writeFile(t, filepath.Join(c.dir, "tokens.csv"), []byte(adminToken+",admin,admin-uid,system:masters\n"))
+	c.port = freePort(t)
+	c.args = []string{
+		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", etcdPort),
+		"--cert-dir", filepath.Join(c.dir, "certs"),
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", fmt.Sprint(c.port),
+		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-account-key-file", filepath.Join(c.dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(c.dir, "sa.key"),
+		"--token-auth-file", filepath.Join(c.dir, "tokens.csv"),
+		"--authorization-mode", "Node,RBAC",
+		"--enable-admission-plugins", "NodeRestriction",
+		"--enable-priority-and-fairness=false",
+		"--endpoint-reconciler-type", "none",
+	}
+	c.admin = &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", c.port), BearerToken: adminToken,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
+	c.startAPIServer()
+	t.Cleanup(func() {
+		c.apiserver.stop()
+		c.etcd.stop()
+		if t.Failed() {
+			t.Logf("kube-apiserver output (last 8 KiB):\n%s", tail(c.apiserver.out.String(), 8<<10))
+			t.Logf("etcd output (last 4 KiB):\n%s", tail(c.etcd.out.String(), 4<<10))
+		}
+	})
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// startAPIServer starts kube-apiserver (again) and waits until it is ready.
+func (c *cluster) startAPIServer() {
+	t := c.t
+	t.Helper()
+	c.apiserver = start(t, "kube-apiserver", filepath.Join(c.bins, "kube-apiserver"), c.args...)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, c.admin.Host+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := hc.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, tail(string(body), 500))
+		}
+		select {
+		case <-c.apiserver.done:
+			t.Fatalf("kube-apiserver exited:\n%s", tail(c.apiserver.out.String(), 8<<10))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver not ready after 3m: %v\n%s", err, tail(c.apiserver.out.String(), 8<<10))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) clientset() *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(c.admin)
+}
+
+func (c *cluster) dynamic() *dynamic.DynamicClient {
+	return dynamic.NewForConfigOrDie(c.admin)
+}
+
+// gvrOf maps the kinds of the manifests the tests apply to their resources.
+var gvrOf = map[string]schema.GroupVersionResource{
+	"Namespace":                        {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":                   {Version: "v1", Resource: "serviceaccounts"},
+	"Role":                             {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	"CustomResourceDefinition":         {Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+}
+
+// apply creates every object of a multi-document YAML file, as an admin.
+func (c *cluster) apply(path string) {
+	t := c.t
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if obj.Object == nil {
+			continue
+		}
+		gvr, ok := gvrOf[obj.GetKind()]
+		if !ok {
+			t.Fatalf("%s: kind %s: add it to gvrOf", path, obj.GetKind())
+		}
+		var ri dynamic.ResourceInterface = c.dynamic().Resource(gvr)
+		if ns := obj.GetNamespace(); ns != "" {
+			ri = c.dynamic().Resource(gvr).Namespace(ns)
+		}
+		if _, err := ri.Create(context.Background(), &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: create %s %s: %v", path, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+// setUp makes the cluster the tests run in: the wasmhost namespace, the NodeFeature CRD, and
+// examples/kubernetes/publish.yaml.
+func (c *cluster) setUp() {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmhost"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	c.apply("testdata/nodefeature-crd.yaml")
+	c.apply("../../examples/kubernetes/publish.yaml")
+	// The CRD serves once it is established.
+	waitFor(t, "the NodeFeature CRD to be served", func() bool {
+		_, err := c.dynamic().Resource(nodeFeatures).Namespace("wasmhost").List(ctx, metav1.ListOptions{})
+		return err == nil
+	})
+	// The policy holds once the API server's admission has loaded it: until then a node's
+	// token may write another's object.
+	probe := &kube.NodeFeature{Client: c.as(c.nodeToken("wasmhost", "probe")), Namespace: "wasmhost", Node: "not-probe"}
+	waitFor(t, "the ValidatingAdmissionPolicy to be in force", func() bool {
+		return contains(probe.Write(ctx, publish.Empty()), "only the NodeFeature named after its own node")
+	})
+}
+
+var nodeFeatures = schema.GroupVersionResource{Group: "nfd.k8s-sigs.io", Version: "v1alpha1", Resource: "nodefeatures"}
+
+// nodeToken returns a token of service account sa (namespace wasmhost) bound to a pod on
+// node, as the kubelet projects it into the DaemonSet's pod: the API server adds the node's
+// name to the requests made with it.
+func (c *cluster) nodeToken(sa, node string) string {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	cs := c.clientset()
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("wasmhost").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	no := false
+	pod, err := cs.CoreV1().Pods("wasmhost").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + node},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa, AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "wasmhost", Image: "registry.example.com/wasmhost:dev"}}},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		pod, err = cs.CoreV1().Pods("wasmhost").Get(ctx, sa+"-"+node, metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts("wasmhost").CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		ExpirationSeconds: &exp,
+		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// kubeconfig writes a kubeconfig for token and returns its path.
+func (c *cluster) kubeconfig(token string) string {
+	p := filepath.Join(c.t.TempDir(), "kubeconfig")
+	writeFile(c.t, p, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: wasmhost, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: wasmhost}}]
+current-context: test
+`, c.admin.Host, token)))
+	return p
+}
+
+// as returns a dynamic client that authenticates with token.
+func (c *cluster) as(token string) *dynamic.DynamicClient {
+	cfg := rest.CopyConfig(c.admin)
+	cfg.BearerToken = token
+	return dynamic.NewForConfigOrDie(cfg)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 3m for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
