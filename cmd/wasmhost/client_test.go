@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // clientTestServer runs an admin server over a fake source in a fresh temp dir and returns
@@ -49,23 +49,19 @@ func clientTestServer(t *testing.T, src *admintest.Source) (*admin.Server, strin
 			t.Errorf("admin server Run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-			return srv, sock
-		}
+	testwait.Until(t, "the admin server to answer on "+sock, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("admin server Run: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("admin server never answered on %s: %v", sock, err)
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
 		}
-		runtime.Gosched()
-	}
+		return err == nil
+	})
+	return srv, sock
 }
 
 // runClient runs one client command (as `wasmhost <args>`) and returns its stdout, stderr

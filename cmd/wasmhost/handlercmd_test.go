@@ -20,6 +20,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/doctest"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // handlerCmdRun runs `wasmhost <args>` through newRootCmd and returns its standard output and
@@ -477,15 +478,7 @@ func TestWalkthrough(t *testing.T) {
 	admin := filepath.Join(state, "admin.sock")
 	poll := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 2m for %s", what)
-			}
-			<-tick.C
-		}
+		testwait.Until(t, what, cond)
 	}
 	poll("the plugin to be registered", func() bool {
 		out, err = handlerCmdRun(t, "plugins", "--admin-socket", admin)

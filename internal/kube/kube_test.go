@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 func TestNodeFeatureRoundTrip(t *testing.T) {
@@ -106,13 +107,10 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 		}
 		return 0, nil
 	}
-	deadline := time.Now().Add(time.Minute)
-	for n, c := count(); !(n == 1 && c == float64(10)); n, c = count() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Events, series count %v; want 1 with a count of 10", n, c)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "one Event with a series count of 10", func() bool {
+		n, c := count()
+		return n == 1 && c == float64(10)
+	})
 	srv.mu.Lock()
 	for _, e := range srv.events {
 		reg := e["regarding"].(map[string]any)
@@ -126,12 +124,10 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 	for i := range 40 {
 		r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: string(rune('a' + i))})
 	}
-	for st := r.Stats(); st.Recorded+st.Dropped < 50; st = r.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "50 Events recorded or dropped", func() bool {
+		st := r.Stats()
+		return st.Recorded+st.Dropped >= 50
+	})
 	if st := r.Stats(); st.Dropped < 15 || st.Dropped > 17 || st.Failed != 0 {
 		t.Errorf("stats %+v: want about %d of 40 new Events dropped past the burst of %d", st, 40-EventBurst+1, EventBurst)
 	}

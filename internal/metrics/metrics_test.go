@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -303,18 +302,13 @@ func TestRunUnixSocket(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// Wait for the socket: Run listens in its own time.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Until(t, "the metrics socket to answer", func() bool {
 		c, err := net.Dial("unix", sock)
 		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics socket never answered: %v", err)
-		}
-		runtime.Gosched()
-	}
+		return err == nil
+	})
 	fi, err := os.Lstat(sock)
 	if err != nil {
 		t.Fatal(err)
