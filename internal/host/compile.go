@@ -28,7 +28,7 @@ func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byt
 		n := h.abandoned
 		h.compileMu.Unlock()
 		return nil, false, refuse(file, RefusedCompileBusy, nil,
-			"not compiled for now: %d abandoned compiles of other files are still running (handlers.limits.maxAbandonedCompiles); it is tried again at the next re-scan", n)
+			"not compiled for now: %d abandoned compiles of other files are still running (their bound is a constant: docs/configuration.md, \"Constants\"); it is tried again at the next re-scan", n)
 	}
 	h.compileMu.Unlock()
 

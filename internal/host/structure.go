@@ -108,7 +108,7 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 				return info, fmt.Sprintf("function %d: %s", i, msg)
 			}
 			if lim.nestingWork > 0 && info.nestingWork > lim.nestingWork {
-				return info, fmt.Sprintf("blocks nested %d levels deep in all, over the limit of %d (handlers.limits.maxNestingWork)",
+				return info, fmt.Sprintf("blocks nested %d levels deep in all, over the limit of %d (a constant: docs/configuration.md, \"Constants\")",
 					info.nestingWork, lim.nestingWork)
 			}
 		}
