@@ -34,7 +34,7 @@ func TestConfigCheck(t *testing.T) {
 		want       []string // each must appear in the error
 	}{
 		{"no header", "socketDir: /x\n", []string{"config ", "wasmhost.yaml: apiVersion and kind are missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"}},
-		{"unknown version", "apiVersion: wasmhost.dev/v2\nkind: WasmhostConfiguration\n", []string{"wasmhost.yaml: apiVersion (line 1): \"wasmhost.dev/v2\" is not known; accepted: wasmhost.dev/v1alpha1"}},
+		{"unknown version", "apiVersion: wasmhost.dev/v2\nkind: WasmhostConfiguration\n", []string{"wasmhost.yaml:\nline 1: apiVersion: \"wasmhost.dev/v2\" is not known; accepted: wasmhost.dev/v1alpha1"}},
 		{"bad values", configHeader + "handlerz: /x\nhandlers:\n  memoryLimit: 64m\n", []string{"wasmhost.yaml:\nline 3: handlerz: unknown key; did you mean handlers?\nline 5: handlers.memoryLimit (flag --handler-memory-limit): ", "m is milli"}},
 		{"invalid", configHeader + "handlers:\n  memoryLimit: 1Ki\n", []string{"wasmhost.yaml:\nline 4: handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 1Ki"}},
 		{"unknown key and bad value in one pass", configHeader + "socketdir: /x\nreconciler:\n  maxConcurrent: 0\n", []string{"wasmhost.yaml:\nline 3: socketdir: unknown key; did you mean socketDir?\nline 5: reconciler.maxConcurrent: must be at least 1, got 0"}},

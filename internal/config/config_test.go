@@ -103,19 +103,23 @@ func TestHeader(t *testing.T) {
 		{"no apiVersion", "kind: WasmhostConfiguration\n",
 			"apiVersion is missing: a config file starts with apiVersion: wasmhost.dev/v1alpha1 and kind: WasmhostConfiguration"},
 		{"unknown version", "apiVersion: wasmhost.dev/v1\nkind: WasmhostConfiguration\n",
-			`apiVersion (line 1): "wasmhost.dev/v1" is not known; accepted: wasmhost.dev/v1alpha1`},
+			`line 1: apiVersion: "wasmhost.dev/v1" is not known; accepted: wasmhost.dev/v1alpha1`},
 		{"the kubelet's config", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
-			"apiVersion (line 1): \"kubelet.config.k8s.io/v1beta1\" is not known; accepted: wasmhost.dev/v1alpha1\n" +
-				`kind (line 2): "KubeletConfiguration" is not known; accepted: WasmhostConfiguration`},
+			"line 1: apiVersion: \"kubelet.config.k8s.io/v1beta1\" is not known; accepted: wasmhost.dev/v1alpha1\n" +
+				`line 2: kind: "KubeletConfiguration" is not known; accepted: WasmhostConfiguration`},
 		{"kind not a string", "apiVersion: wasmhost.dev/v1alpha1\nkind: [WasmhostConfiguration]\n",
-			`kind (line 2): a list is not known; accepted: WasmhostConfiguration`},
+			`line 2: kind: a list is not known; accepted: WasmhostConfiguration`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, path, err := check(t, tc.file)
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if want := "config " + path + ": " + tc.want; err.Error() != want {
+			sep := ": "
+			if strings.HasPrefix(tc.want, "line ") {
+				sep = ":\n" // a list of mistakes by line, as for the rest of the file
+			}
+			if want := "config " + path + sep + tc.want; err.Error() != want {
 				t.Errorf("error:\n%v\nwant:\n%s", err, want)
 			}
 		})

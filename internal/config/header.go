@@ -46,7 +46,7 @@ func checkHeader(path string, b []byte) error {
 			if v.Kind != yaml.ScalarNode {
 				got = "a " + map[yaml.Kind]string{yaml.MappingNode: "mapping", yaml.SequenceNode: "list"}[v.Kind]
 			}
-			errs = append(errs, fmt.Errorf("%s (line %d): %s is not known; accepted: %s", f.key, v.Line, got, f.want))
+			errs = append(errs, &Problem{Line: v.Line, Key: f.key, Msg: fmt.Sprintf("%s is not known; accepted: %s", got, f.want)})
 		}
 	}
 	if len(missing) > 0 {
