@@ -3,14 +3,16 @@ package host
 import (
 	"errors"
 	"fmt"
+
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 )
 
-// instrument is instrument (instrument.go) with the host's call-stack bound, its failures
+// instrument is wasmbin.Instrument with the host's call-stack bound, its failures
 // refusals of file.
 func (h *Host) instrument(file string, bin []byte) ([]byte, error) {
-	guarded, err := instrument(bin, uint64(h.cfg.Limits.MaxCallStack))
+	guarded, err := wasmbin.Instrument(bin, uint64(h.cfg.Limits.MaxCallStack))
 	switch {
-	case errors.Is(err, errReservedExport) || errors.Is(err, errReservedImport):
+	case errors.Is(err, wasmbin.ErrReservedExport) || errors.Is(err, wasmbin.ErrReservedImport):
 		return nil, refuse(file, RefusedABI, nil, "%v", err)
 	case err != nil:
 		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
@@ -33,6 +35,6 @@ func (in *instance) callStackOver(limit int64) bool {
 	if in.mod == nil || limit <= 0 {
 		return false
 	}
-	g := in.mod.ExportedGlobal(callStackExport)
+	g := in.mod.ExportedGlobal(wasmbin.CallStackExport)
 	return g != nil && int64(uint32(g.Get())) > limit
 }

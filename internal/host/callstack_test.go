@@ -12,6 +12,8 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 )
 
 // TestCallStackBound: a guest that recurses without end, directly or through a table, traps on
@@ -61,7 +63,7 @@ func TestGuardCallStack(t *testing.T) {
 		return append([]byte{0, byte(len(b))}, b...)
 	}
 	withCustom := append(append(bytes.Clone(src), custom(".debug_info", []byte("xyz"))...), custom("keep.me", []byte("abc"))...)
-	out, err := instrument(withCustom, 1<<20)
+	out, err := wasmbin.Instrument(withCustom, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestGuardCallStack(t *testing.T) {
 	if _, ok := cm.ExportedFunctions()["wasmhost_validate"]; !ok {
 		t.Error("the module's own exports are gone")
 	}
-	if unbounded, err := instrument(src, 0); err != nil || bytes.Contains(unbounded, []byte(callStackExport)) {
+	if unbounded, err := wasmbin.Instrument(src, 0); err != nil || bytes.Contains(unbounded, []byte(wasmbin.CallStackExport)) {
 		t.Errorf("with no bound, want no call-stack counter: %v", err)
 	}
 
@@ -92,7 +94,7 @@ func TestGuardCallStack(t *testing.T) {
 	if _, err := rt.CompileModule(ctx, importing); err != nil {
 		t.Fatalf("the module as written: %v", err)
 	}
-	out, err = instrument(importing, 1<<20)
+	out, err = wasmbin.Instrument(importing, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +107,18 @@ func TestGuardCallStack(t *testing.T) {
 	exporting := guardedTwice(t, src)
 	_, err = h.load(ctx, "twice.wasm", exporting, &stats{})
 	if RefusalReason(err) != RefusedABI || !errors.Is(err, ErrBadModule) {
-		t.Errorf("a module exporting %s: %v", callStackExport, err)
+		t.Errorf("a module exporting %s: %v", wasmbin.CallStackExport, err)
 	}
 }
 
-// guardedTwice is a module that exports callStackExport already.
+// guardedTwice is a module that exports wasmbin.CallStackExport already.
 func guardedTwice(t *testing.T, src []byte) []byte {
 	t.Helper()
-	once, err := instrument(src, 1<<20)
+	once, err := wasmbin.Instrument(src, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := instrument(once, 1<<20); !errors.Is(err, errReservedExport) && !errors.Is(err, errReservedImport) {
+	if _, err := wasmbin.Instrument(once, 1<<20); !errors.Is(err, wasmbin.ErrReservedExport) && !errors.Is(err, wasmbin.ErrReservedImport) {
 		t.Fatalf("guarding twice: %v", err)
 	}
 	return once
@@ -143,40 +145,4 @@ func BenchmarkRecursion(b *testing.B) {
 			}
 		})
 	}
-}
-
-// FuzzGuardCallStack: the rewrite never panics, and a module that compiles compiles as well
-// once rewritten (or is refused for exporting the counter's name).
-func FuzzGuardCallStack(f *testing.F) {
-	addFixtures(f)
-	ctx := context.Background()
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !bytes.HasPrefix(b, wasmHeader) {
-			return
-		}
-		out, err := instrument(b, 1<<20)
-		rt := wazero.NewRuntime(ctx)
-		defer rt.Close(ctx)
-		// What the host would not compile (wazero's decoder allocates by the counts it reads).
-		lim := DefaultLimits
-		if _, bad := checkStructure(b, lim.structure()); bad != "" {
-			return
-		}
-		cm, cerr := rt.CompileModule(ctx, b)
-		if cerr != nil {
-			return
-		}
-		defer cm.Close(ctx)
-		if err != nil {
-			if errors.Is(err, errReservedExport) || errors.Is(err, errReservedImport) {
-				return
-			}
-			t.Fatalf("a module that compiles was not rewritten: %v", err)
-		}
-		gm, err := rt.CompileModule(ctx, out)
-		if err != nil {
-			t.Fatalf("the rewritten module does not compile: %v", err)
-		}
-		gm.Close(ctx)
-	})
 }

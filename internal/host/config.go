@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -234,13 +235,13 @@ var DefaultLimits = Limits{
 	MaxModuleBytes:          64 << 20,
 	CompileTimeout:          time.Minute,
 	MaxAbandonedCompiles:    1,
-	MaxFunctions:            100_000,
-	MaxFunctionBytes:        1 << 20,
-	MaxNesting:              4096,
-	MaxNestingWork:          50_000_000,
-	MaxLocals:               50_000,
-	MaxTableElements:        200_000,
-	MaxEntries:              100_000,
+	MaxFunctions:            wasmbin.DefaultLimits.Functions,
+	MaxFunctionBytes:        wasmbin.DefaultLimits.FunctionBytes,
+	MaxNesting:              wasmbin.DefaultLimits.Nesting,
+	MaxNestingWork:          wasmbin.DefaultLimits.NestingWork,
+	MaxLocals:               wasmbin.DefaultLimits.Locals,
+	MaxTableElements:        wasmbin.DefaultLimits.TableElements,
+	MaxEntries:              wasmbin.DefaultLimits.Entries,
 	MaxCallStack:            1 << 20,
 	LogLinesPerCall:         1000,
 	LogBytesPerCall:         64 << 10,
@@ -447,11 +448,11 @@ func (l *Limits) withDefaults() error {
 	return nil
 }
 
-func (l *Limits) structure() structureLimits {
-	return structureLimits{
-		functions: l.MaxFunctions, functionBytes: l.MaxFunctionBytes,
-		nesting: l.MaxNesting, nestingWork: l.MaxNestingWork, locals: l.MaxLocals,
-		tableElements: l.MaxTableElements, entries: l.MaxEntries,
+func (l *Limits) structure() wasmbin.Limits {
+	return wasmbin.Limits{
+		Functions: l.MaxFunctions, FunctionBytes: l.MaxFunctionBytes,
+		Nesting: l.MaxNesting, NestingWork: l.MaxNestingWork, Locals: l.MaxLocals,
+		TableElements: l.MaxTableElements, Entries: l.MaxEntries,
 	}
 }
 

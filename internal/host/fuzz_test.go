@@ -63,18 +63,6 @@ func FuzzAnswer(f *testing.F) {
 	})
 }
 
-// FuzzScanModule: the pre-compile scan of a module's bytes never panics, and refuses only a
-// bad header.
-func FuzzScanModule(f *testing.F) {
-	addFixtures(f)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, err := scanModule(b)
-		if (err != nil) != !bytes.HasPrefix(b, wasmHeader) {
-			t.Fatalf("scanModule error %v for a header %x", err, b[:min(len(b), 8)])
-		}
-	})
-}
-
 func addFixtures(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.wasm"))
 	for _, p := range paths {

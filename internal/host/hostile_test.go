@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -39,7 +40,7 @@ func bombModule(depth, funcs int, op byte) []byte {
 	section := func(b []byte, id byte, body []byte) []byte {
 		return append(uleb(append(b, id), uint64(len(body))), body...)
 	}
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = section(b, 1, []byte{1, 0x60, 0, 0}) // one type: () -> ()
 	fs := uleb(nil, uint64(funcs))
 	for range funcs {
@@ -79,7 +80,7 @@ func manyEntries(id byte, n int, entry []byte) []byte {
 	section := func(b []byte, id byte, body []byte) []byte {
 		return append(uleb(append(b, id), uint64(len(body))), body...)
 	}
-	b := append([]byte(nil), wasmHeader...)
+	b := append([]byte(nil), wasmbin.Header...)
 	b = section(b, 1, []byte{1, 0x60, 0, 0})
 	b = section(b, 3, []byte{1, 0})
 	var body []byte
@@ -199,7 +200,7 @@ func TestHostileFiles(t *testing.T) {
 			writeFile(t, path, bombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
 		}, RefusedStructure, []string{"refused before compiling", "over the limit of 50000000 (a constant"}},
 		{"locals", Config{Limits: Limits{MaxLocals: 1000}}, func(t *testing.T, path string) {
-			b := append([]byte(nil), wasmHeader...)
+			b := append([]byte(nil), wasmbin.Header...)
 			b = append(b, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0)
 			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
 			writeFile(t, path, b)
@@ -350,7 +351,7 @@ func TestStructureOfShippedHandlers(t *testing.T) {
 			t.Fatal(err)
 		}
 		lim := DefaultLimits
-		info, bad := checkStructure(b, lim.structure())
+		info, bad := wasmbin.Check(b, lim.structure())
 		t.Logf("%s: %+v", f, info)
 		if bad != "" {
 			t.Errorf("%s refused with the default limits: %s", f, bad)

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 )
 
 // Store returns a copy of the key-value store of pluginType as its handlers see it (nil when
@@ -88,12 +89,12 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	defer h.wg.Done()
 	sum := sha256.Sum256(bin)
 	r := &Report{Size: int64(len(bin)), SHA256: hex.EncodeToString(sum[:])}
-	info, err := scanModule(bin)
+	info, err := wasmbin.Scan(bin)
 	if err != nil {
 		return nil, badModule(name, nil, "%v", err)
 	}
 	// A compile cannot be stopped: what would make it slow is refused before, as at load.
-	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
 	// Its calls run as at load: with the call stack bounded (callstack.go).
@@ -103,9 +104,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	}
 	// Described, not kept: compiled without the cache on disk.
 	rtCfg := h.rtCfg.WithCompilationCache(nil)
-	if info.memMin > uint64(h.limitPages) {
+	if info.MemMin > uint64(h.limitPages) {
 		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
-		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.memMin, 65536)))
+		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.MemMin, 65536)))
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
 	defer rt.Close(context.Background())
@@ -127,21 +128,21 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 		mod, n, _ := def.Import()
 		funcs[[2]string{mod, n}] = def
 	}
-	imports := info.imports
+	imports := info.Imports
 	if imports == nil { // the scan could not read them: the functions are what is known
 		for _, def := range cm.ImportedFunctions() {
 			mod, n, _ := def.Import()
-			imports = append(imports, scanImport{module: mod, name: n})
+			imports = append(imports, wasmbin.Import{Module: mod, Name: n})
 		}
 	}
 	caps := map[string]bool{}
 	for _, imp := range imports {
-		out := Import{Module: imp.module, Name: imp.name, Kind: imp.kindName()}
-		if def, ok := funcs[[2]string{imp.module, imp.name}]; ok && imp.kind == 0 {
+		out := Import{Module: imp.Module, Name: imp.Name, Kind: imp.KindName()}
+		if def, ok := funcs[[2]string{imp.Module, imp.Name}]; ok && imp.Kind == 0 {
 			out.Signature = sigString(def.ParamTypes(), def.ResultTypes())
 		}
-		if imp.module == abi.ImportModule && imp.kind == 0 {
-			if c := capabilityOf(imp.name); c != "" {
+		if imp.Module == abi.ImportModule && imp.Kind == 0 {
+			if c := capabilityOf(imp.Name); c != "" {
 				out.Capability = c
 				caps[c] = true
 			}
@@ -153,8 +154,8 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if msg := commandExport(cm.ExportedFunctions()); msg != "" {
 		// Its exports cannot be called (a Go command traps in them): say why, and how to build it.
 		r.DescribeError = "not instantiated: " + msg
-	} else if info.memMin > uint64(h.limitPages) {
-		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.memMin, h.limitPages)
+	} else if info.MemMin > uint64(h.limitPages) {
+		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.MemMin, h.limitPages)
 	} else if err := h.describe(ctx, rt, cm, r); err != nil {
 		r.DescribeError = err.Error()
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -351,9 +352,10 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 
 func (m *Module) release(in *instance) {
 	in.noteMemory()
+	grown := in.mem > 0 // read before the instance goes back: another call may take it
 	in.idleSince = time.Now()
 	m.idle <- in
-	if in.mem > 0 && m.h.memoryUsed() > m.h.cfg.Limits.InstanceMemory {
+	if grown && m.h.memoryUsed() > m.h.cfg.Limits.InstanceMemory {
 		m.h.trimMemory()
 	}
 }
@@ -497,7 +499,7 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 	if err != nil {
 		return 0, m.callError(ctx, callCtx, st, limit, err)
 	}
-	// The code the host added to the guest's (instrument.go) ends the call at its deadline.
+	// The code the host added to the guest's (wasmbin.Instrument) ends the call at its deadline.
 	status, err := in.call(callCtx, st, fn, arg)
 	if err != nil {
 		if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
@@ -679,22 +681,22 @@ func sigString(params, results []api.ValueType) string {
 func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ *Module, err error) {
 	t0 := time.Now()
 	sum := sha256.Sum256(bin)
-	info, err := scanModule(bin)
+	info, err := wasmbin.Scan(bin)
 	if err != nil {
 		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
 	}
-	if info.memMin > uint64(h.limitPages) {
+	if info.MemMin > uint64(h.limitPages) {
 		return nil, refuse(file, RefusedMemory, nil, "memory minimum %d pages (%d KiB) over the limit %d pages (%d KiB)",
-			info.memMin, info.memMin*64, h.limitPages, h.limitPages*64)
+			info.MemMin, info.MemMin*64, h.limitPages, h.limitPages*64)
 	}
-	for _, imp := range info.imports {
-		if imp.kind != 0 {
+	for _, imp := range info.Imports {
+		if imp.Kind != 0 {
 			return nil, badModule(file, nil, "imports %s %s.%s: a handler may import only host functions",
-				imp.kindName(), imp.module, imp.name)
+				imp.KindName(), imp.Module, imp.Name)
 		}
 	}
 
-	if _, bad := checkStructure(bin, h.cfg.Limits.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, h.cfg.Limits.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
 	guarded, err := h.instrument(file, bin)
@@ -775,7 +777,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			hostImports[name] = true
 		case wasi_snapshot_preview1.ModuleName:
 			wasiImports = append(wasiImports, def)
-		case sandboxModule: // added by the host (instrument.go): a module's own is refused before
+		case wasmbin.SandboxModule: // added by the host (wasmbin.Instrument): a module's own is refused before
 		default:
 			return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
 		}

@@ -12,10 +12,12 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 )
 
 // Guest code runs under three rules, applied where the code the rewrite adds calls the host
-// (instrument.go) and where a call starts and ends:
+// (wasmbin.Instrument) and where a call starts and ends:
 //
 //   - A deadline: every call ends at its deadline (handlers.callTimeout) whatever its code
 //     does; the first yield past it ends the call, and no host function succeeds after it.
@@ -289,7 +291,7 @@ func (g *guestRun) fault(ctx context.Context, err error) *timeFault {
 // the Go runtime may preempt the guest, and where the call's time is checked. It returns the
 // fuel until the next yield, or panics with a timeFault that ends the call.
 func (m *Module) yield(ctx context.Context, _ api.Module, stack []uint64) {
-	stack[0] = api.EncodeI32(tickFuel)
+	stack[0] = api.EncodeI32(wasmbin.TickFuel)
 	st := stateOf(ctx)
 	if st == nil || st.run == nil {
 		yieldOutside(ctx)
@@ -337,16 +339,16 @@ func yieldOutside(ctx context.Context) {
 // m is nil for a runtime that serves no handler calls (Inspect).
 func instantiateSandbox(ctx context.Context, rt wazero.Runtime, m *Module) error {
 	fn := func(ctx context.Context, _ api.Module, stack []uint64) {
-		stack[0] = api.EncodeI32(tickFuel)
+		stack[0] = api.EncodeI32(wasmbin.TickFuel)
 		yieldOutside(ctx)
 	}
 	if m != nil {
 		fn = m.yield
 	}
-	_, err := rt.NewHostModuleBuilder(sandboxModule).
+	_, err := rt.NewHostModuleBuilder(wasmbin.SandboxModule).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(fn), nil, []api.ValueType{api.ValueTypeI32}).
-		Export(sandboxYield).
+		Export(wasmbin.SandboxYield).
 		Instantiate(ctx)
 	return err
 }

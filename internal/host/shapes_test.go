@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 )
 
 // The code shapes of a guest call that never ends on its own (testdata/*.wat): each must end at
@@ -187,7 +189,7 @@ func TestFIFOsInTheDaemonsOwnFiles(t *testing.T) {
 func TestTheRewriteIsNotAWayIn(t *testing.T) {
 	h, _ := newTestHost(t, Config{})
 	module := func(sections ...[]byte) []byte {
-		b := append([]byte(nil), wasmHeader...)
+		b := append([]byte(nil), wasmbin.Header...)
 		for _, s := range sections {
 			b = append(b, s...)
 		}
@@ -208,7 +210,7 @@ func TestTheRewriteIsNotAWayIn(t *testing.T) {
 		"reads the fuel":     {module(types, funcs, code(0x23, 0x00, 0x1a)), "global.get of global 0, which the module does not have"},
 		"calls the yield":    {module(types, funcs, code(0x10, 0x01)), "call of function 1, which the module does not have"},
 		"exports the global": {module(types, funcs, []byte{7, 5, 1, 1, 'g', 3, 0}, code()), `export "g" names global 0, which the module does not have`},
-		"imports the yield": {module([]byte{1, 5, 1, 0x60, 0, 1, 0x7f}, []byte{2, 26, 1, 16}, []byte(sandboxModule), []byte{5}, []byte(sandboxYield), []byte{0, 0}),
+		"imports the yield": {module([]byte{1, 5, 1, 0x60, 0, 1, 0x7f}, []byte{2, 26, 1, 16}, []byte(wasmbin.SandboxModule), []byte{5}, []byte(wasmbin.SandboxYield), []byte{0, 0}),
 			"imports from wasmhost_sandbox, a module name the host reserves"},
 	} {
 		t.Run(name, func(t *testing.T) {

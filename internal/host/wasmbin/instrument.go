@@ -1,4 +1,4 @@
-package host
+package wasmbin
 
 import (
 	"encoding/binary"
@@ -19,7 +19,7 @@ import (
 //     counter (a global of the host's); when the counter runs out, the tick calls the host's
 //     yield function (sandbox.go). That call is the point where the Go runtime may preempt the
 //     guest, and where the host checks the call's deadline, its context, its CPU budget and
-//     its turn on the CPU. A guest running flat out reaches it about every tickFuel
+//     its turn on the CPU. A guest running flat out reaches it about every TickFuel
 //     instructions; a normal call, far shorter, rarely does.
 //   - The call-stack bound. wazero runs guest calls on a stack of its own, allocated on the Go
 //     heap and grown by doubling until it passes 50,000,000 bytes: a function that only calls
@@ -30,7 +30,7 @@ import (
 //     parameter, local and operand stack slot the callee can hold at once (for call_indirect,
 //     the largest of the functions of its type).
 //
-// The yield function is imported from sandboxModule: it comes after the module's own function
+// The yield function is imported from SandboxModule: it comes after the module's own function
 // imports, so the index of every function the module defines moves up by one, in the code,
 // the exports, the start function, the element segments, the globals' initial values and the
 // name section. The globals come after the module's own, so no global index moves. The
@@ -42,27 +42,28 @@ import (
 // The bytes kept, shown and stored as revisions are the file's own.
 
 const (
-	// sandboxModule and sandboxYield name the host function the ticks call. A module that
-	// imports from sandboxModule itself is refused.
-	sandboxModule = "wasmhost_sandbox"
-	sandboxYield  = "yield"
+	// SandboxModule and SandboxYield name the host function the ticks call. A module that
+	// imports from SandboxModule itself is refused.
+	SandboxModule = "wasmhost_sandbox"
+	SandboxYield  = "yield"
 
 	// tickSpan is the most instructions of straight-line code between two ticks.
 	tickSpan = 256
-	// tickFuel is how many instructions a guest runs between two calls of yield, at most: at
+	// TickFuel is how many instructions a guest runs between two calls of yield, at most: at
 	// the 0.5-2 instructions a nanosecond that compiled guest code runs here, 50-200 µs, so
 	// that a stop-the-world never waits long for a guest, while a yield (about a microsecond)
 	// costs a looping guest under 1 % of its time. Measured: docs/benchmarks.md.
-	tickFuel = 100_000
+	TickFuel = 100_000
 )
 
-// callStackExport names the call-stack counter, exported so that the host can tell its trap
+// CallStackExport names the call-stack counter, exported so that the host can tell its trap
 // from another.
-const callStackExport = "wasmhost_call_stack"
+const CallStackExport = "wasmhost_call_stack"
 
+// ErrReservedExport and ErrReservedImport: the module uses a name the rewrite adds.
 var (
-	errReservedExport = fmt.Errorf("exports %s, a name the host reserves", callStackExport)
-	errReservedImport = fmt.Errorf("imports from %s, a module name the host reserves", sandboxModule)
+	ErrReservedExport = fmt.Errorf("exports %s, a name the host reserves", CallStackExport)
+	ErrReservedImport = fmt.Errorf("imports from %s, a module name the host reserves", SandboxModule)
 )
 
 // sectionOrder is where each known section goes in a module, as the binary format sets it.
@@ -102,18 +103,18 @@ type section struct {
 	body []byte // the section's content, after its size
 }
 
-// instrument returns b rewritten as described above, with the call stack bounded to limit
+// Instrument returns b rewritten as described above, with the call stack bounded to limit
 // bytes (not bounded when limit is 0). A module it cannot read is an error; the compiler
 // would refuse it too.
-func instrument(b []byte, limit uint64) ([]byte, error) {
+func Instrument(b []byte, limit uint64) ([]byte, error) {
 	if limit > 1<<31-1 {
 		limit = 1<<31 - 1
 	}
-	if len(b) < len(wasmHeader) {
-		return nil, errNotWasm
+	if len(b) < len(Header) {
+		return nil, ErrNotWasm
 	}
 	var secs []section
-	r := reader{b: b[len(wasmHeader):]}
+	r := reader{b: b[len(Header):]}
 	for len(r.b) > 0 {
 		id, _ := r.byte()
 		size, ok := r.uleb(32)
@@ -167,12 +168,12 @@ func instrument(b []byte, limit uint64) ([]byte, error) {
 				return nil, errors.New("the import section cannot be read")
 			}
 			for _, imp := range imps {
-				if imp.module == sandboxModule {
-					return nil, errReservedImport
+				if imp.Module == SandboxModule {
+					return nil, ErrReservedImport
 				}
-				switch imp.kind {
+				switch imp.Kind {
 				case 0:
-					rw.funcTypes = append(rw.funcTypes, imp.typ)
+					rw.funcTypes = append(rw.funcTypes, imp.Type)
 				case 3:
 					rw.ownGlobals++
 				}
@@ -254,15 +255,15 @@ func instrument(b []byte, limit uint64) ([]byte, error) {
 	}
 
 	var out []byte
-	out = append(out, wasmHeader...)
+	out = append(out, Header...)
 	put := func(id byte, body []byte) {
 		out = append(out, id)
 		out = binary.AppendUvarint(out, uint64(len(body)))
 		out = append(out, body...)
 	}
 	yieldType := []byte{0x60, 0x00, 0x01, 0x7f} // [] -> [i32]
-	yieldImport := appendName(nil, sandboxModule)
-	yieldImport = appendName(yieldImport, sandboxYield)
+	yieldImport := appendName(nil, SandboxModule)
+	yieldImport = appendName(yieldImport, SandboxYield)
 	yieldImport = append(yieldImport, 0x00)
 	yieldImport = binary.AppendUvarint(yieldImport, rw.yieldTypeIdx)
 	var newGlobals []byte
@@ -270,7 +271,7 @@ func instrument(b []byte, limit uint64) ([]byte, error) {
 		newGlobals = append(newGlobals, 0x7f, 0x01, 0x41, 0x00, 0x0b) // mutable i32 = 0
 	}
 	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)
-	newGlobals = appendSleb(newGlobals, tickFuel)
+	newGlobals = appendSleb(newGlobals, TickFuel)
 	newGlobals = append(newGlobals, 0x0b)
 	nNewGlobals := uint64(1)
 	if limit > 0 {
@@ -279,7 +280,7 @@ func instrument(b []byte, limit uint64) ([]byte, error) {
 	var newExports []byte
 	nNewExports := uint64(0)
 	if limit > 0 {
-		newExports = appendName(nil, callStackExport)
+		newExports = appendName(nil, CallStackExport)
 		newExports = append(newExports, 0x03)
 		newExports = binary.AppendUvarint(newExports, rw.counter)
 		nNewExports = 1
@@ -412,8 +413,8 @@ func (rw *rewriter) exports(sr reader, nNew uint64, added []byte) ([]byte, error
 		if !ok {
 			return nil, errors.New("the export section cannot be read")
 		}
-		if name == callStackExport {
-			return nil, errReservedExport
+		if name == CallStackExport {
+			return nil, ErrReservedExport
 		}
 		kind, ok := sr.byte()
 		var idx uint64

@@ -1,4 +1,4 @@
-package host
+package wasmbin
 
 import (
 	"fmt"
@@ -11,36 +11,42 @@ import (
 // section once (linear, no allocation per instruction) and refuses a module whose functions
 // are too many, too big or nest too deeply; docs/configuration.md has the defaults and why.
 
-// structureLimits bound a module's code before it is compiled. A zero field is no limit.
-type structureLimits struct {
-	functions     int   // functions defined by the module
-	functionBytes int   // bytes of one function body
-	nesting       int   // blocks, loops, ifs and trys open at once in one function
-	nestingWork   int64 // the sum over the module of the depth of every block opened
-	locals        int   // locals declared by one function
-	tableElements int   // elements of all the tables together, at their largest, and of the element segments
-	entries       int   // entries of any other section: types, imports, globals, exports, segments
+// Limits bound a module's code before it is compiled. A zero field is no limit.
+type Limits struct {
+	Functions     int   // functions defined by the module
+	FunctionBytes int   // bytes of one function body
+	Nesting       int   // blocks, loops, ifs and trys open at once in one function
+	NestingWork   int64 // the sum over the module of the depth of every block opened
+	Locals        int   // locals declared by one function
+	TableElements int   // elements of all the tables together, at their largest, and of the element segments
+	Entries       int   // entries of any other section: types, imports, globals, exports, segments
 }
 
-// structureInfo is what the walk found: the largest values, for the log and the tests.
-type structureInfo struct {
-	functions     int
-	functionBytes int
-	nesting       int
-	nestingWork   int64 // the sum, over every block opened, of how deep it is
-	locals        int
-	tableElements uint64 // the sum of the tables' minimums
-	tableGrow     bool   // the code grows a table
-	tables        []tableInfo
+// DefaultLimits are the defaults of the host's handlers.limits.maxFunctions, maxFunctionSize,
+// maxNesting, maxNestingWork, maxLocals, maxTableElements and maxEntries (docs/configuration.md
+// says why each is what it is).
+var DefaultLimits = Limits{Functions: 100_000, FunctionBytes: 1 << 20, Nesting: 4096, NestingWork: 50_000_000,
+	Locals: 50_000, TableElements: 200_000, Entries: 100_000}
+
+// Stats is what the walk found: the largest values, for the log and the tests.
+type Stats struct {
+	Functions     int
+	FunctionBytes int
+	Nesting       int
+	NestingWork   int64 // the sum, over every block opened, of how deep it is
+	Locals        int
+	TableElements uint64 // the sum of the tables' minimums
+	TableGrow     bool   // the code grows a table
+	Tables        []tableInfo
 }
 
-// checkStructure walks the code section of b (a module whose header scanModule accepted) and
+// Check walks the code section of b (a module whose header Scan accepted) and
 // returns a message saying which limit a function exceeds, or "". Code it cannot decode is
 // left to the compiler, which refuses it, except that an instruction the walk does not know
 // is refused here: a bound that cannot be checked is not a bound.
-func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
-	var info structureInfo
-	r := reader{b: b[len(wasmHeader):]}
+func Check(b []byte, lim Limits) (Stats, string) {
+	var info Stats
+	r := reader{b: b[len(Header):]}
 	for len(r.b) > 0 {
 		id, ok := r.byte()
 		if !ok {
@@ -52,14 +58,14 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 		}
 		sec := reader{b: r.b[:size]}
 		r.b = r.b[size:]
-		if id != 10 && id != 0 && lim.entries > 0 { // every vector section but code (maxFunctions) and custom
+		if id != 10 && id != 0 && lim.Entries > 0 { // every vector section but code (maxFunctions) and custom
 			c := sec
-			if n, ok := c.uleb(32); ok && n > uint64(lim.entries) {
+			if n, ok := c.uleb(32); ok && n > uint64(lim.Entries) {
 				return info, fmt.Sprintf("%s section of %d entries, over the limit of %d (handlers.limits.maxEntries)",
-					sectionName(id), n, lim.entries)
+					sectionName(id), n, lim.Entries)
 			}
 		}
-		if id == 0 && lim.entries > 0 {
+		if id == 0 && lim.Entries > 0 {
 			if msg := checkNames(sec, lim); msg != "" {
 				return info, msg
 			}
@@ -84,9 +90,9 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 		if !ok {
 			return info, ""
 		}
-		info.functions = int(n)
-		if lim.functions > 0 && n > uint64(lim.functions) {
-			return info, fmt.Sprintf("%d functions, over the limit of %d (handlers.limits.maxFunctions)", n, lim.functions)
+		info.Functions = int(n)
+		if lim.Functions > 0 && n > uint64(lim.Functions) {
+			return info, fmt.Sprintf("%d functions, over the limit of %d (handlers.limits.maxFunctions)", n, lim.Functions)
 		}
 		for i := uint64(0); i < n; i++ {
 			bodySize, ok := sec.uleb(32)
@@ -95,21 +101,21 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 			}
 			body := sec.b[:bodySize]
 			sec.b = sec.b[bodySize:]
-			info.functionBytes = max(info.functionBytes, len(body))
-			if lim.functionBytes > 0 && len(body) > lim.functionBytes {
+			info.FunctionBytes = max(info.FunctionBytes, len(body))
+			if lim.FunctionBytes > 0 && len(body) > lim.FunctionBytes {
 				return info, fmt.Sprintf("function %d has a body of %d bytes, over the limit of %d bytes (handlers.limits.maxFunctionSize)",
-					i, len(body), lim.functionBytes)
+					i, len(body), lim.FunctionBytes)
 			}
 			depth, work, locals, msg := walkBody(body, lim, &info)
-			info.nesting = max(info.nesting, depth)
-			info.nestingWork += work
-			info.locals = max(info.locals, locals)
+			info.Nesting = max(info.Nesting, depth)
+			info.NestingWork += work
+			info.Locals = max(info.Locals, locals)
 			if msg != "" {
 				return info, fmt.Sprintf("function %d: %s", i, msg)
 			}
-			if lim.nestingWork > 0 && info.nestingWork > lim.nestingWork {
+			if lim.NestingWork > 0 && info.NestingWork > lim.NestingWork {
 				return info, fmt.Sprintf("blocks nested %d levels deep in all, over the limit of %d (a constant: docs/configuration.md, \"Constants\")",
-					info.nestingWork, lim.nestingWork)
+					info.NestingWork, lim.NestingWork)
 			}
 		}
 	}
@@ -119,8 +125,8 @@ func checkStructure(b []byte, lim structureLimits) (structureInfo, string) {
 // walkBody returns how deeply the blocks of one function body nest, the sum of the depths of
 // its blocks and how many locals it declares, stopping with a message as soon as one exceeds
 // its limit, or at an instruction it does not know.
-func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest int, work int64, locals int, _ string) {
-	limit := lim.nesting
+func walkBody(body []byte, lim Limits, info *Stats) (deepest int, work int64, locals int, _ string) {
+	limit := lim.Nesting
 	r := reader{b: body}
 	// Locals: a vector of (count, type).
 	n, ok := r.uleb(32)
@@ -133,8 +139,8 @@ func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest in
 			return 0, 0, locals, ""
 		}
 		locals += int(k)
-		if lim.locals > 0 && locals > lim.locals {
-			return 0, 0, locals, fmt.Sprintf("more than %d locals (handlers.limits.maxLocals)", lim.locals)
+		if lim.Locals > 0 && locals > lim.Locals {
+			return 0, 0, locals, fmt.Sprintf("more than %d locals (handlers.limits.maxLocals)", lim.Locals)
 		}
 	}
 	depth := 0
@@ -162,8 +168,8 @@ func walkBody(body []byte, lim structureLimits, info *structureInfo) (deepest in
 			}
 		case op == 0x18: // delegate: closes the try
 			depth--
-		case op == 0xfc && sub == 15 && !info.tableGrow: // table.grow
-			info.tableGrow = true
+		case op == 0xfc && sub == 15 && !info.TableGrow: // table.grow
+			info.TableGrow = true
 			if msg := info.checkGrow(lim); msg != "" {
 				return deepest, work, locals, msg
 			}
@@ -359,7 +365,7 @@ type tableInfo struct {
 }
 
 // checkTables reads the table section and checks the tables' minimums.
-func checkTables(sec *reader, lim structureLimits, info *structureInfo) string {
+func checkTables(sec *reader, lim Limits, info *Stats) string {
 	n, ok := sec.uleb(32)
 	if !ok {
 		return ""
@@ -378,10 +384,10 @@ func checkTables(sec *reader, lim structureLimits, info *structureInfo) string {
 		if !ok {
 			return ""
 		}
-		info.tables = append(info.tables, t)
-		info.tableElements += t.min
-		if lim.tableElements > 0 && info.tableElements > uint64(lim.tableElements) {
-			return fmt.Sprintf("tables of %d elements, over the limit of %d (handlers.limits.maxTableElements)", info.tableElements, lim.tableElements)
+		info.Tables = append(info.Tables, t)
+		info.TableElements += t.min
+		if lim.TableElements > 0 && info.TableElements > uint64(lim.TableElements) {
+			return fmt.Sprintf("tables of %d elements, over the limit of %d (handlers.limits.maxTableElements)", info.TableElements, lim.TableElements)
 		}
 	}
 	return ""
@@ -389,19 +395,19 @@ func checkTables(sec *reader, lim structureLimits, info *structureInfo) string {
 
 // checkGrow checks, for a module that grows a table, that every table has a maximum and that
 // together they stay within the limit.
-func (info *structureInfo) checkGrow(lim structureLimits) string {
-	if lim.tableElements <= 0 {
+func (info *Stats) checkGrow(lim Limits) string {
+	if lim.TableElements <= 0 {
 		return ""
 	}
 	var sum uint64
-	for i, t := range info.tables {
+	for i, t := range info.Tables {
 		if !t.hasMax {
 			return fmt.Sprintf("grows table %d, which declares no maximum (with table.grow, every table needs a maximum within handlers.limits.maxTableElements)", i)
 		}
 		sum += t.max
 	}
-	if sum > uint64(lim.tableElements) {
-		return fmt.Sprintf("grows its tables up to %d elements, over the limit of %d (handlers.limits.maxTableElements)", sum, lim.tableElements)
+	if sum > uint64(lim.TableElements) {
+		return fmt.Sprintf("grows its tables up to %d elements, over the limit of %d (handlers.limits.maxTableElements)", sum, lim.TableElements)
 	}
 	return ""
 }
@@ -442,7 +448,7 @@ func sectionName(id byte) string {
 // checkElements reads the element section and bounds its entries together by the table limit:
 // wazero keeps about 70 bytes an entry (a 5 MB segment took 343 MB to compile). Encodings it
 // cannot read are left to the compiler.
-func checkElements(sec *reader, lim structureLimits) string {
+func checkElements(sec *reader, lim Limits) string {
 	n, ok := sec.uleb(32)
 	if !ok {
 		return ""
@@ -475,8 +481,8 @@ func checkElements(sec *reader, lim structureLimits) string {
 			return ""
 		}
 		total += k
-		if lim.tableElements > 0 && total > uint64(lim.tableElements) {
-			return fmt.Sprintf("element segments of %d entries, over the limit of %d (handlers.limits.maxTableElements)", total, lim.tableElements)
+		if lim.TableElements > 0 && total > uint64(lim.TableElements) {
+			return fmt.Sprintf("element segments of %d entries, over the limit of %d (handlers.limits.maxTableElements)", total, lim.TableElements)
 		}
 		for j := uint64(0); j < k; j++ {
 			if flags&4 != 0 {
@@ -529,13 +535,13 @@ func (r *reader) constExpr() bool {
 
 // checkNames bounds the entries of the "name" custom section, which wazero decodes (function
 // and local names) at about 30 bytes an entry; other custom sections are skipped unread.
-func checkNames(sec reader, lim structureLimits) string {
+func checkNames(sec reader, lim Limits) string {
 	name, ok := sec.name()
 	if !ok || name != "name" {
 		return ""
 	}
 	entries := uint64(0)
-	over := func() bool { return entries > uint64(lim.entries) }
+	over := func() bool { return entries > uint64(lim.Entries) }
 	for len(sec.b) > 0 {
 		id, ok := sec.byte()
 		if !ok {
@@ -576,7 +582,7 @@ func checkNames(sec reader, lim structureLimits) string {
 			}
 		}
 		if over() {
-			return fmt.Sprintf("name section of %d or more entries, over the limit of %d (handlers.limits.maxEntries)", entries, lim.entries)
+			return fmt.Sprintf("name section of %d or more entries, over the limit of %d (handlers.limits.maxEntries)", entries, lim.Entries)
 		}
 	}
 	return ""

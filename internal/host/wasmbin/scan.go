@@ -1,48 +1,50 @@
-package host
+package wasmbin
 
 import (
 	"bytes"
 	"errors"
 )
 
-// scanInfo is what the host learns from a module's bytes before compiling it, to refuse it
+// Info is what the host learns from a module's bytes before compiling it, to refuse it
 // with a precise message instead of the compiler's.
-type scanInfo struct {
-	// memMin is the largest minimum, in pages, of the memories the module defines.
-	memMin uint64
-	// imports are the module's imports, when the import section could be read; nil otherwise
+type Info struct {
+	// MemMin is the largest minimum, in pages, of the memories the module defines.
+	MemMin uint64
+	// Imports are the module's imports, when the import section could be read; nil otherwise
 	// (the compiler then reports what is wrong).
-	imports []scanImport
+	Imports []Import
 }
 
-type scanImport struct {
-	module, name string
-	kind         byte   // 0 func, 1 table, 2 memory, 3 global, 4 tag
-	typ          uint32 // a function's type index
+// Import is one import of a module.
+type Import struct {
+	Module, Name string
+	Kind         byte   // 0 func, 1 table, 2 memory, 3 global, 4 tag
+	Type         uint32 // a function's type index
 }
 
 var importKinds = [...]string{"function", "table", "memory", "global", "tag"}
 
-func (i scanImport) kindName() string {
-	if int(i.kind) < len(importKinds) {
-		return importKinds[i.kind]
+// KindName names the kind of the import.
+func (i Import) KindName() string {
+	if int(i.Kind) < len(importKinds) {
+		return importKinds[i.Kind]
 	}
 	return "unknown"
 }
 
-var wasmHeader = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+var Header = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
 
-var errNotWasm = errors.New("not a WebAssembly binary module (bad magic number or version)")
+var ErrNotWasm = errors.New("not a WebAssembly binary module (bad magic number or version)")
 
-// scanModule reads the header, the import section and the memory section of a binary module.
+// Scan reads the header, the import section and the memory section of a binary module.
 // Only a bad header is an error: for anything else it cannot read it returns what it has and
 // leaves the diagnosis to the compiler.
-func scanModule(b []byte) (scanInfo, error) {
-	var info scanInfo
-	if len(b) < len(wasmHeader) || !bytes.Equal(b[:len(wasmHeader)], wasmHeader) {
-		return info, errNotWasm
+func Scan(b []byte) (Info, error) {
+	var info Info
+	if len(b) < len(Header) || !bytes.Equal(b[:len(Header)], Header) {
+		return info, ErrNotWasm
 	}
-	r := reader{b: b[len(wasmHeader):]}
+	r := reader{b: b[len(Header):]}
 	for len(r.b) > 0 {
 		id, ok := r.byte()
 		if !ok {
@@ -56,14 +58,14 @@ func scanModule(b []byte) (scanInfo, error) {
 		r.b = r.b[size:]
 		switch id {
 		case 2:
-			info.imports = sec.imports()
+			info.Imports = sec.imports()
 		case 5:
 			n, ok := sec.uleb(32)
 			for i := uint64(0); ok && i < n; i++ {
 				var lim uint64
 				lim, ok = sec.limitsMin()
-				if ok && lim > info.memMin {
-					info.memMin = lim
+				if ok && lim > info.MemMin {
+					info.MemMin = lim
 				}
 			}
 		}
@@ -130,28 +132,28 @@ func (r *reader) limitsMin() (uint64, bool) {
 	return min, true
 }
 
-func (r *reader) imports() []scanImport {
+func (r *reader) imports() []Import {
 	n, ok := r.uleb(32)
 	if !ok {
 		return nil
 	}
-	out := make([]scanImport, 0, min(n, 1024))
+	out := make([]Import, 0, min(n, 1024))
 	for i := uint64(0); i < n; i++ {
-		var imp scanImport
-		if imp.module, ok = r.name(); !ok {
+		var imp Import
+		if imp.Module, ok = r.name(); !ok {
 			return nil
 		}
-		if imp.name, ok = r.name(); !ok {
+		if imp.Name, ok = r.name(); !ok {
 			return nil
 		}
-		if imp.kind, ok = r.byte(); !ok {
+		if imp.Kind, ok = r.byte(); !ok {
 			return nil
 		}
-		switch imp.kind {
+		switch imp.Kind {
 		case 0: // type index
 			var t uint64
 			t, ok = r.uleb(32)
-			imp.typ = uint32(t)
+			imp.Type = uint32(t)
 		case 1: // reference type, limits
 			if _, ok = r.byte(); ok {
 				_, ok = r.limitsMin()
