@@ -7,7 +7,7 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// Compiling is bounded twice. checkStructure refuses, before compiling, the code that makes
+// Compiling is bounded twice. wasmbin.Check refuses, before compiling, the code that makes
 // wazero's compiler slow (blocks nested thousands deep, huge functions, millions of locals);
 // that is the bound that holds, since wazero cannot interrupt a compile. Behind it, compile
 // gives up waiting after Limits.CompileTimeout: the file is refused and its load slot freed at
