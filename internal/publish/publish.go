@@ -389,6 +389,9 @@ func (w *sinkWorker) run(ctx context.Context) {
 		due := refresh > 0 && haveWrote && time.Since(wroteAt) >= refresh
 		if haveWrote && !due && w.lastOK() && (gen == wroteGen || desired.Equal(written)) {
 			wroteGen = gen
+			p.mu.Lock()
+			w.st.Holding = !settled // it holds the same, now as what is registered
+			p.mu.Unlock()
 			w.rearm(timer, refresh, wroteAt)
 			continue
 		}

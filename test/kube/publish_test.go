@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
@@ -37,13 +38,24 @@ func startDaemon(t *testing.T, node, kubeconfig string, handlers map[string]*reg
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	cfg := config.Default()
-	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
-	for _, d := range []string{cfg.SocketDir, cfg.HandlerDir, cfg.StateDir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
+	for _, d := range []string{"s", "h", "st"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return runDaemon(t, base, node, kubeconfig, handlers)
+}
+
+// restartDaemon starts a daemon again on the directories of td (stopped).
+func restartDaemon(t *testing.T, td *testDaemon, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler) *testDaemon {
+	t.Helper()
+	return runDaemon(t, filepath.Dir(td.sockets), node, kubeconfig, handlers)
+}
+
+func runDaemon(t *testing.T, base, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler) *testDaemon {
+	t.Helper()
+	cfg := config.Default()
+	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
 	cfg.Metrics.Listen = "off"
 	cfg.Publish.NodeName = node
 	cfg.Publish.Kubeconfig = kubeconfig
@@ -188,6 +200,10 @@ func TestThousandPlugins(t *testing.T) {
 		return false
 	})
 
+	if es := td.d.PublishStatus().Events; es == nil || es.Recorded == 0 || es.Failed != 0 {
+		t.Errorf("events status %+v, want recorded and none failed", es)
+	}
+
 	for _, p := range plugins {
 		p.Close()
 	}
@@ -258,4 +274,69 @@ func TestRBACMissing(t *testing.T) {
 			t.Errorf("last error %q lacks %q", e, want)
 		}
 	}
+}
+
+// TestRestartDoesNotFlap: a daemon restarted while its plugins stay reads its NodeFeature
+// first and keeps what it holds until the plugins registered again: no update in between
+// takes a label off the node. The plugins' registrations are held up in the handler so that
+// the restarted daemon has written before they are back.
+func TestRestartDoesNotFlap(t *testing.T) {
+	c := startCluster(t)
+	c.setUp()
+	kubeconfig := c.kubeconfig(c.nodeToken("wasmhost", "node-a"))
+	h := csiHandler()
+	td := startDaemon(t, "node-a", kubeconfig, map[string]*registrationtest.RecordingHandler{"CSIPlugin": h})
+	startPlugins(t, td.sockets, "csi", 20)
+	waitFor(t, "the 20 plugins on the NodeFeature", func() bool {
+		n, err := c.published("node-a")
+		return err == nil && len(n.Labels) == 40
+	})
+	td.stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := c.dynamic().Resource(nodeFeatures).Namespace("wasmhost").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	release := make(chan struct{})
+	h.SetHook(func(ctx context.Context, _ registrationtest.Call) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	// The same socket directory: the plugins are there when it starts.
+	td2 := restartDaemon(t, td, "node-a", kubeconfig, map[string]*registrationtest.RecordingHandler{"CSIPlugin": h})
+	waitFor(t, "the restarted daemon to write", func() bool { return td2.sink().Writes > 0 })
+	if !td2.sink().Holding {
+		t.Error("status does not say the restarted daemon keeps what it read")
+	}
+	close(release)
+	h.SetHook(nil)
+	waitFor(t, "the restarted daemon to publish what is registered", func() bool {
+		s := td2.sink()
+		return s.State == publish.SinkOK && !s.Holding && s.Labels == 40 || t.Failed()
+	})
+	// Every version of the object the API server stored meanwhile had all 40 labels.
+	var updates int
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			obj, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				t.Fatalf("watch: %v", ev.Object)
+			}
+			updates++
+			if n := kube.FromNodeFeature(obj); len(n.Labels) != 40 {
+				t.Errorf("an update of the NodeFeature during the restart had %d labels, not 40", len(n.Labels))
+			}
+			continue
+		case <-time.After(2 * time.Second):
+		}
+		break
+	}
+	t.Logf("%d updates of the NodeFeature seen during the restart", updates)
 }
