@@ -507,45 +507,20 @@ func (rw *rewriter) elements(sr reader) ([]byte, error) {
 func (rw *rewriter) constExpr(r *reader, out []byte) ([]byte, error) {
 	for {
 		start := r.b
-		op, ok := r.byte()
-		if !ok {
-			return nil, errors.New("a constant expression runs past its section")
-		}
+		op, idx, ok := r.constInstr()
 		switch {
+		case !ok:
+			return nil, fmt.Errorf("a constant expression cannot be read (instruction 0x%02x)", op)
 		case op == 0x0b:
 			return append(out, op), nil
+		case op == 0xd2 && idx >= uint64(len(rw.funcTypes)):
+			return nil, errors.New("a constant expression names a function the module does not have")
 		case op == 0xd2: // ref.func
-			f, ok := r.uleb(32)
-			if !ok || f >= uint64(len(rw.funcTypes)) {
-				return nil, errors.New("a constant expression names a function the module does not have")
-			}
 			out = append(out, op)
-			out = binary.AppendUvarint(out, rw.remap(f))
+			out = binary.AppendUvarint(out, rw.remap(idx))
 			continue
-		case op == 0x23:
-			g, ok := r.uleb(32)
-			if !ok || g >= rw.ownGlobals {
-				return nil, errors.New("a constant expression names a global the module does not have")
-			}
-		case op == 0x41 || op == 0x42 || op == 0xd0:
-			ok = r.sleb()
-		case op == 0x43:
-			ok = r.skip(4)
-		case op == 0x44:
-			ok = r.skip(8)
-		case op == 0xfd:
-			var sub uint64
-			if sub, ok = r.uleb(32); ok && sub == 0x0c {
-				ok = r.skip(16)
-			} else {
-				ok = false
-			}
-		case op >= 0x6a && op <= 0x6c, op >= 0x7c && op <= 0x7e: // extended constant expressions
-		default:
-			ok = false
-		}
-		if !ok {
-			return nil, fmt.Errorf("a constant expression cannot be read (instruction 0x%02x)", op)
+		case op == 0x23 && idx >= rw.ownGlobals:
+			return nil, errors.New("a constant expression names a global the module does not have")
 		}
 		out = append(out, start[:len(start)-len(r.b)]...)
 	}

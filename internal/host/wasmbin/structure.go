@@ -501,36 +501,41 @@ func checkElements(sec *reader, lim Limits) string {
 // constExpr skips a constant expression up to its end.
 func (r *reader) constExpr() bool {
 	for {
-		op, ok := r.byte()
-		if !ok {
-			return false
-		}
-		switch {
-		case op == 0x0b:
-			return true
-		case op == 0x41 || op == 0x42 || op == 0xd0:
-			ok = r.sleb()
-		case op == 0x23 || op == 0xd2:
-			_, ok = r.uleb(32)
-		case op == 0x43:
-			ok = r.skip(4)
-		case op == 0x44:
-			ok = r.skip(8)
-		case op == 0xfd:
-			var sub uint64
-			if sub, ok = r.uleb(32); ok && sub == 0x0c {
-				ok = r.skip(16)
-			} else {
-				ok = false
-			}
-		case op >= 0x6a && op <= 0x6c, op >= 0x7c && op <= 0x7e: // extended constant expressions
-		default:
-			return false
-		}
-		if !ok {
-			return false
+		op, _, ok := r.constInstr()
+		if !ok || op == 0x0b {
+			return ok
 		}
 	}
+}
+
+// constInstr reads one instruction of a constant expression and returns its opcode (0x0b at the
+// expression's end) and, for global.get and ref.func, its index.
+func (r *reader) constInstr() (op byte, idx uint64, ok bool) {
+	if op, ok = r.byte(); !ok {
+		return 0, 0, false
+	}
+	switch {
+	case op == 0x0b:
+	case op == 0x41 || op == 0x42 || op == 0xd0:
+		ok = r.sleb()
+	case op == 0x23 || op == 0xd2:
+		idx, ok = r.uleb(32)
+	case op == 0x43:
+		ok = r.skip(4)
+	case op == 0x44:
+		ok = r.skip(8)
+	case op == 0xfd:
+		var sub uint64
+		if sub, ok = r.uleb(32); ok && sub == 0x0c {
+			ok = r.skip(16)
+		} else {
+			ok = false
+		}
+	case op >= 0x6a && op <= 0x6c, op >= 0x7c && op <= 0x7e: // extended constant expressions
+	default:
+		ok = false
+	}
+	return op, idx, ok
 }
 
 // checkNames bounds the entries of the "name" custom section, which wazero decodes (function
