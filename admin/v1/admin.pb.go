@@ -180,6 +180,184 @@ func (EventType) EnumDescriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{1}
 }
 
+type CaptureSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plugin names, socket paths or plugin types to return the sessions of; empty: every
+	// session kept.
+	Names         []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureSessionsRequest) Reset() {
+	*x = CaptureSessionsRequest{}
+	mi := &file_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureSessionsRequest) ProtoMessage() {}
+
+func (x *CaptureSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureSessionsRequest.ProtoReflect.Descriptor instead.
+func (*CaptureSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CaptureSessionsRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+type CaptureSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by plugin type, then socket path.
+	Sessions []*CapturedSession `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// The names of the request that matched no session.
+	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureSessionsResponse) Reset() {
+	*x = CaptureSessionsResponse{}
+	mi := &file_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureSessionsResponse) ProtoMessage() {}
+
+func (x *CaptureSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureSessionsResponse.ProtoReflect.Descriptor instead.
+func (*CaptureSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CaptureSessionsResponse) GetSessions() []*CapturedSession {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+func (x *CaptureSessionsResponse) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+// CapturedSession is one plugin's last registration.
+type CapturedSession struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Socket     string                 `protobuf:"bytes,1,opt,name=socket,proto3" json:"socket,omitempty"`
+	PluginType string                 `protobuf:"bytes,2,opt,name=plugin_type,json=pluginType,proto3" json:"plugin_type,omitempty"`
+	PluginName string                 `protobuf:"bytes,3,opt,name=plugin_name,json=pluginName,proto3" json:"plugin_name,omitempty"`
+	CapturedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=captured_at,json=capturedAt,proto3" json:"captured_at,omitempty"`
+	// The session file: YAML, apiVersion wasmhost.dev/session/v1 (docs/sessions.md).
+	Yaml          []byte `protobuf:"bytes,5,opt,name=yaml,proto3" json:"yaml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapturedSession) Reset() {
+	*x = CapturedSession{}
+	mi := &file_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapturedSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapturedSession) ProtoMessage() {}
+
+func (x *CapturedSession) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapturedSession.ProtoReflect.Descriptor instead.
+func (*CapturedSession) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CapturedSession) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *CapturedSession) GetPluginType() string {
+	if x != nil {
+		return x.PluginType
+	}
+	return ""
+}
+
+func (x *CapturedSession) GetPluginName() string {
+	if x != nil {
+		return x.PluginName
+	}
+	return ""
+}
+
+func (x *CapturedSession) GetCapturedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CapturedAt
+	}
+	return nil
+}
+
+func (x *CapturedSession) GetYaml() []byte {
+	if x != nil {
+		return x.Yaml
+	}
+	return nil
+}
+
 type PullHandlersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -188,7 +366,7 @@ type PullHandlersRequest struct {
 
 func (x *PullHandlersRequest) Reset() {
 	*x = PullHandlersRequest{}
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +378,7 @@ func (x *PullHandlersRequest) String() string {
 func (*PullHandlersRequest) ProtoMessage() {}
 
 func (x *PullHandlersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +391,7 @@ func (x *PullHandlersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullHandlersRequest.ProtoReflect.Descriptor instead.
 func (*PullHandlersRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{0}
+	return file_admin_proto_rawDescGZIP(), []int{3}
 }
 
 type PullHandlersResponse struct {
@@ -226,7 +404,7 @@ type PullHandlersResponse struct {
 
 func (x *PullHandlersResponse) Reset() {
 	*x = PullHandlersResponse{}
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -238,7 +416,7 @@ func (x *PullHandlersResponse) String() string {
 func (*PullHandlersResponse) ProtoMessage() {}
 
 func (x *PullHandlersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -251,7 +429,7 @@ func (x *PullHandlersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullHandlersResponse.ProtoReflect.Descriptor instead.
 func (*PullHandlersResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PullHandlersResponse) GetHandlers() []*Handler {
@@ -270,7 +448,7 @@ type ListRevisionsRequest struct {
 
 func (x *ListRevisionsRequest) Reset() {
 	*x = ListRevisionsRequest{}
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +460,7 @@ func (x *ListRevisionsRequest) String() string {
 func (*ListRevisionsRequest) ProtoMessage() {}
 
 func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +473,7 @@ func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{2}
+	return file_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListRevisionsRequest) GetPluginType() string {
@@ -320,7 +498,7 @@ type ListRevisionsResponse struct {
 
 func (x *ListRevisionsResponse) Reset() {
 	*x = ListRevisionsResponse{}
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +510,7 @@ func (x *ListRevisionsResponse) String() string {
 func (*ListRevisionsResponse) ProtoMessage() {}
 
 func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +523,7 @@ func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{3}
+	return file_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRevisionsResponse) GetPluginType() string {
@@ -388,7 +566,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +578,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +591,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RollbackRequest) GetPluginType() string {
@@ -440,7 +618,7 @@ type RollbackResponse struct {
 
 func (x *RollbackResponse) Reset() {
 	*x = RollbackResponse{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +630,7 @@ func (x *RollbackResponse) String() string {
 func (*RollbackResponse) ProtoMessage() {}
 
 func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +643,7 @@ func (x *RollbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackResponse.ProtoReflect.Descriptor instead.
 func (*RollbackResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RollbackResponse) GetRevision() *Revision {
@@ -484,7 +662,7 @@ type ClearPinRequest struct {
 
 func (x *ClearPinRequest) Reset() {
 	*x = ClearPinRequest{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +674,7 @@ func (x *ClearPinRequest) String() string {
 func (*ClearPinRequest) ProtoMessage() {}
 
 func (x *ClearPinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +687,7 @@ func (x *ClearPinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPinRequest.ProtoReflect.Descriptor instead.
 func (*ClearPinRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ClearPinRequest) GetPluginType() string {
@@ -527,7 +705,7 @@ type ClearPinResponse struct {
 
 func (x *ClearPinResponse) Reset() {
 	*x = ClearPinResponse{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +717,7 @@ func (x *ClearPinResponse) String() string {
 func (*ClearPinResponse) ProtoMessage() {}
 
 func (x *ClearPinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +730,7 @@ func (x *ClearPinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPinResponse.ProtoReflect.Descriptor instead.
 func (*ClearPinResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type SetShadowRequest struct {
@@ -568,7 +746,7 @@ type SetShadowRequest struct {
 
 func (x *SetShadowRequest) Reset() {
 	*x = SetShadowRequest{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +758,7 @@ func (x *SetShadowRequest) String() string {
 func (*SetShadowRequest) ProtoMessage() {}
 
 func (x *SetShadowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +771,7 @@ func (x *SetShadowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShadowRequest.ProtoReflect.Descriptor instead.
 func (*SetShadowRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetShadowRequest) GetPluginType() string {
@@ -620,7 +798,7 @@ type SetShadowResponse struct {
 
 func (x *SetShadowResponse) Reset() {
 	*x = SetShadowResponse{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +810,7 @@ func (x *SetShadowResponse) String() string {
 func (*SetShadowResponse) ProtoMessage() {}
 
 func (x *SetShadowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +823,7 @@ func (x *SetShadowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetShadowResponse.ProtoReflect.Descriptor instead.
 func (*SetShadowResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetShadowResponse) GetShadow() *Shadow {
@@ -686,7 +864,7 @@ type Revision struct {
 
 func (x *Revision) Reset() {
 	*x = Revision{}
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +876,7 @@ func (x *Revision) String() string {
 func (*Revision) ProtoMessage() {}
 
 func (x *Revision) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +889,7 @@ func (x *Revision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revision.ProtoReflect.Descriptor instead.
 func (*Revision) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{10}
+	return file_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Revision) GetSha256() string {
@@ -838,7 +1016,7 @@ type Pin struct {
 
 func (x *Pin) Reset() {
 	*x = Pin{}
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1028,7 @@ func (x *Pin) String() string {
 func (*Pin) ProtoMessage() {}
 
 func (x *Pin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1041,7 @@ func (x *Pin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pin.ProtoReflect.Descriptor instead.
 func (*Pin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{11}
+	return file_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Pin) GetPluginType() string {
@@ -933,7 +1111,7 @@ type Shadow struct {
 
 func (x *Shadow) Reset() {
 	*x = Shadow{}
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1123,7 @@ func (x *Shadow) String() string {
 func (*Shadow) ProtoMessage() {}
 
 func (x *Shadow) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1136,7 @@ func (x *Shadow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Shadow.ProtoReflect.Descriptor instead.
 func (*Shadow) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{12}
+	return file_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Shadow) GetPluginType() string {
@@ -1056,7 +1234,7 @@ type ListPluginsRequest struct {
 
 func (x *ListPluginsRequest) Reset() {
 	*x = ListPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1246,7 @@ func (x *ListPluginsRequest) String() string {
 func (*ListPluginsRequest) ProtoMessage() {}
 
 func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1259,7 @@ func (x *ListPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsRequest.ProtoReflect.Descriptor instead.
 func (*ListPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{13}
+	return file_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPluginsRequest) GetPageSize() int32 {
@@ -1109,7 +1287,7 @@ type ListPluginsResponse struct {
 
 func (x *ListPluginsResponse) Reset() {
 	*x = ListPluginsResponse{}
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1299,7 @@ func (x *ListPluginsResponse) String() string {
 func (*ListPluginsResponse) ProtoMessage() {}
 
 func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1312,7 @@ func (x *ListPluginsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPluginsResponse.ProtoReflect.Descriptor instead.
 func (*ListPluginsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{14}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPluginsResponse) GetPlugins() []*Plugin {
@@ -1159,7 +1337,7 @@ type WatchPluginsRequest struct {
 
 func (x *WatchPluginsRequest) Reset() {
 	*x = WatchPluginsRequest{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1349,7 @@ func (x *WatchPluginsRequest) String() string {
 func (*WatchPluginsRequest) ProtoMessage() {}
 
 func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1362,7 @@ func (x *WatchPluginsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPluginsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPluginsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type ListHandlersRequest struct {
@@ -1198,7 +1376,7 @@ type ListHandlersRequest struct {
 
 func (x *ListHandlersRequest) Reset() {
 	*x = ListHandlersRequest{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1388,7 @@ func (x *ListHandlersRequest) String() string {
 func (*ListHandlersRequest) ProtoMessage() {}
 
 func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1401,7 @@ func (x *ListHandlersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersRequest.ProtoReflect.Descriptor instead.
 func (*ListHandlersRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListHandlersRequest) GetPageSize() int32 {
@@ -1251,7 +1429,7 @@ type ListHandlersResponse struct {
 
 func (x *ListHandlersResponse) Reset() {
 	*x = ListHandlersResponse{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1441,7 @@ func (x *ListHandlersResponse) String() string {
 func (*ListHandlersResponse) ProtoMessage() {}
 
 func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1454,7 @@ func (x *ListHandlersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHandlersResponse.ProtoReflect.Descriptor instead.
 func (*ListHandlersResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListHandlersResponse) GetHandlers() []*Handler {
@@ -1301,7 +1479,7 @@ type GetStatusRequest struct {
 
 func (x *GetStatusRequest) Reset() {
 	*x = GetStatusRequest{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1491,7 @@ func (x *GetStatusRequest) String() string {
 func (*GetStatusRequest) ProtoMessage() {}
 
 func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1504,7 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 // Plugin is one plugin socket and what the daemon made of it.
@@ -1365,7 +1543,7 @@ type Plugin struct {
 
 func (x *Plugin) Reset() {
 	*x = Plugin{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1555,7 @@ func (x *Plugin) String() string {
 func (*Plugin) ProtoMessage() {}
 
 func (x *Plugin) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1568,7 @@ func (x *Plugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plugin.ProtoReflect.Descriptor instead.
 func (*Plugin) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Plugin) GetSocket() string {
@@ -1506,7 +1684,7 @@ type PluginEvent struct {
 
 func (x *PluginEvent) Reset() {
 	*x = PluginEvent{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1696,7 @@ func (x *PluginEvent) String() string {
 func (*PluginEvent) ProtoMessage() {}
 
 func (x *PluginEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1709,7 @@ func (x *PluginEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginEvent.ProtoReflect.Descriptor instead.
 func (*PluginEvent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PluginEvent) GetType() EventType {
@@ -1634,7 +1812,7 @@ type Handler struct {
 
 func (x *Handler) Reset() {
 	*x = Handler{}
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1824,7 @@ func (x *Handler) String() string {
 func (*Handler) ProtoMessage() {}
 
 func (x *Handler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1837,7 @@ func (x *Handler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handler.ProtoReflect.Descriptor instead.
 func (*Handler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{21}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Handler) GetPluginTypes() []string {
@@ -1920,7 +2098,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2110,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2123,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{22}
+	return file_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Status) GetVersion() string {
@@ -2078,7 +2256,7 @@ type TypeWithoutHandler struct {
 
 func (x *TypeWithoutHandler) Reset() {
 	*x = TypeWithoutHandler{}
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2268,7 @@ func (x *TypeWithoutHandler) String() string {
 func (*TypeWithoutHandler) ProtoMessage() {}
 
 func (x *TypeWithoutHandler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2281,7 @@ func (x *TypeWithoutHandler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeWithoutHandler.ProtoReflect.Descriptor instead.
 func (*TypeWithoutHandler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{23}
+	return file_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TypeWithoutHandler) GetPluginType() string {
@@ -2138,7 +2316,7 @@ type PublishEvents struct {
 
 func (x *PublishEvents) Reset() {
 	*x = PublishEvents{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2328,7 @@ func (x *PublishEvents) String() string {
 func (*PublishEvents) ProtoMessage() {}
 
 func (x *PublishEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2341,7 @@ func (x *PublishEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEvents.ProtoReflect.Descriptor instead.
 func (*PublishEvents) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishEvents) GetRecorded() uint64 {
@@ -2231,7 +2409,7 @@ type PublishSink struct {
 
 func (x *PublishSink) Reset() {
 	*x = PublishSink{}
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2421,7 @@ func (x *PublishSink) String() string {
 func (*PublishSink) ProtoMessage() {}
 
 func (x *PublishSink) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2434,7 @@ func (x *PublishSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishSink.ProtoReflect.Descriptor instead.
 func (*PublishSink) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{25}
+	return file_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishSink) GetSink() string {
@@ -2354,7 +2532,21 @@ var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x15\n" +
+	"\vadmin.proto\x12\x11wasmhost.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
+	"\x16CaptureSessionsRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"s\n" +
+	"\x17CaptureSessionsResponse\x12>\n" +
+	"\bsessions\x18\x01 \x03(\v2\".wasmhost.admin.v1.CapturedSessionR\bsessions\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\"\xbc\x01\n" +
+	"\x0fCapturedSession\x12\x16\n" +
+	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x1f\n" +
+	"\vplugin_type\x18\x02 \x01(\tR\n" +
+	"pluginType\x12\x1f\n" +
+	"\vplugin_name\x18\x03 \x01(\tR\n" +
+	"pluginName\x12;\n" +
+	"\vcaptured_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"capturedAt\x12\x12\n" +
+	"\x04yaml\x18\x05 \x01(\fR\x04yaml\"\x15\n" +
 	"\x13PullHandlersRequest\"N\n" +
 	"\x14PullHandlersResponse\x126\n" +
 	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\"7\n" +
@@ -2572,7 +2764,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x13EVENT_TYPE_MODIFIED\x10\x02\x12\x16\n" +
 	"\x12EVENT_TYPE_DELETED\x10\x03\x12\x15\n" +
 	"\x11EVENT_TYPE_SYNCED\x10\x04\x12\x14\n" +
-	"\x10EVENT_TYPE_RESET\x10\x052\xb4\x06\n" +
+	"\x10EVENT_TYPE_RESET\x10\x052\x9e\a\n" +
 	"\x05Admin\x12\\\n" +
 	"\vListPlugins\x12%.wasmhost.admin.v1.ListPluginsRequest\x1a&.wasmhost.admin.v1.ListPluginsResponse\x12X\n" +
 	"\fWatchPlugins\x12&.wasmhost.admin.v1.WatchPluginsRequest\x1a\x1e.wasmhost.admin.v1.PluginEvent0\x01\x12_\n" +
@@ -2582,7 +2774,8 @@ const file_admin_proto_rawDesc = "" +
 	"\bRollback\x12\".wasmhost.admin.v1.RollbackRequest\x1a#.wasmhost.admin.v1.RollbackResponse\x12S\n" +
 	"\bClearPin\x12\".wasmhost.admin.v1.ClearPinRequest\x1a#.wasmhost.admin.v1.ClearPinResponse\x12V\n" +
 	"\tSetShadow\x12#.wasmhost.admin.v1.SetShadowRequest\x1a$.wasmhost.admin.v1.SetShadowResponse\x12_\n" +
-	"\fPullHandlers\x12&.wasmhost.admin.v1.PullHandlersRequest\x1a'.wasmhost.admin.v1.PullHandlersResponseB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
+	"\fPullHandlers\x12&.wasmhost.admin.v1.PullHandlersRequest\x1a'.wasmhost.admin.v1.PullHandlersResponse\x12h\n" +
+	"\x0fCaptureSessions\x12).wasmhost.admin.v1.CaptureSessionsRequest\x1a*.wasmhost.admin.v1.CaptureSessionsResponseB/Z-github.com/wasmhost/wasmhost/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -2597,102 +2790,109 @@ func file_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_admin_proto_goTypes = []any{
-	(PluginState)(0),              // 0: wasmhost.admin.v1.PluginState
-	(EventType)(0),                // 1: wasmhost.admin.v1.EventType
-	(*PullHandlersRequest)(nil),   // 2: wasmhost.admin.v1.PullHandlersRequest
-	(*PullHandlersResponse)(nil),  // 3: wasmhost.admin.v1.PullHandlersResponse
-	(*ListRevisionsRequest)(nil),  // 4: wasmhost.admin.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil), // 5: wasmhost.admin.v1.ListRevisionsResponse
-	(*RollbackRequest)(nil),       // 6: wasmhost.admin.v1.RollbackRequest
-	(*RollbackResponse)(nil),      // 7: wasmhost.admin.v1.RollbackResponse
-	(*ClearPinRequest)(nil),       // 8: wasmhost.admin.v1.ClearPinRequest
-	(*ClearPinResponse)(nil),      // 9: wasmhost.admin.v1.ClearPinResponse
-	(*SetShadowRequest)(nil),      // 10: wasmhost.admin.v1.SetShadowRequest
-	(*SetShadowResponse)(nil),     // 11: wasmhost.admin.v1.SetShadowResponse
-	(*Revision)(nil),              // 12: wasmhost.admin.v1.Revision
-	(*Pin)(nil),                   // 13: wasmhost.admin.v1.Pin
-	(*Shadow)(nil),                // 14: wasmhost.admin.v1.Shadow
-	(*ListPluginsRequest)(nil),    // 15: wasmhost.admin.v1.ListPluginsRequest
-	(*ListPluginsResponse)(nil),   // 16: wasmhost.admin.v1.ListPluginsResponse
-	(*WatchPluginsRequest)(nil),   // 17: wasmhost.admin.v1.WatchPluginsRequest
-	(*ListHandlersRequest)(nil),   // 18: wasmhost.admin.v1.ListHandlersRequest
-	(*ListHandlersResponse)(nil),  // 19: wasmhost.admin.v1.ListHandlersResponse
-	(*GetStatusRequest)(nil),      // 20: wasmhost.admin.v1.GetStatusRequest
-	(*Plugin)(nil),                // 21: wasmhost.admin.v1.Plugin
-	(*PluginEvent)(nil),           // 22: wasmhost.admin.v1.PluginEvent
-	(*Handler)(nil),               // 23: wasmhost.admin.v1.Handler
-	(*Status)(nil),                // 24: wasmhost.admin.v1.Status
-	(*TypeWithoutHandler)(nil),    // 25: wasmhost.admin.v1.TypeWithoutHandler
-	(*PublishEvents)(nil),         // 26: wasmhost.admin.v1.PublishEvents
-	(*PublishSink)(nil),           // 27: wasmhost.admin.v1.PublishSink
-	nil,                           // 28: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                           // 29: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(PluginState)(0),                // 0: wasmhost.admin.v1.PluginState
+	(EventType)(0),                  // 1: wasmhost.admin.v1.EventType
+	(*CaptureSessionsRequest)(nil),  // 2: wasmhost.admin.v1.CaptureSessionsRequest
+	(*CaptureSessionsResponse)(nil), // 3: wasmhost.admin.v1.CaptureSessionsResponse
+	(*CapturedSession)(nil),         // 4: wasmhost.admin.v1.CapturedSession
+	(*PullHandlersRequest)(nil),     // 5: wasmhost.admin.v1.PullHandlersRequest
+	(*PullHandlersResponse)(nil),    // 6: wasmhost.admin.v1.PullHandlersResponse
+	(*ListRevisionsRequest)(nil),    // 7: wasmhost.admin.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),   // 8: wasmhost.admin.v1.ListRevisionsResponse
+	(*RollbackRequest)(nil),         // 9: wasmhost.admin.v1.RollbackRequest
+	(*RollbackResponse)(nil),        // 10: wasmhost.admin.v1.RollbackResponse
+	(*ClearPinRequest)(nil),         // 11: wasmhost.admin.v1.ClearPinRequest
+	(*ClearPinResponse)(nil),        // 12: wasmhost.admin.v1.ClearPinResponse
+	(*SetShadowRequest)(nil),        // 13: wasmhost.admin.v1.SetShadowRequest
+	(*SetShadowResponse)(nil),       // 14: wasmhost.admin.v1.SetShadowResponse
+	(*Revision)(nil),                // 15: wasmhost.admin.v1.Revision
+	(*Pin)(nil),                     // 16: wasmhost.admin.v1.Pin
+	(*Shadow)(nil),                  // 17: wasmhost.admin.v1.Shadow
+	(*ListPluginsRequest)(nil),      // 18: wasmhost.admin.v1.ListPluginsRequest
+	(*ListPluginsResponse)(nil),     // 19: wasmhost.admin.v1.ListPluginsResponse
+	(*WatchPluginsRequest)(nil),     // 20: wasmhost.admin.v1.WatchPluginsRequest
+	(*ListHandlersRequest)(nil),     // 21: wasmhost.admin.v1.ListHandlersRequest
+	(*ListHandlersResponse)(nil),    // 22: wasmhost.admin.v1.ListHandlersResponse
+	(*GetStatusRequest)(nil),        // 23: wasmhost.admin.v1.GetStatusRequest
+	(*Plugin)(nil),                  // 24: wasmhost.admin.v1.Plugin
+	(*PluginEvent)(nil),             // 25: wasmhost.admin.v1.PluginEvent
+	(*Handler)(nil),                 // 26: wasmhost.admin.v1.Handler
+	(*Status)(nil),                  // 27: wasmhost.admin.v1.Status
+	(*TypeWithoutHandler)(nil),      // 28: wasmhost.admin.v1.TypeWithoutHandler
+	(*PublishEvents)(nil),           // 29: wasmhost.admin.v1.PublishEvents
+	(*PublishSink)(nil),             // 30: wasmhost.admin.v1.PublishSink
+	nil,                             // 31: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                             // 32: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil),   // 33: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
-	23, // 0: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
-	12, // 1: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
-	13, // 2: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
-	14, // 3: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	12, // 4: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
-	14, // 5: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	30, // 6: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
-	30, // 7: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
-	30, // 8: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
-	21, // 9: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
-	23, // 10: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
-	0,  // 11: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	30, // 12: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	30, // 13: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	28, // 14: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	30, // 15: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	1,  // 16: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
-	21, // 17: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	30, // 18: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	30, // 19: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	30, // 20: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
-	30, // 21: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
-	30, // 22: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
-	13, // 23: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
-	14, // 24: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	31, // 25: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
-	31, // 26: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
-	30, // 27: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	31, // 28: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	29, // 29: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	27, // 30: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
-	25, // 31: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
-	26, // 32: wasmhost.admin.v1.Status.publish_events:type_name -> wasmhost.admin.v1.PublishEvents
-	30, // 33: wasmhost.admin.v1.PublishEvents.last_error_at:type_name -> google.protobuf.Timestamp
-	30, // 34: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
-	30, // 35: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
-	30, // 36: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
-	15, // 37: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	17, // 38: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	18, // 39: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	20, // 40: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	4,  // 41: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	6,  // 42: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	8,  // 43: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	10, // 44: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	2,  // 45: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
-	16, // 46: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	22, // 47: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	19, // 48: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	24, // 49: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	5,  // 50: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	7,  // 51: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	9,  // 52: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	11, // 53: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	3,  // 54: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	4,  // 0: wasmhost.admin.v1.CaptureSessionsResponse.sessions:type_name -> wasmhost.admin.v1.CapturedSession
+	33, // 1: wasmhost.admin.v1.CapturedSession.captured_at:type_name -> google.protobuf.Timestamp
+	26, // 2: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	15, // 3: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
+	16, // 4: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
+	17, // 5: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	15, // 6: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
+	17, // 7: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	33, // 8: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	33, // 9: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	33, // 10: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	24, // 11: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
+	26, // 12: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	0,  // 13: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
+	33, // 14: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	33, // 15: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	31, // 16: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	33, // 17: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	1,  // 18: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
+	24, // 19: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
+	33, // 20: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	33, // 21: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	33, // 22: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	33, // 23: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	33, // 24: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	16, // 25: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
+	17, // 26: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
+	34, // 27: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
+	34, // 28: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
+	33, // 29: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	34, // 30: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	32, // 31: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	30, // 32: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	28, // 33: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
+	29, // 34: wasmhost.admin.v1.Status.publish_events:type_name -> wasmhost.admin.v1.PublishEvents
+	33, // 35: wasmhost.admin.v1.PublishEvents.last_error_at:type_name -> google.protobuf.Timestamp
+	33, // 36: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	33, // 37: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	33, // 38: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	18, // 39: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	20, // 40: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	21, // 41: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	23, // 42: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	7,  // 43: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	9,  // 44: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	11, // 45: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	13, // 46: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	5,  // 47: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
+	2,  // 48: wasmhost.admin.v1.Admin.CaptureSessions:input_type -> wasmhost.admin.v1.CaptureSessionsRequest
+	19, // 49: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	25, // 50: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	22, // 51: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	27, // 52: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	8,  // 53: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	10, // 54: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	12, // 55: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	14, // 56: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	6,  // 57: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
+	3,  // 58: wasmhost.admin.v1.Admin.CaptureSessions:output_type -> wasmhost.admin.v1.CaptureSessionsResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2706,7 +2906,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

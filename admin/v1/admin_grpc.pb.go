@@ -31,15 +31,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ListPlugins_FullMethodName   = "/wasmhost.admin.v1.Admin/ListPlugins"
-	Admin_WatchPlugins_FullMethodName  = "/wasmhost.admin.v1.Admin/WatchPlugins"
-	Admin_ListHandlers_FullMethodName  = "/wasmhost.admin.v1.Admin/ListHandlers"
-	Admin_GetStatus_FullMethodName     = "/wasmhost.admin.v1.Admin/GetStatus"
-	Admin_ListRevisions_FullMethodName = "/wasmhost.admin.v1.Admin/ListRevisions"
-	Admin_Rollback_FullMethodName      = "/wasmhost.admin.v1.Admin/Rollback"
-	Admin_ClearPin_FullMethodName      = "/wasmhost.admin.v1.Admin/ClearPin"
-	Admin_SetShadow_FullMethodName     = "/wasmhost.admin.v1.Admin/SetShadow"
-	Admin_PullHandlers_FullMethodName  = "/wasmhost.admin.v1.Admin/PullHandlers"
+	Admin_ListPlugins_FullMethodName     = "/wasmhost.admin.v1.Admin/ListPlugins"
+	Admin_WatchPlugins_FullMethodName    = "/wasmhost.admin.v1.Admin/WatchPlugins"
+	Admin_ListHandlers_FullMethodName    = "/wasmhost.admin.v1.Admin/ListHandlers"
+	Admin_GetStatus_FullMethodName       = "/wasmhost.admin.v1.Admin/GetStatus"
+	Admin_ListRevisions_FullMethodName   = "/wasmhost.admin.v1.Admin/ListRevisions"
+	Admin_Rollback_FullMethodName        = "/wasmhost.admin.v1.Admin/Rollback"
+	Admin_ClearPin_FullMethodName        = "/wasmhost.admin.v1.Admin/ClearPin"
+	Admin_SetShadow_FullMethodName       = "/wasmhost.admin.v1.Admin/SetShadow"
+	Admin_PullHandlers_FullMethodName    = "/wasmhost.admin.v1.Admin/PullHandlers"
+	Admin_CaptureSessions_FullMethodName = "/wasmhost.admin.v1.Admin/CaptureSessions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -95,6 +96,11 @@ type AdminClient interface {
 	// serves the right bytes again), and returns when that try is over, with the sources' rows
 	// as ListHandlers shows them. FAILED_PRECONDITION when no source is configured.
 	PullHandlers(ctx context.Context, in *PullHandlersRequest, opts ...grpc.CallOption) (*PullHandlersResponse, error)
+	// CaptureSessions returns what the handlers saw when plugins last registered, as the
+	// daemon keeps it (handlers.capture): per plugin a session file (docs/sessions.md), for
+	// `wasmhost plugins capture` and then `wasmhost handler test --replay`. It only reads.
+	// FAILED_PRECONDITION when capture is off (handlers.capture.sessions: 0).
+	CaptureSessions(ctx context.Context, in *CaptureSessionsRequest, opts ...grpc.CallOption) (*CaptureSessionsResponse, error)
 }
 
 type adminClient struct {
@@ -204,6 +210,16 @@ func (c *adminClient) PullHandlers(ctx context.Context, in *PullHandlersRequest,
 	return out, nil
 }
 
+func (c *adminClient) CaptureSessions(ctx context.Context, in *CaptureSessionsRequest, opts ...grpc.CallOption) (*CaptureSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CaptureSessionsResponse)
+	err := c.cc.Invoke(ctx, Admin_CaptureSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -257,6 +273,11 @@ type AdminServer interface {
 	// serves the right bytes again), and returns when that try is over, with the sources' rows
 	// as ListHandlers shows them. FAILED_PRECONDITION when no source is configured.
 	PullHandlers(context.Context, *PullHandlersRequest) (*PullHandlersResponse, error)
+	// CaptureSessions returns what the handlers saw when plugins last registered, as the
+	// daemon keeps it (handlers.capture): per plugin a session file (docs/sessions.md), for
+	// `wasmhost plugins capture` and then `wasmhost handler test --replay`. It only reads.
+	// FAILED_PRECONDITION when capture is off (handlers.capture.sessions: 0).
+	CaptureSessions(context.Context, *CaptureSessionsRequest) (*CaptureSessionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -293,6 +314,9 @@ func (UnimplementedAdminServer) SetShadow(context.Context, *SetShadowRequest) (*
 }
 func (UnimplementedAdminServer) PullHandlers(context.Context, *PullHandlersRequest) (*PullHandlersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PullHandlers not implemented")
+}
+func (UnimplementedAdminServer) CaptureSessions(context.Context, *CaptureSessionsRequest) (*CaptureSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CaptureSessions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -470,6 +494,24 @@ func _Admin_PullHandlers_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CaptureSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CaptureSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CaptureSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CaptureSessions(ctx, req.(*CaptureSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -508,6 +550,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PullHandlers",
 			Handler:    _Admin_PullHandlers_Handler,
+		},
+		{
+			MethodName: "CaptureSessions",
+			Handler:    _Admin_CaptureSessions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

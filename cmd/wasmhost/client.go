@@ -136,6 +136,7 @@ everything.`,
 		},
 	}
 	o.bind(cmd, "table", "wide", "json", "yaml")
+	cmd.AddCommand(newCaptureCmd())
 	return cmd
 }
 

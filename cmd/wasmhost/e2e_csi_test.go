@@ -15,6 +15,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/session"
 )
 
 // examplePlugin is the example plugin (examples/plugin) running as a process.
@@ -119,6 +120,20 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		return strings.Contains(csi.log.String(), "registered by the daemon")
 	})
 
+	// wasmhost plugins capture: the registration as its handler saw it, NodeGetInfo included.
+	sessDir := filepath.Join(t.TempDir(), "sessions")
+	var capOut string
+	waitFor(t, "wasmhost plugins capture to answer", func() bool {
+		var err error
+		capOut, err = runRoot(t, "plugins", "capture", "csi.example.com", "-o", sessDir, "--admin-socket", cfg.AdminSocket())
+		return err == nil
+	})
+	sessFile := filepath.Join(sessDir, "CSIPlugin-csi.example.com.yaml")
+	if !strings.Contains(capOut, sessFile) {
+		t.Errorf("wasmhost plugins capture printed %q, want it to name %s", capOut, sessFile)
+	}
+	checkCSISession(t, sessFile, csi.socket)
+
 	// The same driver at an older version, from another socket (in a subdirectory, which the
 	// daemon watches too): refused, and told why.
 	const reason = "driver csi.example.com already registered at version 1.5.0 (endpoint "
@@ -181,4 +196,50 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 			t.Errorf("DRA driver published %s=%q, want %q (all: %v)", k, a.Published[k], v, a.Published)
 		}
 	}
+}
+
+// checkCSISession checks the session the daemon captured of the CSI driver at socket: its
+// validate and register calls, the NodeGetInfo exchange and the published facts.
+func checkCSISession(t *testing.T, path, socket string) *session.Session {
+	t.Helper()
+	s, err := session.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Plugin.Socket != socket || s.Plugin.Type != "CSIPlugin" || s.Plugin.Name != "csi.example.com" || !slices.Equal(s.Plugin.Versions, []string{"1.5.0"}) {
+		t.Errorf("session plugin %+v", s.Plugin)
+	}
+	if s.Source != "daemon" || s.Handler.SHA256 == "" {
+		t.Errorf("session source %q handler %+v", s.Source, s.Handler)
+	}
+	var exports []string
+	for _, c := range s.Calls {
+		exports = append(exports, c.Export)
+	}
+	if !slices.Equal(exports, []string{"validate", "register"}) {
+		t.Fatalf("session calls %v, want validate and register", exports)
+	}
+	reg := s.Calls[1]
+	if reg.Result.Status != "ok" || reg.Result.Published["node_id"] != "node-1" || reg.Result.Published["max_volumes_per_node"] != "16" {
+		t.Errorf("register result %+v", reg.Result)
+	}
+	var calls, cas int
+	for _, x := range reg.Exchanges {
+		switch x.Fn {
+		case session.PluginCall:
+			calls++
+			if x.Method != "/csi.v1.Node/NodeGetInfo" || !strings.Contains(string(x.Response), "node-1") || x.Code != int32(len(x.Response)) {
+				t.Errorf("plugin_call exchange %+v", x)
+			}
+		case session.KVCAS:
+			cas++
+			if x.Code != 0 || !x.OldAbsent {
+				t.Errorf("kv_compare_and_set exchange %+v", x)
+			}
+		}
+	}
+	if calls != 1 || cas != 1 {
+		t.Errorf("register exchanged %d plugin_call and %d kv_compare_and_set, want 1 and 1: %+v", calls, cas, reg.Exchanges)
+	}
+	return s
 }

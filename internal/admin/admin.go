@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/session"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/unixsock"
 )
@@ -93,6 +94,10 @@ type Config struct {
 	// Publish returns the publisher's status for GetStatus. Defaults to nil: nothing is
 	// published.
 	Publish func() publish.Status
+	// Capture returns the sessions the daemon keeps (CaptureSessions): those of names (plugin
+	// names, sockets, types), or all, and the names that matched none. Defaults to nil:
+	// FAILED_PRECONDITION, capture is off.
+	Capture func(names []string) (sessions []*session.Session, missing []string)
 	// Version is the daemon's version for GetStatus. Defaults to "(devel)".
 	Version string
 	// ShutdownTimeout is how long Run waits for open calls to finish after its context is

@@ -16,6 +16,7 @@ import (
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/safetext"
+	"github.com/wasmhost/wasmhost/internal/session"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -117,6 +118,26 @@ func (r rpcServer) PullHandlers(ctx context.Context, _ *adminv1.PullHandlersRequ
 		if h.Source == state.SourceRegistry {
 			resp.Handlers = append(resp.Handlers, handlerToProto(h))
 		}
+	}
+	return resp, nil
+}
+
+// CaptureSessions returns the sessions the daemon keeps, each as its YAML file.
+func (r rpcServer) CaptureSessions(_ context.Context, req *adminv1.CaptureSessionsRequest) (*adminv1.CaptureSessionsResponse, error) {
+	if r.s.cfg.Capture == nil {
+		return nil, status.Error(codes.FailedPrecondition, "capture is off (handlers.capture.sessions: 0)")
+	}
+	list, missing := r.s.cfg.Capture(req.GetNames())
+	resp := &adminv1.CaptureSessionsResponse{Missing: missing}
+	for _, s := range list {
+		b, err := session.Marshal(s)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "session of %s: %v", s.Plugin.Socket, err)
+		}
+		resp.Sessions = append(resp.Sessions, &adminv1.CapturedSession{
+			Socket: s.Plugin.Socket, PluginType: s.Plugin.Type, PluginName: s.Plugin.Name,
+			CapturedAt: timestamppb.New(s.CapturedAt), Yaml: b,
+		})
 	}
 	return resp, nil
 }

@@ -134,6 +134,8 @@ type HandlersConfig struct {
 	Trust TrustConfig `yaml:"trust"`
 	// Pull is how Sources are pulled (sources.go).
 	Pull PullConfig `yaml:"pull"`
+	// Capture is what is kept of the registrations handlers served (capture.go).
+	Capture CaptureConfig `yaml:"capture"`
 }
 
 // TypeConfig is what the operator Grants the handlers of one plugin type.
@@ -161,6 +163,9 @@ type TypeConfig struct {
 	// Publish is what of the type's published keys reaches the cluster, and as what
 	// (publish.go). Defaults to nothing.
 	Publish TypePublish `yaml:"publish"`
+	// Capture: false keeps the type's registrations out of the sessions the daemon captures
+	// (handlers.capture), for a type whose plugins answer with secrets. Defaults to true.
+	Capture *bool `yaml:"capture"`
 }
 
 // AdminConfig places the admin API.
@@ -209,6 +214,7 @@ func Default() Config {
 			Quarantine:   DefaultQuarantine(),
 			Revisions:    DefaultRevisions(),
 			Pull:         DefaultPull(),
+			Capture:      DefaultCapture(),
 		},
 		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
 		Publish: DefaultPublish(),
@@ -271,6 +277,7 @@ func (c *Config) Validate() error {
 	c.Handlers.validateLimits(bad)
 	c.Handlers.validateRevisions(bad)
 	c.Handlers.validateSources(bad)
+	c.Handlers.validateCapture(bad)
 	c.validatePublish(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wasmhost/wasmhost/internal/admin"
+	"github.com/wasmhost/wasmhost/internal/capture"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/kube"
@@ -67,6 +68,7 @@ type Daemon struct {
 	liveness *liveness.Monitor
 	pub      *publish.Publisher // takes what handlers publish to the cluster (publish.go); nil when off
 	events   *kube.Recorder     // Events on the Node; nil when off
+	capture  *capture.Ring      // the sessions of the last registrations (capture.go); nil when off
 }
 
 // New builds every part of the daemon for cfg (checked and made absolute by the caller);
@@ -121,6 +123,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		WatcherRelists:      func() uint64 { return d.watcher.Stats().Relists },
 		WatcherErrors:       func() uint64 { return d.watcher.Stats().Errors },
 	}
+	if d.capture, err = newCapture(cfg); err != nil {
+		return nil, err
+	}
 	acfg := admin.Config{
 		Store:      d.state,
 		Control:    revisionControl{d},
@@ -130,6 +135,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		SocketPath: cfg.AdminSocket(),
 		Logger:     log.With("component", "admin"),
 		Version:    d.version,
+	}
+	if d.capture != nil {
+		acfg.Capture = d.capture.Sessions
 	}
 	if d.pub != nil {
 		mcfg.Publish, mcfg.PublishRefused = d.publishSamples, func() int { return d.pub.Status().Refused }
@@ -206,6 +214,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	hcfg.Quarantine = hostQuarantine(cfg.Handlers.Quarantine)
 	hcfg.PluginCaller = registrar.PluginCaller{}
 	hcfg.OnChange = d.publishHandlers
+	if d.capture != nil {
+		hcfg.Recorder = d.capture
+	}
 	hcfg.Logger = log.With("component", "host")
 	d.host, err = host.New(ctx, hcfg)
 	if err != nil {

@@ -86,6 +86,11 @@ type Config struct {
 	// endpoint (the conformance kit and `wasmhost handler test` use a fixture).
 	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
 
+	// Recorder, if set, receives what the plugin calls of the types it records exchanged with
+	// the host, and their results (record.go): the daemon's session capture, `wasmhost handler
+	// test --record`. Defaults to nil: nothing is recorded.
+	Recorder Recorder
+
 	// OnChange, if set, is called from Run's goroutine after each step of following the
 	// handler directory (a load, a replacement, a removal, a refusal), so that the caller can
 	// publish Handlers() at once; it must be quick and must not call back into Run. The

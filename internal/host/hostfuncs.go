@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/session"
 )
 
 // callState is what the host functions know about the guest call they run in. It travels in
@@ -39,6 +41,9 @@ type callState struct {
 	pluginCalls    int          // plugin_call calls made
 
 	run *guestRun // the call's time: deadline, CPU, turn (sandbox.go); nil outside a call
+
+	rec      *session.Call // the call's record, when the host records its type (record.go)
+	recStart time.Time
 }
 
 type stateKey struct{}
@@ -224,7 +229,8 @@ func kvKeyCode(kv *kvStore, key []byte) int32 {
 func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) {
 	key := guestBytes(mod, abi.ImportKVGet, "key", arg(stack, 0), arg(stack, 1))
 	buf := guestBytes(mod, abi.ImportKVGet, "buffer", arg(stack, 2), arg(stack, 3))
-	kv := m.kvFor(stateOf(ctx))
+	st := stateOf(ctx)
+	kv := m.kvFor(st)
 	if code := kvKeyCode(kv, key); code != abi.StatusOK {
 		ret(stack, code)
 		return
@@ -236,9 +242,11 @@ func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) 
 	}
 	kv.mu.Unlock()
 	if !ok {
+		st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Code: abi.CodeNotFound})
 		ret(stack, abi.CodeNotFound)
 		return
 	}
+	st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Value: v, Code: int32(len(v))})
 	ret(stack, int32(len(v)))
 }
 
@@ -261,6 +269,7 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why
 	}
+	stateOf(ctx).note(session.Exchange{Fn: session.KVSet, Key: string(key), Value: val, Code: code, Error: why})
 	ret(stack, code)
 }
 
@@ -275,6 +284,7 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 		return
 	}
 	kv.delete(string(key))
+	stateOf(ctx).note(session.Exchange{Fn: session.KVDelete, Key: string(key)})
 	ret(stack, abi.StatusOK)
 }
 
@@ -308,6 +318,7 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ep, err := policy(st.pluginType, st.socket, st.endpoint)
 		if err != nil {
 			st.pluginCallErr = err.Error()
+			st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeDenied, Error: err.Error()})
 			m.h.log.LogAttrs(ctx, slog.LevelWarn, "plugin_call refused",
 				slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 				slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
@@ -330,6 +341,7 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	})
 	if err != nil {
 		st.pluginCallErr = err.Error()
+		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeFailed, Error: err.Error()})
 		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
 			slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 			slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
@@ -338,9 +350,11 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	if len(out) > maxResp {
 		st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d (handlers.limits.pluginCallResponseSize)", len(out), maxResp)
+		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeTooLarge, Error: st.pluginCallErr})
 		ret(stack, abi.CodeTooLarge)
 		return
 	}
+	st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Response: out, Code: int32(len(out))})
 	copy(resp, out)
 	ret(stack, int32(len(out)))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/session"
 )
 
 // hostKVCompareAndSet is kv_compare_and_set (ABI v1.1): set or delete a key only if its value
@@ -35,6 +36,7 @@ func (m *Module) hostKVCompareAndSet(ctx context.Context, mod api.Module, stack 
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why
 	}
+	stateOf(ctx).note(session.Exchange{Fn: session.KVCAS, Key: string(key), Old: old, OldAbsent: old == nil, Value: val, Delete: val == nil, Code: code, Error: why})
 	ret(stack, code)
 }
 

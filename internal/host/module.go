@@ -397,7 +397,7 @@ func (m *Module) refill() {
 // handler. The caller has entered the module. A type pinned to an older revision by a rollback
 // is served by that revision's module (revisions.go); a candidate named for the type sees the
 // same Validate in a shadow run (shadow.go).
-func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (_ map[string]string, err error) {
+func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
 	if pm := m.pinFor(pluginType); pm != nil && pm.enter() {
 		defer pm.leave()
 		return pm.invoke(ctx, fn, pluginType, p)
@@ -419,6 +419,9 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 	}
 	if fn == fnRegister {
 		st.published = make(map[string]string)
+	}
+	if m.startRecord(st); st.rec != nil {
+		defer func() { m.endRecord(st, p, published, err) }()
 	}
 	m.stats.calls.Add(1)
 	probe, err := m.stats.q.admit(time.Now(), m.file)

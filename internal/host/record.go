@@ -1,0 +1,95 @@
+package host
+
+// Recording what a handler's calls exchange with the host: the daemon's session capture
+// (`wasmhost plugins capture`) and `wasmhost handler test --record/--replay` (package session).
+// The host functions note their exchanges in the call's state (callState.rec); invoke hands the
+// finished call to Config.Recorder.
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/session"
+)
+
+// Recorder receives, for the plugin types it records, each finished call of a plugin export
+// (validate, register, deregister; not a shadow run's): the key-value store before it, its
+// plugin_call and kv_* exchanges in order, and its result. The values it receives are its own.
+type Recorder interface {
+	// Records says whether the calls of pluginType are recorded. It must be quick.
+	Records(pluginType string) bool
+	// Record receives one finished call of handler h about plugin p. It runs on the call's
+	// goroutine, after the call: it must be quick.
+	Record(p registration.PluginInfo, h session.Handler, c session.Call)
+}
+
+// startRecord starts recording st's call when the host records its type.
+func (m *Module) startRecord(st *callState) {
+	rec := m.h.cfg.Recorder
+	if rec == nil || m.shadow || !rec.Records(st.pluginType) {
+		return
+	}
+	c := &session.Call{Export: strings.TrimPrefix(st.export, "wasmhost_"), StoreBefore: map[string]session.Bytes{}}
+	kv := m.h.kvStore(st.pluginType)
+	kv.mu.Lock()
+	for k, v := range kv.m {
+		c.StoreBefore[k] = slices.Clone(v)
+	}
+	kv.mu.Unlock()
+	st.rec, st.recStart = c, time.Now()
+}
+
+// note records one exchange of st's call, when it is recorded. Byte slices are copied.
+func (st *callState) note(x session.Exchange) {
+	if st == nil || st.rec == nil {
+		return
+	}
+	x.Request, x.Response = slices.Clone(x.Request), slices.Clone(x.Response)
+	x.Old, x.Value = slices.Clone(x.Old), slices.Clone(x.Value)
+	st.rec.Exchanges = append(st.rec.Exchanges, x)
+}
+
+// endRecord hands st's recorded call, ended with published and err, to the recorder.
+func (m *Module) endRecord(st *callState, p registration.PluginInfo, published map[string]string, err error) {
+	c := st.rec
+	if c == nil {
+		return
+	}
+	st.rec = nil
+	c.Duration = time.Since(st.recStart)
+	switch {
+	case err == nil:
+		c.Result = session.Result{Status: session.StatusOK, Published: maps.Clone(published)}
+	case errors.Is(err, registration.ErrRejected):
+		c.Result = session.Result{Status: session.StatusRejected, Reason: strings.TrimPrefix(err.Error(), registration.ErrRejected.Error()+": ")}
+	default:
+		c.Result = session.Result{Status: session.StatusError, Reason: err.Error()}
+	}
+	p.Versions = slices.Clone(p.Versions)
+	m.h.cfg.Recorder.Record(p, session.Handler{File: m.file, SHA256: m.sum}, *c)
+}
+
+// SetStore replaces the key-value store of pluginType with a copy of kv, as a session recorded
+// it before a call (`wasmhost handler test --replay`). It is for tools; the daemon does not
+// use it. The store is charged to the next handler that writes it.
+func (h *Host) SetStore(pluginType string, kv map[string][]byte) {
+	s := h.kvStore(pluginType)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kvQuotaMu.Lock()
+	if s.owner != nil {
+		s.owner.keys -= len(s.m)
+		s.owner.bytes -= s.bytes
+		s.owner = nil
+	}
+	kvQuotaMu.Unlock()
+	s.m, s.bytes = make(map[string][]byte, len(kv)), 0
+	for k, v := range kv {
+		s.m[k] = slices.Clone(v)
+		s.bytes += int64(len(k) + len(v))
+	}
+}
