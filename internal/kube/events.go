@@ -48,7 +48,9 @@ type Recorder struct {
 	now    func() time.Time
 	log    *slog.Logger
 	queue  chan publish.Event
-	flush  time.Duration // SeriesFlush; shorter in tests
+	// Flush is how often the series that grew are written: SeriesFlush unless changed
+	// before Run (tests shorten it).
+	Flush time.Duration
 
 	mu       sync.Mutex
 	stats    publish.EventStats
@@ -70,7 +72,7 @@ func NewRecorder(client dynamic.Interface, node string, log *slog.Logger) *Recor
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Recorder{client: client, node: node, now: time.Now, log: log, queue: make(chan publish.Event, 256),
-		series: map[string]*series{}, tokens: EventBurst, flush: SeriesFlush}
+		series: map[string]*series{}, tokens: EventBurst, Flush: SeriesFlush}
 }
 
 // Record queues e.
@@ -93,7 +95,7 @@ func (r *Recorder) Stats() publish.EventStats {
 
 // Run writes the queued events until ctx is done.
 func (r *Recorder) Run(ctx context.Context) error {
-	flush := time.NewTicker(r.flush)
+	flush := time.NewTicker(r.Flush)
 	defer flush.Stop()
 	for {
 		select {

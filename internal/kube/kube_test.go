@@ -86,7 +86,7 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewRecorder(client, "node-a", nil)
-	r.flush = 20 * time.Millisecond
+	r.Flush = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()

@@ -107,3 +107,30 @@ func TestOnlyItsOwnNode(t *testing.T) {
 		t.Errorf("updating an object whose old self names another node: %v", err)
 	}
 }
+
+// TestEventSeries: like Events recorded by node A's daemon are one Event whose series the
+// API server takes (a patch, through the Role and the policy's update checks).
+func TestEventSeries(t *testing.T) {
+	c := startCluster(t)
+	c.setUp()
+	r := kube.NewRecorder(c.as(c.nodeToken("wasmhost", "node-a")), "node-a", nil)
+	r.Flush = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for range 3 {
+		r.Record(publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin csi.example.com lost"})
+	}
+	waitFor(t, "one Event with a series of 3", func() bool {
+		list, err := c.dynamic().Resource(kube.EventResource).Namespace("default").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 {
+			return false
+		}
+		count, _, _ := unstructured.NestedInt64(list.Items[0].Object, "series", "count")
+		return count == 3
+	})
+	if st := r.Stats(); st.Failed != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
