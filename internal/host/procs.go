@@ -7,15 +7,13 @@ import (
 	"sync"
 )
 
-// A goroutine running guest code cannot be preempted by Go's scheduler: it keeps its P until
-// the guest returns or its deadline stops it. The deadline is a timer, and a timer lives on the
-// P of the goroutine that set it, which is the one running the guest; Go runs another P's
-// timers only from a P that is idle. So when every P is busy (guest loops, or the daemon's own
-// work beside one), a looping call's deadline fires late: measured with GOMAXPROCS 2 on 2 cores,
-// one looping call beside busy handler calls was stopped 18 ms (p50) and 809 ms (p99) after its
-// deadline, and with 4 looping calls 21 ms / 75 ms; with GOMAXPROCS 6, 2.5 ms / 39 ms and
-// 3.2 ms / 19 ms (docs/benchmarks.md). The OS, which can preempt guest code, shares the cores
-// between the extra threads. So the host runs with NumCPU+4 Ps unless GOMAXPROCS is set.
+// Guest code keeps its P between two yields (wasmbin.Instrument: 50-200 µs of guest code, or the
+// 4-6 ms of one bulk instruction over a whole memory), and at most Limits.GuestThreads calls run
+// guest code at once. Before the yields a looping guest held its P until its deadline, and with
+// GOMAXPROCS 2 on 2 cores one looping call beside busy handler calls was stopped 18 ms (p50) and
+// 809 ms (p99) late; with GOMAXPROCS 6, 2.5 ms / 39 ms (docs/benchmarks.md). The host still runs
+// with NumCPU+4 Ps unless GOMAXPROCS is set, so that the daemon's own goroutines find a P at
+// once whatever the guests hold; the OS shares the cores between the threads.
 
 var procsOnce sync.Once
 
