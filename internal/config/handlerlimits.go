@@ -56,7 +56,7 @@ type HandlerLimits struct {
 	// to 1m.
 	IdleInstanceTimeout Duration `yaml:"idleInstanceTimeout"`
 	// CallCPU is the CPU time one handler call may use; the call over it ends, as one past
-	// handlers.callTimeout does. Defaults to 1s.
+	// handlers.callTimeout does. Defaults to 2s.
 	CallCPU Duration `yaml:"callCPU"`
 	// InstanceMemory bounds the memory handler instances keep together once idle: over it,
 	// idle instances are closed, largest first, and their memory is handed back to the
@@ -102,7 +102,7 @@ func DefaultHandlerLimits() HandlerLimits {
 		PluginCallsPerCall:     16,
 		PluginCallResponseSize: 1 << 20,
 		IdleInstanceTimeout:    Duration(time.Minute),
-		CallCPU:                Duration(time.Second),
+		CallCPU:                Duration(2 * time.Second),
 		InstanceMemory:         512 << 20,
 	}
 }

@@ -224,7 +224,7 @@ type Limits struct {
 	IdleInstanceTimeout time.Duration
 	// CallCPU is the CPU time one call (or one instantiation) may use, counted at the yields
 	// of its code (sandbox.go); the call over it ends, as one past its deadline. Defaults to
-	// 1 second.
+	// 2 seconds.
 	CallCPU time.Duration
 	// InstanceMemory bounds the memory the idle instances of every module keep together: over
 	// it, idle instances are closed, largest first (memory.go). Defaults to 512 MiB.
@@ -257,7 +257,7 @@ var DefaultLimits = Limits{
 	PluginCallsPerCall:      16,
 	PluginCallResponseBytes: 1 << 20,
 	IdleInstanceTimeout:     time.Minute,
-	CallCPU:                 time.Second,
+	CallCPU:                 2 * time.Second,
 	InstanceMemory:          512 << 20,
 }
 

@@ -16,7 +16,7 @@ import (
 // are traps that cost only the instance, and stdout/stderr reach the log, bounded.
 func TestGoGuest(t *testing.T) {
 	path := guesttest.Build(t, "./testdata/goguest")
-	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1})
+	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: Limits{CallCPU: time.Minute}})
 	ctx := context.Background()
 	m := mustLoadPath(t, h, path)
 	good := mustLoad(t, h, "ok")
