@@ -55,6 +55,9 @@ func TestE2EHandlersFromRegistry(t *testing.T) {
 	// loaded machine under -race, pulling and compiling may take longer than the defaults.
 	cfg.Handlers.Pull.FirstWait = config.Duration(e2eWait)
 	cfg.Handlers.Pull.Timeout = config.Duration(e2eWait / 2)
+	// Nor on its compile timeout: the 2 MB example handler took over a minute to compile
+	// with -race while the machine's load was 17 on 2 cores.
+	cfg.Handlers.Limits.CompileTimeout = config.Duration(e2eWait)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -214,6 +214,7 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 	if waited := time.Since(start); waited < 2*time.Second {
 		t.Errorf("the gate opened after %s, before handlers.pull.firstWait (2s); source: %+v", waited, d.oci.sources.Statuses())
 	}
+	waitUntil(t, "the source's attempt to be reported", func() bool { return d.oci.sources.Statuses()[0].Reason != "" })
 	if st := d.oci.sources.Statuses()[0]; st.Reason != oci.ReasonUnreachable || st.Refused {
 		t.Errorf("source after the wait: %+v", st)
 	}
