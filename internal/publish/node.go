@@ -153,10 +153,31 @@ func Build(views []state.PluginView, rules map[string]Rules) (Node, []Refusal) {
 	var refused []Refusal
 	for _, v := range views {
 		r, ok := rules[v.PluginType]
-		if !ok || !v.Registered || r.Namespace == "" {
+		if !ok || r.Namespace == "" {
 			continue
 		}
 		ns, name := r.Namespace, v.PluginName
+		if !v.Registered {
+			// A plugin of the type that is not registered is an instance with its state and no
+			// facts (the fleet view shows it failing, rejected or waiting for a handler). A retry
+			// goes failing → pending → failing: a pending plugin that failed before shows as
+			// failing, so that the object does not change at every attempt.
+			st := v.State
+			if st == state.StatePending && v.LastError != "" {
+				st = state.StateFailing
+			}
+			if v.PluginName == "" || (st != state.StateFailing && st != state.StateRejected && st != state.StateWaitingForHandler) {
+				continue
+			}
+			if n.Instances[ns] == nil {
+				n.Instances[ns] = []map[string]string{}
+			}
+			n.Instances[ns] = append(n.Instances[ns], sanitizeInstance(map[string]string{
+				InstanceType: v.PluginType, InstanceName: name, InstanceState: string(st), InstanceSocket: v.Path,
+				InstanceVersions: strings.Join(v.PluginVersions, ","),
+			}))
+			continue
+		}
 		refuse := func(key string, label bool, err error) {
 			refused = append(refused, Refusal{PluginType: v.PluginType, Plugin: name, Key: key, Label: label, Reason: err.Error()})
 		}
@@ -170,16 +191,7 @@ func Build(views []state.PluginView, rules map[string]Rules) (Node, []Refusal) {
 		if v.HandlerSHA256 != "" {
 			inst[InstanceHandler] = "sha256:" + v.HandlerSHA256
 		}
-		for k, val := range inst {
-			if attributeValue(val) != nil {
-				inst[k] = strings.ToValidUTF8(strings.Map(func(r rune) rune {
-					if r < 0x20 || r == 0x7f {
-						return '?'
-					}
-					return r
-				}, strings.TrimSpace(val)), "?")
-			}
-		}
+		inst = sanitizeInstance(inst)
 		if n.Instances[ns] == nil {
 			n.Instances[ns] = []map[string]string{}
 		}
@@ -300,4 +312,20 @@ func merge(desired, held Node) Node {
 		out.Instances[f] = sortedInstances(out.Instances[f])
 	}
 	return out
+}
+
+// sanitizeInstance makes the values of an instance's own attributes (type, name, state, socket,
+// versions: what the plugin sent, not what a handler published) valid attribute values.
+func sanitizeInstance(inst map[string]string) map[string]string {
+	for k, val := range inst {
+		if attributeValue(val) != nil {
+			inst[k] = strings.ToValidUTF8(strings.Map(func(r rune) rune {
+				if r < 0x20 || r == 0x7f {
+					return '?'
+				}
+				return r
+			}, strings.TrimSpace(val)), "?")
+		}
+	}
+	return inst
 }

@@ -463,3 +463,29 @@ func TestFeatureFileRefreshed(t *testing.T) {
 		}
 	})
 }
+
+// TestBuildNotRegistered: a plugin of a published type that is not registered is an instance
+// with its state and no facts, so that the fleet view shows it; a retry in progress after a
+// failure shows as failing, not as a change at every attempt.
+func TestBuildNotRegistered(t *testing.T) {
+	s := state.New()
+	register(s, "/r/ok.sock", "CSIPlugin", "ok", map[string]string{"node_id": "n"})
+	s.SetStatus(state.Status{Path: "/r/rej.sock", State: state.StateRejected, PluginType: "CSIPlugin", PluginName: "rej", LastError: "refused"})
+	s.SetStatus(state.Status{Path: "/r/retry.sock", State: state.StatePending, PluginType: "CSIPlugin", PluginName: "retry", LastError: "dial: refused"})
+	s.SetStatus(state.Status{Path: "/r/new.sock", State: state.StatePending, PluginType: "CSIPlugin", PluginName: "new"})
+	s.SetStatus(state.Status{Path: "/r/other.sock", State: state.StateRejected, PluginType: "OtherType", PluginName: "o"})
+	n, _ := publish.Build(s.Plugins(), csiRules)
+	states := map[string]string{}
+	for _, in := range n.Instances["csi.wasmhost.dev"] {
+		states[in[publish.InstanceName]] = in[publish.InstanceState]
+		if in[publish.InstanceName] != "ok" && len(in) != 5 {
+			t.Errorf("%s: %v, want only the plugin's own attributes", in[publish.InstanceName], in)
+		}
+	}
+	if want := map[string]string{"ok": "registered", "rej": "rejected", "retry": "failing"}; !maps.Equal(states, want) {
+		t.Errorf("instances by state %v, want %v", states, want)
+	}
+	if len(n.Labels) != 2 {
+		t.Errorf("labels %v: want the registered plugin's only", n.Labels)
+	}
+}
