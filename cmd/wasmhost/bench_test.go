@@ -43,8 +43,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
@@ -53,6 +55,33 @@ import (
 var idleWindow = flag.Duration("wasmhost.idle", 10*time.Second, "BenchmarkDaemonProcess: how long the idle CPU of the daemon is measured")
 
 var daemonConfig = flag.String("wasmhost.config", "", "BenchmarkDaemonProcess: a configuration file for the daemon (its directories, metrics and log flags are the benchmark's)")
+
+var exampleLang = flag.String("wasmhost.example", "", "BenchmarkDaemonProcess, BenchmarkE2ERegister: the example handler built with this SDK, go, c or rust (default: the shipped one)")
+
+var alsoHandlers = flag.String("wasmhost.also", "", "BenchmarkDaemonProcess: more handler modules to install beside the example, comma-separated (the shipped csi and dra handlers, for instance)")
+
+// benchExampleWasm is the example handler of -wasmhost.example.
+func benchExampleWasm(b *testing.B) []byte {
+	read := func(path string) []byte {
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return wasm
+	}
+	switch *exampleLang {
+	case "":
+		return exampleWasm(b)
+	case "go":
+		return guesttest.BuildBytes(b, "../../handlers-wasm/example")
+	case "c":
+		return read(guestbuild.C(b, "examples/handler-c/example.c"))
+	case "rust":
+		return read(guestbuild.Rust(b, "examples/handler-rust/example.rs"))
+	}
+	b.Fatalf("-wasmhost.example=%s: want go, c or rust", *exampleLang)
+	return nil
+}
 
 // exampleType is the plugin type of the example handler (handlers-wasm/example).
 const exampleType = "example.wasmhost.dev"
@@ -175,7 +204,7 @@ func benchRegister(b *testing.B, useWasm bool) {
 	typ := fakeType
 	var wasm []byte
 	if useWasm {
-		wasm = exampleWasm(b)
+		wasm = benchExampleWasm(b)
 		typ = exampleType
 	}
 	rd := startBenchDaemon(b, dirs, h, wasm)
@@ -420,7 +449,7 @@ func BenchmarkDaemonProcess(b *testing.B) {
 	}
 	defer os.RemoveAll(binDir)
 	bin := buildDaemon(b, binDir)
-	wasm := exampleWasm(b)
+	wasm := benchExampleWasm(b)
 	for _, n := range []int{1000, 4000} {
 		for _, mode := range []string{"cold", "warm", "none"} {
 			b.Run(fmt.Sprintf("plugins=%d/handler=%s", n, mode), func(b *testing.B) {
@@ -444,6 +473,17 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 		wait = waitNotified
 	} else if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
 		b.Fatal(err)
+	}
+	if wasm != nil && *alsoHandlers != "" {
+		for _, f := range strings.Split(*alsoHandlers, ",") {
+			also, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dirs.Handler, filepath.Base(f)), also, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	metricsSock := filepath.Join(dirs.State, "metrics.sock")
 	args := []string{"run", "--socket-dir", dirs.Socket, "--handler-dir", dirs.Handler, "--state-dir", dirs.State,

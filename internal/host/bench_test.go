@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -68,12 +69,14 @@ func BenchmarkValidate(b *testing.B) {
 		p.Type = "go.example"
 		benchValidate(b, path, p)
 	})
-	b.Run("go-sdk", func(b *testing.B) {
-		path := guesttest.Build(b, "../../handlers-wasm/example")
-		p := benchPlugin
-		p.Type, p.Versions = "example.wasmhost.dev", []string{"v1"}
-		benchValidate(b, path, p)
-	})
+	for _, lang := range []string{"go-sdk", "c-sdk", "rust-sdk"} {
+		b.Run(lang, func(b *testing.B) {
+			path := exampleHandler[lang](b)
+			p := benchPlugin
+			p.Type, p.Versions = "example.wasmhost.dev", []string{"v1"}
+			benchValidate(b, path, p)
+		})
+	}
 	// Guest code running flat out: 65,536 function calls and a loop of 100,000 iterations
 	// (testdata/work.wat), what the ticks cost at their densest.
 	b.Run("work", func(b *testing.B) {
@@ -81,6 +84,13 @@ func BenchmarkValidate(b *testing.B) {
 		p.Type = "work.example"
 		benchValidate(b, fixture("work"), p)
 	})
+}
+
+// exampleHandler builds the example handler (example.wasmhost.dev) with each SDK.
+var exampleHandler = map[string]func(b *testing.B) string{
+	"go-sdk":   func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") },
+	"c-sdk":    func(b *testing.B) string { return guestbuild.C(b, "examples/handler-c/example.c") },
+	"rust-sdk": func(b *testing.B) string { return guestbuild.Rust(b, "examples/handler-rust/example.rs") },
 }
 
 // BenchmarkInterruption measures how long after its deadline a looping guest's call returns
@@ -107,10 +117,12 @@ func BenchmarkInterruption(b *testing.B) {
 // on-disk compilation cache (a restarted daemon).
 func BenchmarkLoad(b *testing.B) {
 	modules := map[string]func(b *testing.B) string{
-		"wat":    func(*testing.B) string { return fixture("ok") },
-		"go-sdk": func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") },
+		"wat":      func(*testing.B) string { return fixture("ok") },
+		"go-sdk":   exampleHandler["go-sdk"],
+		"c-sdk":    exampleHandler["c-sdk"],
+		"rust-sdk": exampleHandler["rust-sdk"],
 	}
-	for _, name := range []string{"wat", "go-sdk"} {
+	for _, name := range []string{"wat", "go-sdk", "c-sdk", "rust-sdk"} {
 		for _, warm := range []bool{false, true} {
 			mode := "cold"
 			if warm {
@@ -156,7 +168,9 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		typ  string
 	}{
 		{"wat", func(*testing.B) string { return fixture("ok") }, "ok.example"},
-		{"go-sdk", func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") }, "example.wasmhost.dev"},
+		{"go-sdk", exampleHandler["go-sdk"], "example.wasmhost.dev"},
+		{"c-sdk", exampleHandler["c-sdk"], "example.wasmhost.dev"},
+		{"rust-sdk", exampleHandler["rust-sdk"], "example.wasmhost.dev"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			path := tc.path(b)

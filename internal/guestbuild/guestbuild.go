@@ -1,0 +1,113 @@
+// Package guestbuild builds handler modules written with the C and Rust SDKs (abi/c,
+// abi/rust) for tests and benchmarks, with the flags the Makefile and the walkthroughs use, as
+// guesttest.Build does for Go. A missing toolchain skips the test, or fails it in CI (CI set in
+// the environment), which installs them all.
+package guestbuild
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repoRoot is the repository's root, from this file's place in it.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// CFlags are the flags a C handler is built with (the Makefile's CFLAGS).
+var CFlags = []string{"--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-s"}
+
+// C builds a C handler from srcs (paths relative to the repository's root) and the C SDK, and
+// returns the module's path in a temporary directory tb removes.
+func C(tb testing.TB, srcs ...string) string {
+	tb.Helper()
+	clang := tool(tb, "clang", "Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32")
+	root := repoRoot()
+	out := filepath.Join(tempDir(tb), strings.TrimSuffix(filepath.Base(srcs[0]), ".c")+".wasm")
+	args := append(append([]string{}, CFlags...), "-I", filepath.Join(root, "abi", "c"), "-o", out)
+	for _, s := range srcs {
+		args = append(args, filepath.Join(root, s))
+	}
+	args = append(args, filepath.Join(root, "abi", "c", "wasmhost.c"))
+	run(tb, clang, args...)
+	return out
+}
+
+// Rust builds a Rust handler from src (a path relative to the repository's root) and the Rust
+// SDK, and returns the module's path in a temporary directory tb removes.
+func Rust(tb testing.TB, src string) string {
+	tb.Helper()
+	rustc := Rustc(tb)
+	root, dir := repoRoot(), tempDir(tb)
+	run(tb, rustc, "--edition", "2021", "--crate-type", "rlib", "--target", "wasm32-wasi", "-O", "-C", "panic=abort",
+		"--crate-name", "wasmhost", "--out-dir", dir, filepath.Join(root, "abi", "rust", "src", "lib.rs"))
+	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".rs")+".wasm")
+	run(tb, rustc, "--edition", "2021", "--crate-type", "cdylib", "--target", "wasm32-wasi", "-O", "-C", "panic=abort",
+		"-C", "lto", "-C", "strip=symbols", "-C", "link-arg=-zstack-size=65536",
+		"--extern", "wasmhost="+filepath.Join(dir, "libwasmhost.rlib"), "-o", out, filepath.Join(root, src))
+	return out
+}
+
+// Rustc returns a rustc with the wasm32-wasi standard library: the first in PATH, or
+// Debian's /usr/bin/rustc (a rustup toolchain in PATH may lack the target).
+func Rustc(tb testing.TB) string {
+	tb.Helper()
+	var candidates []string
+	if p, err := exec.LookPath("rustc"); err == nil {
+		candidates = append(candidates, p)
+	}
+	candidates = append(candidates, "/usr/bin/rustc")
+	for _, rustc := range candidates {
+		out, err := exec.Command(rustc, "--print", "sysroot").Output()
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi")); err == nil {
+			return rustc
+		}
+	}
+	missing(tb, "a rustc with the wasm32-wasi standard library", "Debian: rustc libstd-rust-dev-wasm32")
+	return ""
+}
+
+func tool(tb testing.TB, name, install string) string {
+	tb.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		missing(tb, name, install)
+	}
+	return p
+}
+
+func missing(tb testing.TB, what, install string) {
+	tb.Helper()
+	if os.Getenv("CI") != "" {
+		tb.Fatalf("%s is not installed, and CI must run this test (install %s)", what, install)
+	}
+	tb.Skipf("%s is not installed (%s)", what, install)
+}
+
+func tempDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func run(tb testing.TB, name string, args ...string) {
+	tb.Helper()
+	start := time.Now()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	tb.Logf("%s: built in %v", filepath.Base(name), time.Since(start).Round(time.Millisecond))
+}
