@@ -155,7 +155,46 @@ void wh_wire_add_uint(wh_text *t, uint32_t num, uint64_t v) {
 
 wh_wire_reader wh_wire_reader_of(wh_str msg) {
     const uint8_t *p = (const uint8_t *)msg.ptr;
-    return (wh_wire_reader){p, p + msg.len, NULL};
+    return (wh_wire_reader){p, p + msg.len, NULL, 0};
+}
+
+bool wh_wire_fail(wh_wire_reader *r, uint32_t field, const char *what) {
+    if (r->err == NULL) {
+        r->err = what;
+        r->err_field = field;
+    }
+    return false;
+}
+
+const char *wh_wire_wrong_type(int type) {
+    static const char *const names[8] = {
+        "unexpected wire type 0", "unexpected wire type 1", "unexpected wire type 2", "unexpected wire type 3",
+        "unexpected wire type 4", "unexpected wire type 5", "unexpected wire type 6", "unexpected wire type 7",
+    };
+    return names[type & 7];
+}
+
+bool wh_wire_text(wh_wire_reader *r, const wh_field *f, wh_str *s) {
+    if (f->type != WH_WIRE_BYTES) {
+        return wh_wire_fail(r, f->num, wh_wire_wrong_type(f->type));
+    }
+    if (!wh_utf8_valid(f->data)) {
+        return wh_wire_fail(r, f->num, "not valid UTF-8");
+    }
+    *s = f->data;
+    return true;
+}
+
+wh_str wh_wire_error(const wh_wire_reader *r) {
+    wh_text t = {0};
+    wh_text_adds(&t, "malformed protobuf message: ");
+    if (r->err_field != 0) {
+        wh_text_adds(&t, "field ");
+        wh_text_addu(&t, r->err_field);
+        wh_text_adds(&t, ": ");
+    }
+    wh_text_adds(&t, r->err != NULL ? r->err : "no error");
+    return wh_text_str(&t);
 }
 
 /* wh_varint reads a varint of at most 64 bits; false if there is none. */
@@ -176,21 +215,23 @@ static bool wh_varint(wh_wire_reader *r, uint64_t *v) {
 }
 
 bool wh_wire_next(wh_wire_reader *r, wh_field *f) {
+    static const char *const unsupported[8] = {
+        "unsupported wire type 0", "unsupported wire type 1", "unsupported wire type 2", "unsupported wire type 3",
+        "unsupported wire type 4", "unsupported wire type 5", "unsupported wire type 6", "unsupported wire type 7",
+    };
     if (r->err != NULL || r->p >= r->end) {
         return false;
     }
     uint64_t tag;
     if (!wh_varint(r, &tag) || tag >> 3 == 0 || tag >> 3 > 0x7fffffff) {
-        r->err = "bad field tag";
-        return false;
+        return wh_wire_fail(r, 0, "bad field tag");
     }
     *f = (wh_field){.num = (uint32_t)(tag >> 3), .type = (int)(tag & 7)};
     size_t n = 0;
     switch (f->type) {
     case WH_WIRE_VARINT:
         if (!wh_varint(r, &f->varint)) {
-            r->err = "bad varint";
-            return false;
+            return wh_wire_fail(r, f->num, "bad varint");
         }
         return true;
     case WH_WIRE_FIXED64:
@@ -202,19 +243,16 @@ bool wh_wire_next(wh_wire_reader *r, wh_field *f) {
     case WH_WIRE_BYTES: {
         uint64_t size;
         if (!wh_varint(r, &size) || size > (uint64_t)(r->end - r->p)) {
-            r->err = "truncated";
-            return false;
+            return wh_wire_fail(r, f->num, "truncated");
         }
         n = (size_t)size;
         break;
     }
     default:
-        r->err = "unsupported wire type";
-        return false;
+        return wh_wire_fail(r, f->num, unsupported[f->type & 7]);
     }
     if (n > (size_t)(r->end - r->p)) {
-        r->err = "truncated";
-        return false;
+        return wh_wire_fail(r, f->num, "truncated");
     }
     f->data = (wh_str){(const char *)r->p, n};
     r->p += n;

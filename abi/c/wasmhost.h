@@ -202,10 +202,22 @@ typedef struct wh_field {
 /* wh_wire_reader walks a message: while (wh_wire_next(&r, &f)) { ... } then check r.err. */
 typedef struct wh_wire_reader {
     const uint8_t *p, *end;
-    const char *err; /* NULL, or what was malformed */
+    const char *err;    /* NULL, or what was malformed: "truncated", "unsupported wire type 3" */
+    uint32_t err_field; /* the field it was in; 0 when the tag itself was unreadable */
 } wh_wire_reader;
 wh_wire_reader wh_wire_reader_of(wh_str msg);
 bool wh_wire_next(wh_wire_reader *r, wh_field *f);
+/* wh_wire_fail makes r fail at field f with what (as a decoder does for a known field of the
+ * wrong type), and returns false. wh_wire_wrong_type is the what of a field of an unexpected
+ * wire type: "unexpected wire type 0". */
+bool wh_wire_fail(wh_wire_reader *r, uint32_t field, const char *what);
+const char *wh_wire_wrong_type(int type);
+/* wh_wire_text reads a length-delimited field as a string, which must be valid UTF-8; false
+ * (with r failed) when it is not, or is of another wire type. */
+bool wh_wire_text(wh_wire_reader *r, const wh_field *f, wh_str *s);
+/* wh_wire_error says what was malformed, as abi/wire does: "malformed protobuf message: field 1:
+ * truncated". */
+wh_str wh_wire_error(const wh_wire_reader *r);
 /* wh_utf8_valid says whether s is valid UTF-8 (a proto3 string must be). */
 bool wh_utf8_valid(wh_str s);
 /* wh_str_dup copies s into call memory, NUL-terminated. */
