@@ -10,9 +10,13 @@
 GO       ?= go
 RUN_DIR  ?= $(CURDIR)/run
 BIN      := bin/wasmhost
-# Every directory under handlers-wasm/ is one handler, built to handlers-wasm/<name>.wasm.
+# Every directory under handlers-wasm/ is one handler, written in C with the C SDK (abi/c):
+# handlers-wasm/<name>/<name>.c, built to handlers-wasm/<name>.wasm, a WASI reactor of a few
+# tens of KB (docs/benchmarks.md says why C). Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32.
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
-GUEST_SRC := $(wildcard abi/go.mod abi/*.go abi/wire/*.go abi/guest/*.go abi/guest/*/*.go)
+WASM_CC ?= clang
+WASM_CFLAGS ?= --target=wasm32-wasi -mexec-model=reactor -O2 -s
+C_SDK := abi/c/wasmhost.c abi/c/wasmhost.h
 
 .PHONY: all build handlers run test test-unit test-interop test-kube test-short lint fuzz bench fmt vet clean image handlers-image example-plugin-image
 
@@ -25,8 +29,8 @@ $(BIN): FORCE
 
 handlers: $(HANDLERS)
 
-handlers-wasm/%.wasm: handlers-wasm/%/*.go $(GUEST_SRC)
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ ./handlers-wasm/$*
+handlers-wasm/%.wasm: handlers-wasm/%/*.c $(C_SDK)
+	$(WASM_CC) $(WASM_CFLAGS) -I abi/c -o $@ handlers-wasm/$*/*.c abi/c/wasmhost.c
 
 # install -m 0644 replaces a handler safely under a running daemon too: its plugins stay
 # registered (README: Adding, replacing and removing a handler).

@@ -11,16 +11,13 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 )
 
-// TestHandlerConformance builds each shipped handler from source for wasip1, as the Makefile
+// TestHandlerConformance builds each shipped handler from source (C, abi/c), as the Makefile
 // does, and runs the kit on it.
 func TestHandlerConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and compiles three Go handler modules")
-	}
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +56,7 @@ func TestHandlerConformance(t *testing.T) {
 	} {
 		t.Run(tc.handler, func(t *testing.T) {
 			tc.opts.CacheDir = cache
-			conformance.Run(t, guesttest.Build(t, "./"+tc.handler), tc.opts)
+			conformance.Run(t, guestbuild.Shipped(t, tc.handler), tc.opts)
 		})
 	}
 }

@@ -73,9 +73,9 @@ func benchExampleWasm(b *testing.B) []byte {
 	case "":
 		return exampleWasm(b)
 	case "go":
-		return guesttest.BuildBytes(b, "../../handlers-wasm/example")
+		return guesttest.BuildBytes(b, "../../examples/handler-go")
 	case "c":
-		return read(guestbuild.C(b, "examples/handler-c/example.c"))
+		return read(guestbuild.Shipped(b, "example"))
 	case "rust":
 		return read(guestbuild.Rust(b, "examples/handler-rust/example.rs"))
 	}

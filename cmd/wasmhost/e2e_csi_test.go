@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
@@ -92,8 +92,8 @@ func startExamplePlugin(t *testing.T, bin, dir, name string, args ...string) *ex
 // section shows after make run.
 func TestE2ECSIAndDRADrivers(t *testing.T) {
 	t.Parallel()
-	csiWasm := guesttest.BuildBytes(t, "../../handlers-wasm/csi")
-	draWasm := guesttest.BuildBytes(t, "../../handlers-wasm/dra")
+	csiWasm := guestbuild.ShippedBytes(t, "csi")
+	draWasm := guestbuild.ShippedBytes(t, "dra")
 	bin := buildExamplePlugin(t)
 	dirs := newE2EDirs(t, "/tmp")
 	for name, wasm := range map[string][]byte{"csi.wasm": csiWasm, "dra.wasm": draWasm} {

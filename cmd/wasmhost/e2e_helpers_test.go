@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
@@ -219,13 +219,12 @@ func callsFor(h *registrationtest.RecordingHandler, socket string) []string {
 	return out
 }
 
-// exampleWasm builds the example handler (handlers-wasm/example) for wasip1 as the Makefile
-// does, into a temporary directory, and returns the module's bytes. It always builds, rather
-// than use a handlers-wasm/example.wasm that may be stale; the Go build cache makes a
-// rebuild of unchanged sources a link only. It skips in -short mode.
+// exampleWasm builds the shipped example handler (handlers-wasm/example, in C) as the Makefile
+// does, into a temporary directory, and returns the module's bytes. It always builds (in well
+// under a second), rather than use a handlers-wasm/example.wasm that may be stale.
 func exampleWasm(tb testing.TB) []byte {
 	tb.Helper()
-	return guesttest.BuildBytes(tb, "../../handlers-wasm/example")
+	return guestbuild.ShippedBytes(tb, "example")
 }
 
 // withCustomSection returns a copy of wasm with a custom section appended: the same module,

@@ -555,7 +555,7 @@ func TestHandlerCommandModulesRefused(t *testing.T) {
 	modules := []string{handlerCmdCopy(t, dir, "../../internal/host/testdata/command.wasm")}
 	if !testing.Short() {
 		goCmd := filepath.Join(dir, "go-command.wasm")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", goCmd, "../../handlers-wasm/example")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", goCmd, "../../examples/handler-go")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
@@ -569,7 +569,7 @@ func TestHandlerCommandModulesRefused(t *testing.T) {
 		}
 		cCmd := filepath.Join(dir, "c-command.wasm")
 		out, err := exec.Command(clang, "--target=wasm32-wasi", "-O2", "-I", "../../abi/c", "-o", cCmd,
-			"../../examples/handler-c/example.c", "../../abi/c/wasmhost.c", mainC).CombinedOutput()
+			"../../handlers-wasm/example/example.c", "../../abi/c/wasmhost.c", mainC).CombinedOutput()
 		if err != nil {
 			t.Fatalf("clang: %v\n%s", err, out)
 		}

@@ -44,10 +44,10 @@ func run(t *testing.T, m *fakehost.Module, calls []call) {
 	}
 }
 
-// TestExampleModule builds handlers-wasm/example and runs it: its shape, then the tutorial's
+// TestExampleModule builds the Go SDK's example handler (examples/handler-go) and runs it: its shape, then the tutorial's
 // behaviour under the fake host.
 func TestExampleModule(t *testing.T) {
-	wasm := guesttest.BuildBytes(t, "github.com/wasmhost/wasmhost/handlers-wasm/example")
+	wasm := guesttest.BuildBytes(t, "github.com/wasmhost/wasmhost/examples/handler-go")
 	conformance.CheckShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportLog,
 		abi.ImportPublish, abi.ImportKVGet, abi.ImportKVSet, abi.ImportKVDelete})
 

@@ -20,7 +20,7 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// CFlags are the flags a C handler is built with (the Makefile's CFLAGS).
+// CFlags are the flags a C handler is built with (the Makefile's WASM_CFLAGS).
 var CFlags = []string{"--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-s"}
 
 // C builds a C handler from srcs (paths relative to the repository's root) and the C SDK, and
@@ -37,6 +37,23 @@ func C(tb testing.TB, srcs ...string) string {
 	args = append(args, filepath.Join(root, "abi", "c", "wasmhost.c"))
 	run(tb, clang, args...)
 	return out
+}
+
+// Shipped builds the shipped handler name (handlers-wasm/<name>/<name>.c) as the Makefile
+// does, and returns the module's path in a temporary directory tb removes.
+func Shipped(tb testing.TB, name string) string {
+	tb.Helper()
+	return C(tb, "handlers-wasm/"+name+"/"+name+".c")
+}
+
+// ShippedBytes is Shipped, returning the module's bytes.
+func ShippedBytes(tb testing.TB, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(Shipped(tb, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }
 
 // Rust builds a Rust handler from src (a path relative to the repository's root) and the Rust

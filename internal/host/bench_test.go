@@ -88,8 +88,8 @@ func BenchmarkValidate(b *testing.B) {
 
 // exampleHandler builds the example handler (example.wasmhost.dev) with each SDK.
 var exampleHandler = map[string]func(b *testing.B) string{
-	"go-sdk":   func(b *testing.B) string { return guesttest.Build(b, "../../handlers-wasm/example") },
-	"c-sdk":    func(b *testing.B) string { return guestbuild.C(b, "examples/handler-c/example.c") },
+	"go-sdk":   func(b *testing.B) string { return guesttest.Build(b, "../../examples/handler-go") },
+	"c-sdk":    func(b *testing.B) string { return guestbuild.Shipped(b, "example") },
 	"rust-sdk": func(b *testing.B) string { return guestbuild.Rust(b, "examples/handler-rust/example.rs") },
 }
 

@@ -78,10 +78,10 @@ func TestGoGuest(t *testing.T) {
 // TestSDKExample loads the tutorial handler built with the Go SDK (abi/guest) and runs its
 // calls through the host.
 func TestSDKExample(t *testing.T) {
-	if _, err := os.Stat("../../handlers-wasm/example"); err != nil {
+	if _, err := os.Stat("../../examples/handler-go"); err != nil {
 		t.Skip("no SDK example:", err)
 	}
-	path := guesttest.Build(t, "../../handlers-wasm/example")
+	path := guesttest.Build(t, "../../examples/handler-go")
 	h, logs := newTestHost(t, Config{CallTimeout: time.Minute})
 	m := mustLoadPath(t, h, path)
 	ctx := context.Background()

@@ -40,6 +40,16 @@ func (h *Host) Store(pluginType string) map[string][]byte {
 	return out
 }
 
+// SetStore sets key to value in the key-value store of pluginType as m's handler would with
+// kv_set (charged to m, within the same limits): for tests and tools that start a handler from
+// a given store, or change it while a call runs (a PluginCaller may). The daemon does not use it.
+func (m *Module) SetStore(pluginType, key string, value []byte) error {
+	if code, why := m.h.kvStore(pluginType).set(m, key, value); code != abi.StatusOK {
+		return fmt.Errorf("host: setting %s in the store of %s: %s", key, pluginType, why)
+	}
+	return nil
+}
+
 // Report is what Inspect learns about a module.
 type Report struct {
 	Size   int64  // of the module's bytes
