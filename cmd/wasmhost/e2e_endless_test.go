@@ -178,10 +178,22 @@ func TestE2EHandlerTestHonoursSIGTERM(t *testing.T) {
 	dirs := newE2EDirs(t, "/tmp")
 	bin := buildDaemon(t, dirs.Base)
 	copyFixture(t, "calltree", dirs.Handler)
-	cmd := exec.Command(bin, "handler", "test", filepath.Join(dirs.Handler, "calltree.wasm"), "--timeout", "1h", "--name", "p")
+	// Neither its deadline nor its CPU budget ends the call: only SIGTERM does.
+	cfgFile := filepath.Join(dirs.Base, "wasmhost.yaml")
+	if err := os.WriteFile(cfgFile, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  limits:\n    callCPU: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "handler", "test", filepath.Join(dirs.Handler, "calltree.wasm"), "--timeout", "1h", "--name", "p", "--config", cfgFile)
 	exited, out := startProcess(t, cmd)
 	// It is running the call once it has compiled the module; give it the time to get there.
-	waitFor(t, "the call to start", func() bool { return cpuTicks(cmd.Process.Pid) > 50 })
+	waitFor(t, "the call to start", func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("handler test exited before SIGTERM: %v\n%s", err, out.String())
+		default:
+		}
+		return cpuTicks(cmd.Process.Pid) > 50
+	})
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
