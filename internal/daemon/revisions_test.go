@@ -90,6 +90,8 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 		}
 		return hs.GetHandlers()[0]
 	}
+	// The plugin may be told before the store has the loaded handler's row: wait for it.
+	waitFor("the handler's row", func() bool { return handler().GetSha256() == sums["rev_v1"] })
 	if h := handler(); h.GetName() != "rev" || h.GetVersion() != "1.0.0" {
 		t.Errorf("handler name %q version %q; want the manifest's rev 1.0.0", h.GetName(), h.GetVersion())
 	}
