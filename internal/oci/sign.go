@@ -228,8 +228,10 @@ func fetchBundles(ctx context.Context, d name.Digest, o Options, max int) ([]Sig
 		return nil, classify(d.String()+" (referrers)", err)
 	}
 	var out []Signature
+	fetched := 0
 	for _, desc := range im.Manifests {
-		if len(out) >= max {
+		// A referrers list may name thousands of artifacts: read a bounded number of them.
+		if len(out) >= max || fetched == 2*maxSignatureLayers {
 			break
 		}
 		// An SBOM, another kind of attestation: not a signature. Some registries give the
@@ -238,6 +240,7 @@ func fetchBundles(ctx context.Context, d name.Digest, o Options, max int) ([]Sig
 			continue
 		}
 		ref := d.Context().Digest(desc.Digest.String())
+		fetched++
 		got, err := remote.Get(ref, ropts...)
 		if err != nil {
 			return nil, classify(ref.String(), err)
