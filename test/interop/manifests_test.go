@@ -16,8 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -70,6 +72,20 @@ func TestKubernetesManifests(t *testing.T) {
 				if err = decodeStrict(raw, &q); err == nil {
 					quotas = append(quotas, q)
 				}
+			case "v1 ServiceAccount":
+				err = decodeStrict(raw, new(corev1.ServiceAccount))
+			case "rbac.authorization.k8s.io/v1 Role":
+				err = decodeStrict(raw, new(rbacv1.Role))
+			case "rbac.authorization.k8s.io/v1 RoleBinding":
+				err = decodeStrict(raw, new(rbacv1.RoleBinding))
+			case "rbac.authorization.k8s.io/v1 ClusterRole":
+				err = decodeStrict(raw, new(rbacv1.ClusterRole))
+			case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+				err = decodeStrict(raw, new(rbacv1.ClusterRoleBinding))
+			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+				err = decodeStrict(raw, new(admissionregistrationv1.ValidatingAdmissionPolicy))
+			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+				err = decodeStrict(raw, new(admissionregistrationv1.ValidatingAdmissionPolicyBinding))
 			case "v1 Secret":
 				err = decodeStrict(raw, new(corev1.Secret))
 			case "v1 ConfigMap":
