@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -133,6 +134,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		t.Errorf("wasmhost plugins capture printed %q, want it to name %s", capOut, sessFile)
 	}
 	checkCSISession(t, sessFile, csi.socket)
+	testCSIReplay(t, filepath.Join(dirs.Handler, "csi.wasm"), sessFile)
 
 	// The same driver at an older version, from another socket (in a subdirectory, which the
 	// daemon watches too): refused, and told why.
@@ -242,4 +244,133 @@ func checkCSISession(t *testing.T, path, socket string) *session.Session {
 		t.Errorf("register exchanged %d plugin_call and %d kv_compare_and_set, want 1 and 1: %+v", calls, cas, reg.Exchanges)
 	}
 	return s
+}
+
+// testCSIReplay replays the captured session of a CSI driver against the handler that served
+// it (no departure, either way of matching), against a changed handler (it publishes twice
+// the driver's max_volumes_per_node: the departure is named, exit status 1), and records a
+// fixture run that replays clean.
+func testCSIReplay(t *testing.T, csiWasm, sessFile string) {
+	t.Helper()
+	// One compile of each module for all the commands: a Go handler takes a minute to compile
+	// under the race detector on a loaded machine.
+	cache := filepath.Join(t.TempDir(), "cache")
+	runRoot := func(t *testing.T, args ...string) (string, error) {
+		t.Helper()
+		if args[0] == "handler" && slices.Contains([]string{"test", "diff", "bench"}, args[1]) {
+			args = append(args, "--cache-dir", cache)
+		}
+		return runRoot(t, args...)
+	}
+	for _, match := range []string{"request", "order"} {
+		out, err := runRoot(t, "handler", "test", csiWasm, "--grant", "plugin_call", "--replay", sessFile, "--replay-match", match)
+		if err != nil || !strings.Contains(out, "PASS: the module did what the session") || strings.Contains(out, "departs") {
+			t.Errorf("replay (%s) of the handler that served the session: %v\n%s", match, err, out)
+		}
+	}
+	changed := buildChangedCSI(t)
+	out, err := runRoot(t, "handler", "test", changed, "--grant", "plugin_call", "--replay", sessFile)
+	if err == nil || !strings.Contains(out, `published max_volumes_per_node: "32", the session's "16"`) || !strings.Contains(out, "FAIL: 1 departures from the session") {
+		t.Errorf("replay of a changed handler: %v\n%s", err, out)
+	}
+	// The JSON view lists the departure on the register call.
+	out, _ = runRoot(t, "handler", "test", changed, "--grant", "plugin_call", "--replay", sessFile, "-o", "json")
+	var v handlerTestView
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\nError", 2)[0]), &v); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if v.Replay == nil || v.Replay.Departures != 1 || len(v.Calls) != 2 || len(v.Calls[1].Departures) != 1 || v.Passed {
+		t.Errorf("-o json of the changed handler's replay: %+v", v)
+	}
+
+	// handler diff: the same revision twice changes nothing (exit 0); the changed one changes
+	// what register publishes (exit 1), and only that.
+	out, err = runRoot(t, "handler", "diff", csiWasm, csiWasm, sessFile, "--grant", "plugin_call")
+	if err != nil || !strings.Contains(out, "0 of 1 sessions changed") {
+		t.Errorf("handler diff of one revision with itself: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "handler", "diff", csiWasm, changed, sessFile, "--grant", "plugin_call")
+	if exitCode(err) != 1 || !strings.Contains(out, "CHANGED  CSIPlugin csi.example.com") ||
+		!strings.Contains(out, `register: published max_volumes_per_node: "16" → "32"`) || strings.Count(out, "register: ") != 1 {
+		t.Errorf("handler diff against the changed handler: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+	if _, err := runRoot(t, "handler", "diff", csiWasm, "/nonexistent.wasm", sessFile); exitCode(err) != 2 {
+		t.Errorf("handler diff with a missing module: %v, exit %d, want 2", err, exitCode(err))
+	}
+
+	// --record: a run with a fixture, written as a session, replays without departure.
+	rec := filepath.Join(t.TempDir(), "rec.yaml")
+	out, err = runRoot(t, "handler", "test", csiWasm, "--type", "CSIPlugin", "--name", "csi.other.com", "--versions", "1.0.0",
+		"--grant", "plugin_call", "--call-fixture", "../../handlers-wasm/csi/testdata/nodegetinfo.yaml", "--record", rec)
+	if err != nil {
+		t.Fatalf("handler test --record: %v\n%s", err, out)
+	}
+	s, err := session.Load(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Source != "handler test" || len(s.Calls) != 3 || s.Calls[2].Export != "deregister" || s.Calls[1].Result.Published["node_id"] != "node-1" {
+		t.Errorf("recorded session %+v", s)
+	}
+	out, err = runRoot(t, "handler", "test", csiWasm, "--grant", "plugin_call", "--replay", rec)
+	if err != nil || strings.Contains(out, "departs") {
+		t.Errorf("replay of the recorded session: %v\n%s", err, out)
+	}
+
+	// handler bench: the session's calls, a baseline saved, a regression against a baseline
+	// no run can meet, and Go benchmark lines.
+	base := filepath.Join(t.TempDir(), "base.json")
+	out, err = runRoot(t, "handler", "bench", csiWasm, "--grant", "plugin_call", "--replay", sessFile, "--duration", "300ms", "--concurrency", "2", "--save", base)
+	if err != nil || !strings.Contains(out, "calls/s") || !strings.Contains(out, "validate") || !strings.Contains(out, "register") || !strings.Contains(out, "p99") {
+		t.Errorf("handler bench: %v\n%s", err, out)
+	}
+	var saved benchResult
+	if b, err := os.ReadFile(base); err != nil || json.Unmarshal(b, &saved) != nil || saved.Calls == 0 || saved.Exports["register"].P95 <= 0 || saved.Failed != 0 || saved.Concurrency != 2 {
+		t.Fatalf("saved baseline %+v (%v)", saved, err)
+	}
+	saved.CallsPerSec *= 1000
+	fast, _ := json.Marshal(saved)
+	if err := os.WriteFile(base, fast, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runRoot(t, "handler", "bench", csiWasm, "--grant", "plugin_call", "--replay", sessFile, "--duration", "200ms", "--concurrency", "2", "--baseline", base, "--max-regression", "10%")
+	if err == nil || !strings.Contains(out, "REGRESSION against") || !strings.Contains(err.Error(), "calls/s") {
+		t.Errorf("handler bench against a baseline 1000 times faster: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "handler", "bench", csiWasm, "--grant", "plugin_call", "--replay", sessFile, "--duration", "200ms", "-o", "gobench")
+	if err != nil || !regexp.MustCompile(`(?m)^BenchmarkHandler/csi/register-1\t\d+\t\d+ ns/op\t\d+ p50-ns`).MatchString(out) {
+		t.Errorf("handler bench -o gobench: %v\n%s", err, out)
+	}
+}
+
+// buildChangedCSI builds the shipped CSI handler with one change: it publishes twice the
+// max_volumes_per_node its driver answers.
+func buildChangedCSI(t *testing.T) string {
+	t.Helper()
+	src, err := filepath.Abs("../../handlers-wasm/csi/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(src)
+	const from, to = "{keyMaxVolumes, strconv.FormatInt(info.maxVolumes, 10)}", "{keyMaxVolumes, strconv.FormatInt(2*info.maxVolumes, 10)}"
+	if err != nil || !strings.Contains(string(b), from) {
+		t.Fatalf("the CSI handler's main.go no longer publishes %s (%v): change buildChangedCSI", from, err)
+	}
+	dir := t.TempDir()
+	changed := filepath.Join(dir, "main.go")
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ob, _ := json.Marshal(map[string]map[string]string{"Replace": {src: changed}})
+	if err := os.WriteFile(overlay, ob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "csi-changed.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-overlay", overlay, "-o", out, "../../handlers-wasm/csi")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the changed CSI handler: %v\n%s", err, b)
+	}
+	return out
 }

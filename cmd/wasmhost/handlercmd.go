@@ -28,6 +28,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/session"
 )
 
 // errHandlerFailed is the error of a handler test whose calls did not do what was expected,
@@ -46,7 +47,7 @@ Both run it in the sandbox the daemon uses, with the same limits and grants.
 Ship it through an OCI registry (push, signed as cosign signs), and fetch what a node
 would get with handlers.sources (pull, verified against your public keys).`,
 	}
-	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerConformanceCmd(), newHandlerPushCmd(), newHandlerPullCmd())
+	cmd.AddCommand(newHandlerTestCmd(), newHandlerInspectCmd(), newHandlerConformanceCmd(), newHandlerDiffCmd(), newHandlerBenchCmd(), newHandlerPushCmd(), newHandlerPullCmd())
 	return cmd
 }
 
@@ -179,6 +180,9 @@ type handlerTestOpts struct {
 	grants       []string
 	fixture      string
 	expectReject bool
+	replay       string // a session file to replay (--replay)
+	replayMode   string // request or order
+	record       string // the session file to write (--record)
 }
 
 func newHandlerTestCmd() *cobra.Command {
@@ -208,14 +212,25 @@ base64) or an error (a gRPC code name and a message):
 
 A method that is not listed answers Unimplemented.
 
+--replay SESSION runs the calls a session recorded (docs/sessions.md; wasmhost plugins
+capture takes them from a node), for the plugin it recorded: before each call the plugin
+type's store is the one the session saw, and plugin_call is answered from the session (by
+method and request, or with --replay-match order strictly in the session's order; no plugin
+is called). It lists where the module departs from the recording: a plugin_call the session
+does not have (it fails) or one it has and the module did not make, another request, other
+store reads or writes, another result, reason or published facts. --record SESSION writes
+what this run did as a session.
+
 Exit status: 0 when every call did what was expected (validate, register and deregister
-accepted the plugin; with --expect-reject, validate refused it), 1 when the module did not
+accepted the plugin; with --expect-reject, validate refused it; with --replay, the module
+did what the session recorded), 1 when the module did not
 load, a call was refused or failed (an error, a trap, the deadline), or the flags are wrong.`,
 		Example: `  wasmhost handler test handlers-wasm/example.wasm --name demo --versions v1
   wasmhost handler test handlers-wasm/csi.wasm --type CSIPlugin --name csi.example.com \
       --endpoint /var/lib/kubelet/plugins/csi.example.com/csi.sock --versions 1.0.0 \
       --grant plugin_call --call-fixture handlers-wasm/csi/testdata/nodegetinfo.yaml
   wasmhost handler test handlers-wasm/example.wasm --name old --versions v0 --expect-reject
+  wasmhost handler test new-csi.wasm --grant plugin_call --replay sessions/CSIPlugin-csi.example.com.yaml
   wasmhost handler test my.wasm --name demo -o json | jq '.calls[] | {op, result, durationNanoseconds}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -237,8 +252,22 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 			if o.name == "" {
 				return errors.New("--name must not be empty")
 			}
+			var sess *session.Session
+			if o.replay != "" {
+				for _, f := range []string{"type", "name", "endpoint", "socket", "versions", "call-fixture", "expect-reject"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s and --replay: the plugin, and what answers its plugin_calls, come from the session", f)
+					}
+				}
+				if sess, err = session.Load(o.replay); err != nil {
+					return err
+				}
+			}
+			if o.replayMode != string(harness.ByRequest) && o.replayMode != string(harness.InOrder) {
+				return fmt.Errorf("--replay-match %q: want request or order", o.replayMode)
+			}
 			return o.withCacheDir(func(cacheDir string) error {
-				return runHandlerTest(cmd.Context(), cmd.OutOrStdout(), args[0], &o, cfg, fixture, cacheDir)
+				return runHandlerTest(cmd.Context(), cmd.OutOrStdout(), args[0], &o, cfg, fixture, sess, cacheDir)
 			})
 		},
 	}
@@ -251,6 +280,9 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 	f.StringArrayVar(&o.grants, "grant", nil, "grant a capability to the plugin type, e.g. plugin_call (repeatable)")
 	f.StringVar(&o.fixture, "call-fixture", "", "answer plugin_call from this YAML/JSON file instead of calling the endpoint")
 	f.BoolVar(&o.expectReject, "expect-reject", false, "the plugin must be refused by validate (exit 0 if it is)")
+	f.StringVar(&o.replay, "replay", "", "run the calls of this session file, answering plugin_call and the store from it (docs/sessions.md)")
+	f.StringVar(&o.replayMode, "replay-match", string(harness.ByRequest), "how --replay matches plugin_calls: request (by method and request) or order (strictly in the session's order)")
+	f.StringVar(&o.record, "record", "", "write what the calls did to this session file")
 	o.bind(cmd, true)
 	return cmd
 }
@@ -267,6 +299,7 @@ type handlerTestView struct {
 	Sandbox    sandboxView    `json:"sandbox"`
 	Load       loadView       `json:"load"`
 	Calls      []stepView     `json:"calls"`
+	Replay     *replayView    `json:"replay,omitempty"`
 	Passed     bool           `json:"passed"`
 	Failure    string         `json:"failure,omitempty"`
 }
@@ -283,6 +316,15 @@ type stepView struct {
 	Logs        []harness.LogLine `json:"logs"`
 	PluginCalls []pluginCallView  `json:"pluginCalls,omitempty"`
 	Duration    time.Duration     `json:"durationNanoseconds"`
+	// Departures are where the call departed from the session it replays (--replay).
+	Departures []string `json:"departures,omitempty"`
+}
+
+// replayView says what a handler test replayed.
+type replayView struct {
+	Session    string `json:"session"`
+	Match      string `json:"match"`
+	Departures int    `json:"departures"`
 }
 
 // pluginCallView is one plugin_call a handler made (a harness.PluginCall).
@@ -347,7 +389,7 @@ type loadView struct {
 	Logs     []harness.LogLine `json:"logs"`
 }
 
-func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *conformance.Fixture, cacheDir string) error {
+func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *conformance.Fixture, sess *session.Session, cacheDir string) (err error) {
 	bin, err := readHandlerModule(path)
 	if err != nil {
 		return err
@@ -375,6 +417,9 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, strings.TrimPrefix(rep.DescribeError, "not instantiated: "))
 	}
 	typ := o.pluginType
+	if sess != nil {
+		typ = sess.Plugin.Type
+	}
 	if typ == "" {
 		if len(rep.Manifest.PluginTypes) != 1 {
 			why := rep.DescribeError
@@ -390,7 +435,12 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	if socket == "" {
 		socket = filepath.Join(cfg.SocketDir, o.name+"-reg.sock")
 	}
-	p, err := registration.ValidateInfo(socket, registration.PluginInfo{Type: typ, Name: o.name, Endpoint: o.endpoint, Versions: o.versions})
+	info := registration.PluginInfo{Type: typ, Name: o.name, Endpoint: o.endpoint, Versions: o.versions}
+	if sess != nil {
+		info = harness.PluginInfo(sess)
+		socket = info.Socket
+	}
+	p, err := registration.ValidateInfo(socket, info)
 	if err != nil {
 		return fmt.Errorf("the daemon would refuse this plugin before any handler: %w", err)
 	}
@@ -415,6 +465,11 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		caller = fixture
 		v.Sandbox.CallFixture = o.fixture
 		policy = nil // the fixture stands in for the plugin: no endpoint is dialled
+	}
+	if sess != nil {
+		v.Sandbox.CallFixture = o.replay
+		policy = nil // the session stands in for the plugin
+		v.Replay = &replayView{Session: o.replay, Match: o.replayMode}
 	}
 	hs, err := harness.New(ctx, harness.Config{
 		Grants:           grants,
@@ -451,8 +506,32 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	defer m.Close(context.WithoutCancel(ctx))
 
 	v.Passed = true
+	var steps []harness.Step
+	defer func() {
+		// A run that did not do what was expected is recorded too: it may be what to replay.
+		if o.record == "" || len(steps) == 0 {
+			return
+		}
+		if serr := session.Save(o.record, harness.NewSession(p, steps)); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	if sess != nil {
+		for _, rs := range hs.Replay(ctx, m, sess, harness.ReplayMode(o.replayMode)) {
+			steps = append(steps, rs.Step)
+			sv := newStepView(rs.Step)
+			sv.Departures = rs.Departures
+			v.Calls = append(v.Calls, sv)
+			v.Replay.Departures += len(rs.Departures)
+		}
+		if n := v.Replay.Departures; n > 0 {
+			v.Failure = fmt.Sprintf("%d departures from the session %s", n, o.replay)
+		}
+		return printHandlerTest(out, o.output, &v)
+	}
 	for _, op := range []harness.Op{harness.Validate, harness.Register, harness.Deregister} {
 		st := hs.Do(ctx, m, op, p)
+		steps = append(steps, st)
 		v.Calls = append(v.Calls, newStepView(st))
 		if op == harness.Validate && o.expectReject {
 			if st.Outcome != harness.Rejected {
@@ -549,6 +628,9 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 			}
 		}
 		writeHandlerLogs(out, st.Logs)
+		for _, d := range st.Departures {
+			fmt.Fprintf(out, "  %s %s\n", paint("departs  ", colorRed, color), d)
+		}
 		if st.Op == harness.Register && st.Outcome == harness.OK {
 			writeHandlerKV(out, "published", st.Published, func(s string) string { return s })
 		}
@@ -559,7 +641,7 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 		}
 		prev = st.Store
 	}
-	if n := len(v.Calls); v.Failure != "" && n < 3 && !(n == 1 && v.Calls[0].Outcome == harness.OK) {
+	if n := len(v.Calls); v.Replay == nil && v.Failure != "" && n < 3 && !(n == 1 && v.Calls[0].Outcome == harness.OK) {
 		fmt.Fprintf(out, "\n(not called: %s; the daemon stops at a refusal or a failure)\n",
 			strings.Join([]string{"register", "deregister"}[n-1:], ", "))
 	}
@@ -567,6 +649,8 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 	switch {
 	case v.Failure != "":
 		fmt.Fprintf(out, "%s: %s\n", paint("FAIL", colorRed, color), v.Failure)
+	case v.Replay != nil:
+		fmt.Fprintf(out, "%s: the module did what the session %s recorded\n", paint("PASS", colorGreen, color), v.Replay.Session)
 	case len(v.Calls) == 1:
 		fmt.Fprintf(out, "%s: validate refused the plugin, as expected\n", paint("PASS", colorGreen, color))
 	default:

@@ -24,7 +24,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wasmhost:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

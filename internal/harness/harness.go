@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/session"
 )
 
 // Config configures a Harness. The zero value is usable: every field has a default.
@@ -58,6 +59,7 @@ type Harness struct {
 	host   *host.Host
 	logs   *logRecorder
 	caller *callRecorder
+	rec    *recorder
 	mu     sync.Mutex // one Do at a time: logs and plugin calls are per call
 }
 
@@ -67,7 +69,7 @@ func New(ctx context.Context, cfg Config) (*Harness, error) {
 	if caller == nil {
 		caller = noCaller{}
 	}
-	hs := &Harness{logs: &logRecorder{}, caller: &callRecorder{next: caller}}
+	hs := &Harness{logs: &logRecorder{}, caller: &callRecorder{next: caller}, rec: &recorder{}}
 	h, err := host.New(ctx, host.Config{
 		HandlerDir:       "/nonexistent", // never read: modules are loaded by path
 		CacheDir:         cfg.CacheDir,
@@ -79,6 +81,7 @@ func New(ctx context.Context, cfg Config) (*Harness, error) {
 		Limits:           cfg.Limits,
 		PluginCallPolicy: cfg.PluginCallPolicy,
 		PluginCaller:     hs.caller,
+		Recorder:         hs.rec,
 		Logger:           slog.New(hs.logs),
 	})
 	if err != nil {
@@ -148,6 +151,10 @@ type Step struct {
 	PluginCalls []PluginCall `json:"plugin_calls,omitempty"`
 	// Duration is how long the call took, as the daemon would wait for it.
 	Duration time.Duration `json:"duration_ns"`
+	// Record is the host's record of the call (its store before, its host-call exchanges, its
+	// result), and Handler the module that made it: what a session keeps (replay.go).
+	Record  *session.Call   `json:"-"`
+	Handler session.Handler `json:"-"`
 }
 
 // Do makes call op about p on m, and records what it did.
@@ -156,6 +163,7 @@ func (hs *Harness) Do(ctx context.Context, m *host.Module, op Op, p registration
 	defer hs.mu.Unlock()
 	hs.logs.take()
 	hs.caller.take()
+	hs.rec.take()
 	st := Step{Op: op}
 	start := time.Now()
 	var err error
@@ -189,6 +197,7 @@ func (hs *Harness) Do(ctx context.Context, m *host.Module, op Op, p registration
 	}
 	st.Logs = hs.logs.take()
 	st.PluginCalls = hs.caller.take()
+	st.Record, st.Handler = hs.rec.take()
 	return st
 }
 
@@ -274,13 +283,20 @@ type PluginCall struct {
 
 // callRecorder records the plugin calls made through it.
 type callRecorder struct {
-	next  host.PluginCaller
-	mu    sync.Mutex
-	calls []PluginCall
+	next   host.PluginCaller
+	mu     sync.Mutex
+	calls  []PluginCall
+	replay *replayCaller // answers instead of next during a replay
 }
 
 func (c *callRecorder) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {
-	resp, err := c.next.Call(ctx, endpoint, method, req, maxResp)
+	c.mu.Lock()
+	next := c.next
+	if c.replay != nil {
+		next = c.replay
+	}
+	c.mu.Unlock()
+	resp, err := next.Call(ctx, endpoint, method, req, maxResp)
 	pc := PluginCall{Endpoint: endpoint, Method: method, RequestBytes: len(req), ResponseBytes: len(resp)}
 	if err != nil {
 		pc.Error = err.Error()

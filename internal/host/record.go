@@ -93,3 +93,7 @@ func (h *Host) SetStore(pluginType string, kv map[string][]byte) {
 		s.bytes += int64(len(k) + len(v))
 	}
 }
+
+// InstanceMemory returns the linear memory of the module's live instances together, in bytes,
+// as read after their last call (`wasmhost handler bench`).
+func (m *Module) InstanceMemory() int64 { return m.mem.Load() }
