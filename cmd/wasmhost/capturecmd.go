@@ -26,7 +26,7 @@ func newCaptureCmd() *cobra.Command {
 		Short: "Write what handlers saw when plugins last registered, as session files",
 		Long: `Ask the running daemon for what the handler saw when each plugin named last registered, and
 write it to DIR as one session file per plugin (docs/sessions.md): the plugin's GetInfo
-answer, each handler call (validate, register) with the key-value store before it, its
+answer, each handler call (validate, register) with what it saw of the key-value store, its
 plugin_call requests and answers and kv_* reads and writes, and its result (status,
 reason, published facts).
 

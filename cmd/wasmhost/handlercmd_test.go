@@ -504,6 +504,24 @@ func TestWalkthrough(t *testing.T) {
 		t.Errorf("wasmhost plugins -o json: %v\n%s", err, out)
 	}
 
+	// The walkthrough's step 9: capture the registration, replay it, diff, bench.
+	sessions := filepath.Join(base, "sessions")
+	if out, err = handlerCmdRun(t, "plugins", "capture", "thermal-1", "-o", sessions, "--admin-socket", admin); err != nil {
+		t.Fatalf("plugins capture: %v\n%s", err, out)
+	}
+	sess := filepath.Join(sessions, "sensors.example.com-thermal-1.yaml")
+	out, err = handlerCmdRun(t, "handler", "test", wasm, "--replay", sess, "--cache-dir", cache)
+	if err != nil {
+		t.Fatalf("handler test --replay: %v\n%s", err, out)
+	}
+	handlerCmdWant(t, out, "\nvalidate    ok  ", "\nregister    ok  ", "PASS: the module did what the session "+sess+" recorded\n")
+	if out, err = handlerCmdRun(t, "handler", "diff", wasm, wasm, sess, "--cache-dir", cache); err != nil || !strings.Contains(out, "0 of 1 sessions changed") {
+		t.Errorf("handler diff: %v\n%s", err, out)
+	}
+	if out, err = handlerCmdRun(t, "handler", "bench", wasm, "--replay", sess, "--duration", "200ms"); err != nil || !strings.Contains(out, "calls/s") {
+		t.Errorf("handler bench: %v\n%s", err, out)
+	}
+
 	// Step 9: the plugin stops (Ctrl-C): it removes its socket, and the daemon deregisters it.
 	if err := plugin.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ type Step struct {
 	PluginCalls []PluginCall `json:"plugin_calls,omitempty"`
 	// Duration is how long the call took, as the daemon would wait for it.
 	Duration time.Duration `json:"duration_ns"`
-	// Record is the host's record of the call (its store before, its host-call exchanges, its
+	// Record is the host's record of the call (what it saw of the store, its host-call exchanges, its
 	// result), and Handler the module that made it: what a session keeps (replay.go).
 	Record  *session.Call   `json:"-"`
 	Handler session.Handler `json:"-"`

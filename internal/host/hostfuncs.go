@@ -43,6 +43,7 @@ type callState struct {
 	run *guestRun // the call's time: deadline, CPU, turn (sandbox.go); nil outside a call
 
 	rec      *session.Call // the call's record, when the host records its type (record.go)
+	recKeys  map[string]bool
 	recStart time.Time
 }
 
@@ -235,6 +236,7 @@ func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) 
 		ret(stack, code)
 		return
 	}
+	st.noteBefore(kv, key)
 	kv.mu.Lock()
 	v, ok := kv.m[string(key)]
 	if ok {
@@ -265,6 +267,7 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 		ret(stack, abi.CodeTooLarge)
 		return
 	}
+	stateOf(ctx).noteBefore(kv, key)
 	code, why := kv.set(m, string(key), val)
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why
@@ -283,6 +286,7 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 		ret(stack, code)
 		return
 	}
+	stateOf(ctx).noteBefore(kv, key)
 	kv.delete(string(key))
 	stateOf(ctx).note(session.Exchange{Fn: session.KVDelete, Key: string(key)})
 	ret(stack, abi.StatusOK)

@@ -32,6 +32,7 @@ func (m *Module) hostKVCompareAndSet(ctx context.Context, mod api.Module, stack 
 		ret(stack, code)
 		return
 	}
+	stateOf(ctx).noteBefore(kv, key)
 	code, why := kv.compareAndSet(m, string(key), old, val)
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why

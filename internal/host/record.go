@@ -17,7 +17,7 @@ import (
 )
 
 // Recorder receives, for the plugin types it records, each finished call of a plugin export
-// (validate, register, deregister; not a shadow run's): the key-value store before it, its
+// (validate, register, deregister; not a shadow run's): what it saw of the key-value store, its
 // plugin_call and kv_* exchanges in order, and its result. The values it receives are its own.
 type Recorder interface {
 	// Records says whether the calls of pluginType are recorded. It must be quick.
@@ -33,14 +33,24 @@ func (m *Module) startRecord(st *callState) {
 	if rec == nil || m.shadow || !rec.Records(st.pluginType) {
 		return
 	}
-	c := &session.Call{Export: strings.TrimPrefix(st.export, "wasmhost_"), StoreBefore: map[string]session.Bytes{}}
-	kv := m.h.kvStore(st.pluginType)
+	st.rec = &session.Call{Export: strings.TrimPrefix(st.export, "wasmhost_"), StoreBefore: map[string]session.Bytes{}}
+	st.recKeys, st.recStart = map[string]bool{}, time.Now()
+}
+
+// noteBefore records, when st's call is recorded, the value key has in kv before the call
+// first touches it: the part of the store the call saw, which is what a replay needs (and
+// costs what the call's own accesses cost, not a copy of the store per call).
+func (st *callState) noteBefore(kv *kvStore, key []byte) {
+	if st == nil || st.rec == nil || kv == nil || st.recKeys[string(key)] {
+		return
+	}
+	st.recKeys[string(key)] = true
 	kv.mu.Lock()
-	for k, v := range kv.m {
-		c.StoreBefore[k] = slices.Clone(v)
+	v, ok := kv.m[string(key)]
+	if ok {
+		st.rec.StoreBefore[string(key)] = slices.Clone(v)
 	}
 	kv.mu.Unlock()
-	st.rec, st.recStart = c, time.Now()
 }
 
 // note records one exchange of st's call, when it is recorded. Byte slices are copied.
@@ -59,7 +69,7 @@ func (m *Module) endRecord(st *callState, p registration.PluginInfo, published m
 	if c == nil {
 		return
 	}
-	st.rec = nil
+	st.rec, st.recKeys = nil, nil
 	c.Duration = time.Since(st.recStart)
 	switch {
 	case err == nil:

@@ -1,6 +1,6 @@
 // Package session is the format of a captured registration: what a handler saw and did when a
 // plugin registered (the plugin's GetInfo answer, each handler call with its host-call
-// exchanges, the key-value store before it, and its result). The daemon captures sessions
+// exchanges, what it saw of the key-value store, and its result). The daemon captures sessions
 // (`wasmhost plugins capture`), `wasmhost handler test --record` writes them, and `handler
 // test --replay` runs a module against one. The YAML form is documented in docs/sessions.md;
 // it is versioned by its apiVersion and kind, as the config file is.
@@ -76,7 +76,9 @@ const (
 type Call struct {
 	// Export is validate, register or deregister.
 	Export string `yaml:"export"`
-	// StoreBefore is the plugin type's key-value store when the call started.
+	// StoreBefore is what the call saw of the plugin type's key-value store: each key it
+	// touched (read, wrote, deleted), with its value before the call first touched it; a key
+	// absent then is absent here.
 	StoreBefore map[string]Bytes `yaml:"storeBefore,omitempty"`
 	// Exchanges are the host calls that reached outside the guest, in order.
 	Exchanges []Exchange `yaml:"exchanges,omitempty"`
