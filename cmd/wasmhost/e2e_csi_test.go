@@ -347,30 +347,22 @@ func testCSIReplay(t *testing.T, csiWasm, sessFile string) {
 // max_volumes_per_node its driver answers.
 func buildChangedCSI(t *testing.T) string {
 	t.Helper()
-	src, err := filepath.Abs("../../handlers-wasm/csi/main.go")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(src)
-	const from, to = "{keyMaxVolumes, strconv.FormatInt(info.maxVolumes, 10)}", "{keyMaxVolumes, strconv.FormatInt(2*info.maxVolumes, 10)}"
+	b, err := os.ReadFile(filepath.Join(root, "handlers-wasm/csi/csi.c"))
+	const from, to = "add_int(&max, ni.max_volumes);", "add_int(&max, 2 * ni.max_volumes);"
 	if err != nil || !strings.Contains(string(b), from) {
-		t.Fatalf("the CSI handler's main.go no longer publishes %s (%v): change buildChangedCSI", from, err)
+		t.Fatalf("the CSI handler's csi.c no longer has %s (%v): change buildChangedCSI", from, err)
 	}
-	dir := t.TempDir()
-	changed := filepath.Join(dir, "main.go")
-	overlay := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(changed, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+	src := filepath.Join(t.TempDir(), "csi.c")
+	if err := os.WriteFile(src, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ob, _ := json.Marshal(map[string]map[string]string{"Replace": {src: changed}})
-	if err := os.WriteFile(overlay, ob, 0o644); err != nil {
+	rel, err := filepath.Rel(root, src) // guestbuild.C takes paths from the repository's root
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "csi-changed.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-overlay", overlay, "-o", out, "../../handlers-wasm/csi")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the changed CSI handler: %v\n%s", err, b)
-	}
-	return out
+	return guestbuild.C(t, rel)
 }
