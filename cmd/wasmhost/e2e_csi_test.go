@@ -134,6 +134,23 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 		t.Errorf("wasmhost plugins capture printed %q, want it to name %s", capOut, sessFile)
 	}
 	checkCSISession(t, sessFile, csi.socket)
+	// A name no session matches is an error that names it; --all writes every session kept.
+	if out, err := runRoot(t, "plugins", "capture", "csi.example.com", "nobody", "-o", sessDir, "--admin-socket", cfg.AdminSocket()); err == nil ||
+		!strings.Contains(err.Error(), "no session kept for nobody") {
+		t.Errorf("capture of an unknown plugin: %v\n%s", err, out)
+	}
+	if _, err := runRoot(t, "plugins", "capture", "-o", sessDir, "--admin-socket", cfg.AdminSocket()); err == nil || !strings.Contains(err.Error(), "or give --all") {
+		t.Errorf("capture of nothing named: %v", err)
+	}
+	allDir := filepath.Join(t.TempDir(), "all")
+	if out, err := runRoot(t, "plugins", "capture", "--all", "-o", allDir, "--admin-socket", cfg.AdminSocket()); err != nil || !strings.Contains(out, "CSIPlugin-csi.example.com.yaml") {
+		t.Errorf("capture --all: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(allDir, "CSIPlugin-csi.example.com.yaml")); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("captured session file mode %v, want 0600", fi.Mode())
+	}
 	testCSIReplay(t, filepath.Join(dirs.Handler, "csi.wasm"), sessFile)
 
 	// The same driver at an older version, from another socket (in a subdirectory, which the
