@@ -28,7 +28,7 @@ func TestCapture(t *testing.T) {
 		t.Errorf("redact: [] read as %q (%v)", cfg.Handlers.Capture.Redact, err)
 	}
 	for file, want := range map[string]string{
-		header + "handlers:\n  capture:\n    sessions: -1\n":        "handlers.capture.sessions: must be between 0 (off) and 10000, got -1",
+		header + "handlers:\n  capture:\n    sessions: -1\n":          "handlers.capture.sessions: must be between 0 (off) and 10000, got -1",
 		header + "handlers:\n  capture:\n    redact: ['(unclosed']\n": `handlers.capture.redact: "(unclosed": error parsing regexp`,
 	} {
 		if _, _, err := check(t, file); err == nil || !strings.Contains(err.Error(), want) {
