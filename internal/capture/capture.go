@@ -18,6 +18,10 @@ import (
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
+// MaxCalls bounds the calls one session keeps: a plugin whose calls come without a validate
+// between them (retries of a failing register) starts its session afresh past it.
+const MaxCalls = 16
+
 // Config configures a Ring.
 type Config struct {
 	// Sessions is how many plugins' last registrations are kept per plugin type
@@ -70,7 +74,7 @@ func (r *Ring) Record(p registration.PluginInfo, h session.Handler, c session.Ca
 		r.byType[p.Type] = tr
 	}
 	s := tr.sessions[p.Socket]
-	if s == nil || c.Export == session.Validate || s.Plugin.Name != p.Name {
+	if s == nil || c.Export == session.Validate || s.Plugin.Name != p.Name || len(s.Calls) >= MaxCalls {
 		s = &session.Session{
 			APIVersion: session.APIVersion, Kind: session.Kind,
 			CapturedAt: time.Now().Add(-c.Duration).UTC(), Source: "daemon", Node: r.cfg.Node,

@@ -54,6 +54,13 @@ func TestRing(t *testing.T) {
 	if s, _ := r.Sessions([]string{"CSIPlugin"}); len(s) != 2 {
 		t.Errorf("by type: %d sessions", len(s))
 	}
+	// Registers without a validate between them: a session keeps at most MaxCalls.
+	for range 3 * MaxCalls {
+		r.Record(p("c"), h, call(session.Register))
+	}
+	if s, _ := r.Sessions([]string{"c"}); len(s) != 1 || len(s[0].Calls) > MaxCalls {
+		t.Errorf("after many registers: %d calls kept", len(s[0].Calls))
+	}
 }
 
 func TestOff(t *testing.T) {
