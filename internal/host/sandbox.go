@@ -338,7 +338,10 @@ func (m *Module) yield(ctx context.Context, _ api.Module, stack []uint64) {
 	if g.cpuLimit > 0 && g.cpu > g.cpuLimit {
 		panic(&timeFault{cpu: true, limit: g.cpuLimit})
 	}
-	if now.Sub(g.turnAt) >= guestSlice && h.gate.contended() {
+	// A call within a slice of its deadline keeps its turn: it ends at one of its next yields,
+	// not when a turn comes back to it after the deadline.
+	nearEnd := !g.deadline.IsZero() && g.deadline.Sub(now) <= guestSlice
+	if now.Sub(g.turnAt) >= guestSlice && !nearEnd && h.gate.contended() {
 		h.gate.release()
 		runtime.Gosched()
 		if err := h.turn(ctx, g); err != nil {
