@@ -104,11 +104,8 @@ func TestE2EEndlessHandlersDoNotStopTheDaemon(t *testing.T) {
 		copyFixture(t, f, dirs.Handler)
 	}
 	metricsSock := filepath.Join(dirs.Base, "m.sock")
-	cfgFile := filepath.Join(dirs.Base, "wasmhost.yaml")
 	// Calls may run an hour and burn a minute of CPU: only SIGTERM ends them here.
-	if err := os.WriteFile(cfgFile, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  callTimeout: 1h\n  limits:\n    callCPU: 1m\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := writeConfig(t, configHeader+"handlers:\n  callTimeout: 1h\n  limits:\n    callCPU: 1m\n")
 	cmd := exec.Command(bin, "run", "--config", cfgFile, "--socket-dir", dirs.Socket, "--handler-dir", dirs.Handler,
 		"--state-dir", dirs.State, "--metrics-listen", "unix:"+metricsSock)
 	exited, _ := startProcess(t, cmd)
@@ -179,10 +176,7 @@ func TestE2EHandlerTestHonoursSIGTERM(t *testing.T) {
 	bin := buildDaemon(t, dirs.Base)
 	copyFixture(t, "calltree", dirs.Handler)
 	// Neither its deadline nor its CPU budget ends the call: only SIGTERM does.
-	cfgFile := filepath.Join(dirs.Base, "wasmhost.yaml")
-	if err := os.WriteFile(cfgFile, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  limits:\n    callCPU: 1h\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := writeConfig(t, configHeader+"handlers:\n  limits:\n    callCPU: 1h\n")
 	cmd := exec.Command(bin, "handler", "test", filepath.Join(dirs.Handler, "calltree.wasm"), "--timeout", "1h", "--name", "p", "--config", cfgFile)
 	exited, out := startProcess(t, cmd)
 	// It is running the call once it has compiled the module; give it the time to get there.
@@ -215,10 +209,7 @@ func TestSandboxIsTheDaemons(t *testing.T) {
 	dirs := newE2EDirs(t, "/tmp")
 	copyFixture(t, "depth", dirs.Handler)
 	wasm := filepath.Join(dirs.Handler, "depth.wasm")
-	tight := filepath.Join(dirs.Base, "tight.yaml")
-	if err := os.WriteFile(tight, []byte("apiVersion: wasmhost.dev/v1alpha1\nkind: WasmhostConfiguration\nhandlers:\n  limits:\n    maxCallStack: 8Ki\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tight := writeConfig(t, configHeader+"handlers:\n  limits:\n    maxCallStack: 8Ki\n")
 	for _, c := range []struct {
 		name, config, want string
 	}{
