@@ -27,7 +27,7 @@ import (
 // guests: the floor the machine's scheduler sets, which no deadline mechanism in the process
 // goes below.
 //
-// Both run with the GOMAXPROCS the host sets (NumCPU+4, see procs.go; the testing package sets
+// Both run with the GOMAXPROCS the host sets (NumCPU+1, see procs.go; the testing package sets
 // its own for each benchmark, so it is set again here), or with the environment's GOMAXPROCS
 // when there is one: GOMAXPROCS=2 on two cores measures without the headroom.
 // docs/benchmarks.md records the figures.
