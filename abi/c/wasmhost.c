@@ -118,6 +118,25 @@ void wh_text_addbyte(wh_text *t, uint8_t b) {
     wh_text_add(t, (wh_str){&c, 1});
 }
 
+void wh_text_addquoted(wh_text *t, wh_str s) {
+    static const char hex[] = "0123456789abcdef";
+    wh_text_addbyte(t, '"');
+    for (size_t i = 0; i < s.len; i++) {
+        uint8_t c = (uint8_t)s.ptr[i];
+        if (c == '"' || c == '\\') {
+            wh_text_addbyte(t, '\\');
+            wh_text_addbyte(t, c);
+        } else if (c < 0x20 || c == 0x7f) {
+            wh_text_adds(t, "\\x");
+            wh_text_addbyte(t, (uint8_t)hex[c >> 4]);
+            wh_text_addbyte(t, (uint8_t)hex[c & 0xf]);
+        } else {
+            wh_text_addbyte(t, c);
+        }
+    }
+    wh_text_addbyte(t, '"');
+}
+
 void wh_text_addu(wh_text *t, uint64_t v) {
     char buf[20];
     size_t i = sizeof buf;

@@ -179,6 +179,9 @@ void wh_text_add(wh_text *t, wh_str s);
 void wh_text_adds(wh_text *t, const char *s);
 void wh_text_addu(wh_text *t, uint64_t v); /* in decimal */
 void wh_text_addbyte(wh_text *t, uint8_t b);
+/* wh_text_addquoted adds s in double quotes, escaping quotes, backslashes and ASCII control
+ * characters (as \xNN), so that odd values a plugin sent stay visible in a reason or a log. */
+void wh_text_addquoted(wh_text *t, wh_str s);
 wh_str wh_text_str(const wh_text *t);
 
 /* The protocol buffers wire format (as abi/wire), for the messages of plugin calls. */

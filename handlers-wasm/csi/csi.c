@@ -223,26 +223,6 @@ static bool highest_supported(const wh_plugin *p, version *best) {
 
 /* ---- text ---- */
 
-/* add_quoted adds s in double quotes, escaping quotes, backslashes and ASCII control
- * characters, so that odd values stay visible in a reason. */
-static void add_quoted(wh_text *t, wh_str s) {
-    static const char hex[] = "0123456789abcdef";
-    wh_text_addbyte(t, '"');
-    for (size_t i = 0; i < s.len; i++) {
-        uint8_t c = (uint8_t)s.ptr[i];
-        if (c == '"' || c == '\\') {
-            wh_text_addbyte(t, '\\');
-            wh_text_addbyte(t, c);
-        } else if (c < 0x20 || c == 0x7f) {
-            wh_text_adds(t, "\\x");
-            wh_text_addbyte(t, (uint8_t)hex[c >> 4]);
-            wh_text_addbyte(t, (uint8_t)hex[c & 0xf]);
-        } else {
-            wh_text_addbyte(t, c);
-        }
-    }
-    wh_text_addbyte(t, '"');
-}
 
 static void add_quoted_list(wh_text *t, const wh_str *ss, size_t n) {
     wh_text_addbyte(t, '[');
@@ -250,7 +230,7 @@ static void add_quoted_list(wh_text *t, const wh_str *ss, size_t n) {
         if (i > 0) {
             wh_text_adds(t, ", ");
         }
-        add_quoted(t, ss[i]);
+        wh_text_addquoted(t, ss[i]);
     }
     wh_text_addbyte(t, ']');
 }
@@ -380,7 +360,7 @@ static int32_t check(const wh_plugin *p, version *v, wh_str *raw, bool *has_raw)
         wh_text_add(&cut, (wh_str){p->name.ptr, 32});
         wh_text_adds(&cut, "...");
         wh_text_adds(&t, "CSI driver name ");
-        add_quoted(&t, wh_text_str(&cut));
+        wh_text_addquoted(&t, wh_text_str(&cut));
         wh_text_adds(&t, " is ");
         wh_text_addu(&t, p->name.len);
         wh_text_adds(&t, " bytes long; this handler takes names of up to ");

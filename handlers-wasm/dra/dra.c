@@ -38,26 +38,6 @@ static wh_str newest(const char *const *known, const wh_plugin *p) {
     return WH_STR("");
 }
 
-/* add_quoted adds s in double quotes, escaping quotes, backslashes and ASCII control
- * characters, so that odd values stay visible in a reason. */
-static void add_quoted(wh_text *t, wh_str s) {
-    static const char hex[] = "0123456789abcdef";
-    wh_text_addbyte(t, '"');
-    for (size_t i = 0; i < s.len; i++) {
-        uint8_t c = (uint8_t)s.ptr[i];
-        if (c == '"' || c == '\\') {
-            wh_text_addbyte(t, '\\');
-            wh_text_addbyte(t, c);
-        } else if (c < 0x20 || c == 0x7f) {
-            wh_text_adds(t, "\\x");
-            wh_text_addbyte(t, (uint8_t)hex[c >> 4]);
-            wh_text_addbyte(t, (uint8_t)hex[c & 0xf]);
-        } else {
-            wh_text_addbyte(t, c);
-        }
-    }
-    wh_text_addbyte(t, '"');
-}
 
 /* guest_error is a host function's failure as the Go SDK words it: "guest: kv_set socket/s:
  * guest: too large". */
@@ -150,7 +130,7 @@ static int32_t choose(const wh_plugin *p, record *rec) {
                 if (i > 0) {
                     wh_text_adds(&t, ", ");
                 }
-                add_quoted(&t, p->versions[i]);
+                wh_text_addquoted(&t, p->versions[i]);
             }
             wh_text_adds(&t, "], none of them a supported DRAPlugin service");
         }
