@@ -590,12 +590,13 @@ func (r *reloader) apply(res loadResult) {
 		// Not the file's fault: tried again soon, as if it had changed.
 		e.tried, e.retryAt = false, time.Now().Add(compileBusyRetry)
 		r.due(e.retryAt)
-		r.setLoadError(e, res.err)
 		r.h.countRefusal(RefusedCompileBusy)
 		r.h.log.Warn("handler file not loaded for now", "handler", e.path, "error", res.err)
-	case res.err != nil:
-		e.failedSHA = res.sum
 		r.setLoadError(e, res.err)
+	case res.err != nil:
+		// Counted and logged before the status shows it: whoever sees the error in the
+		// status finds the count and the log line too.
+		e.failedSHA = res.sum
 		r.h.countRefusal(RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
@@ -603,6 +604,7 @@ func (r *reloader) apply(res loadResult) {
 		} else {
 			r.h.log.Error("handler file refused", "handler", e.path, "error", res.err)
 		}
+		r.setLoadError(e, res.err)
 	default:
 		m := res.m
 		if t, why, reason, held := r.owner(e, m); why != "" {
@@ -611,7 +613,6 @@ func (r *reloader) apply(res loadResult) {
 			if held {
 				e.conflict = t // tried again once the type is free
 			}
-			r.setLoadError(e, err)
 			r.h.countRefusal(reason)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
@@ -622,6 +623,7 @@ func (r *reloader) apply(res loadResult) {
 			} else {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
 			}
+			r.setLoadError(e, err)
 			m.retire()
 			return
 		}
@@ -861,9 +863,9 @@ func (r *reloader) rewatch() bool {
 				if !r.insecure {
 					r.insecure = true
 					r.h.countRefusal(RefusedDirectory)
-					r.h.setDirError(err)
 					r.h.log.Error("handler directory is insecure now; no handler file is loaded from it until it is fixed, the handlers loaded keep serving",
 						"dir", r.dir, "error", err)
+					r.h.setDirError(err)
 				}
 				return false
 			}
