@@ -322,9 +322,7 @@ func TestRunRemovalGrace(t *testing.T) {
 	if took := time.Since(removed); took < grace {
 		t.Errorf("a file of the deleted directory was removed %v after, before the grace of %v", took, grace)
 	}
-	if _, ok := logs.find("handler file removed"); !ok {
-		t.Error("the removal was not logged")
-	}
+	waitFor(t, "the removal's log line", func() bool { _, ok := logs.find("handler file removed"); return ok })
 	logs.noErrors(t)
 }
 
@@ -567,9 +565,7 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 			if n := logs.count("retired"); n != 0 {
 				t.Errorf("%d retirements logged", n)
 			}
-			if _, ok := logs.find("plugin type handed over"); !ok {
-				t.Error("the hand-over was not logged")
-			}
+			waitFor(t, "the hand-over's log line", func() bool { _, ok := logs.find("plugin type handed over"); return ok })
 			if !tc.conflict {
 				logs.noErrors(t)
 			}

@@ -122,7 +122,8 @@ func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow e
 	if errors.Is(shadow, context.Canceled) || errors.Is(served, context.Canceled) {
 		return // the daemon is stopping, or the registration was abandoned: nothing to compare
 	}
-	s.runs.Add(1)
+	// The run is counted last: whoever sees it counted finds its disagreement and log line.
+	defer s.runs.Add(1)
 	if shadow != nil && !errors.Is(shadow, registration.ErrRejected) {
 		s.failures.Add(1)
 	}
