@@ -521,17 +521,34 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 		}
 		return time.Since(t0)
 	}
-	probe := func() {
+	// probe waits for a plugin's outcome, as wait does, and fails at once, with the daemon's
+	// log, if the daemon exits first (a config it refuses, say).
+	probe := func(exited <-chan error) {
 		p, err := registrationtest.Start(filepath.Join(dirs.Socket, "probe.sock"), pluginInfo(exampleType, "probe"), registrationtest.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer p.Close()
-		wait(b, []*registrationtest.Plugin{p})
+		deadline := time.After(e2eWait)
+		for {
+			for _, n := range p.Notifications() {
+				if n.Registered || wasm == nil {
+					return
+				}
+			}
+			select {
+			case err := <-exited:
+				log, _ := os.ReadFile(logFile.Name())
+				b.Fatalf("the daemon exited (%v) before the probe plugin was registered; its log:\n%s", err, log)
+			case <-deadline:
+				b.Fatalf("probe plugin: no outcome within %v", e2eWait)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 	if mode == "warm" { // a first run fills the compile cache
 		cmd, exited := start()
-		probe()
+		probe(exited)
 		stop(cmd, exited)
 	}
 
@@ -543,7 +560,7 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 		}
 	}()
 	pid := cmd.Process.Pid
-	probe() // the handler is loaded and the daemon registers plugins
+	probe(exited) // the handler is loaded and the daemon registers plugins
 	loadedRSS := procMem(b, pid, "VmRSS")
 	cpu0 := procCPU(b, pid)
 	t0 := time.Now()
