@@ -576,6 +576,10 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 	time.Sleep(*idleWindow)
 	idle := float64(procCPU(b, pid)-c0) / float64(time.Since(w0)) * 100
 	hwm, rss := procMem(b, pid, "VmHWM"), procMem(b, pid, "VmRSS")
+	// RSS in two parts: the daemon's own memory (heap, stacks, compiled handler code) and the
+	// pages of its binary (and libc) mapped in: file-backed, clean, shared with every process
+	// running the same binary.
+	anon, file := procMem(b, pid, "RssAnon"), procMem(b, pid, "RssFile")
 	goHeap := scrapeMetric(b, metricsSock, "go_memstats_heap_inuse_bytes")
 	shutdown := stop(cmd, exited)
 
@@ -585,6 +589,8 @@ func benchDaemonProcess(b *testing.B, bin string, wasm []byte, n int, mode strin
 	b.ReportMetric(float64(loadedRSS)/(1<<20), "loaded-rss-MB")
 	b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
 	b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+	b.ReportMetric(float64(anon)/(1<<20), "rss-anon-MB")
+	b.ReportMetric(float64(file)/(1<<20), "rss-file-MB")
 	b.ReportMetric(goHeap/(1<<20), "go-heap-MB")
 	b.ReportMetric(ms(shutdown), "shutdown-ms")
 }
