@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
 // Config is everything the daemon can be told, from the config file and then the flags.
@@ -119,8 +118,8 @@ type HandlersConfig struct {
 	RemovalGrace Duration `yaml:"removalGrace"`
 	// Types Grants capabilities per plugin type. Defaults to none: deny by default.
 	Types map[string]TypeConfig `yaml:"types"`
-	// Limits bound what a handler may cost: to load, and in each call (handlerlimits.go).
-	Limits HandlerLimits `yaml:"limits"`
+	// Limits bound what a handler may cost: to load, and in each call (internal/limits).
+	Limits limits.Handler `yaml:"limits"`
 	// Quarantine sets aside a handler that keeps trapping or timing out.
 	Quarantine QuarantineConfig `yaml:"quarantine"`
 	// Revisions are the revisions kept of each plugin type's handler, and automatic rollback
@@ -210,7 +209,7 @@ func Default() Config {
 			CallTimeout:  Duration(5 * time.Second),
 			MemoryLimit:  64 << 20,
 			RemovalGrace: Duration(10 * time.Second),
-			Limits:       DefaultHandlerLimits(),
+			Limits:       limits.Defaults(),
 			Quarantine:   DefaultQuarantine(),
 			Revisions:    DefaultRevisions(),
 			Pull:         DefaultPull(),
@@ -378,32 +377,10 @@ func KnownCapabilities() []string {
 	return out
 }
 
-// Duration is a time.Duration written as "500ms", "2m2s" in the config file.
-type Duration time.Duration
-
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		// A *yaml.TypeError lets the decoder go on and report every mistake at once.
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (e.g. 500ms, 5s, 2m)", n.Line, n.Value)}}
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// Set and Type make Duration a pflag.Value, so a flag overrides the file.
-func (d *Duration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func (d *Duration) Type() string { return "duration" }
-
-// MarshalYAML writes a Duration as "500ms", the way it is read.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+// Duration and ByteSize are how the config file and the flags write a duration ("500ms") and a
+// size ("64Mi"): the units of the handler limits, defined beside them (internal/limits) so that
+// the host reads the same table.
+type (
+	Duration = limits.Duration
+	ByteSize = limits.ByteSize
+)

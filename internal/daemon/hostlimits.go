@@ -18,36 +18,8 @@ func SandboxConfig(cfg config.Config) host.Config {
 		MemoryLimit:      int64(cfg.Handlers.MemoryLimit),
 		Grants:           cfg.Grants(),
 		AllowInsecure:    cfg.Handlers.AllowInsecure,
-		Limits:           hostLimits(cfg.Handlers.Limits),
+		Limits:           cfg.Handlers.Limits,
 		PluginCallPolicy: pluginCallPolicy(cfg),
-	}
-}
-
-// hostLimits turns handlers.limits into the host's. MaxAbandonedCompiles and MaxNestingWork
-// are constants (docs/configuration.md, "Constants"): left zero, the host's defaults.
-func hostLimits(l config.HandlerLimits) host.Limits {
-	return host.Limits{
-		MaxModuleBytes:          int64(l.MaxModuleSize),
-		CompileTimeout:          time.Duration(l.CompileTimeout),
-		MaxFunctions:            l.MaxFunctions,
-		MaxFunctionBytes:        int(l.MaxFunctionSize),
-		MaxNesting:              l.MaxNesting,
-		MaxLocals:               l.MaxLocals,
-		MaxTableElements:        l.MaxTableElements,
-		MaxEntries:              l.MaxEntries,
-		MaxCallStack:            int64(l.MaxCallStack),
-		LogLinesPerCall:         l.LogLinesPerCall,
-		LogBytesPerCall:         int(l.LogBytesPerCall),
-		KVKeysPerHandler:        l.KVKeysPerHandler,
-		KVBytesPerHandler:       int64(l.KVBytesPerHandler),
-		PublishKeys:             l.PublishKeys,
-		PublishBytes:            int(l.PublishBytes),
-		PluginCallsPerCall:      l.PluginCallsPerCall,
-		PluginCallResponseBytes: int(l.PluginCallResponseSize),
-		IdleInstanceTimeout:     time.Duration(l.IdleInstanceTimeout),
-		CallCPU:                 time.Duration(l.CallCPU),
-		InstanceMemory:          int64(l.InstanceMemory),
-		GuestThreads:            l.GuestThreads,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
@@ -49,7 +50,7 @@ type Config struct {
 	AllowInsecure bool
 	// Limits and PluginCallPolicy are the host's, as the daemon sets them from its config
 	// (daemon.SandboxConfig). Default to the host's defaults (the daemon's) and no policy.
-	Limits           host.Limits
+	Limits           limits.Handler
 	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
 }
 

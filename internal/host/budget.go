@@ -40,8 +40,8 @@ func (in *instance) chargeOutput(st *callState, n int) *budgetFault {
 	switch {
 	case in.outLines > lim.LogLinesPerCall:
 		f = &budgetFault{what: fmt.Sprintf("logged more than %d lines", lim.LogLinesPerCall), key: "logLinesPerCall", limit: lim.LogLinesPerCall}
-	case in.outBytes > lim.LogBytesPerCall:
-		f = &budgetFault{what: fmt.Sprintf("logged more than %d bytes", lim.LogBytesPerCall), key: "logBytesPerCall", limit: lim.LogBytesPerCall}
+	case in.outBytes > int(lim.LogBytesPerCall):
+		f = &budgetFault{what: fmt.Sprintf("logged more than %d bytes", lim.LogBytesPerCall), key: "logBytesPerCall", limit: int(lim.LogBytesPerCall)}
 	default:
 		return nil
 	}
@@ -108,7 +108,7 @@ func (kv *kvStore) setLocked(m *Module, key string, val []byte) (int32, string) 
 	switch {
 	case dKeys > 0 && q.keys+dKeys > lim.KVKeysPerHandler:
 		return abi.CodeTooLarge, fmt.Sprintf("handler %s holds %d keys in its stores, the most (handlers.limits.kvKeysPerHandler)", m.file, q.keys)
-	case dBytes > 0 && q.bytes+dBytes > lim.KVBytesPerHandler:
+	case dBytes > 0 && q.bytes+dBytes > int64(lim.KVBytesPerHandler):
 		return abi.CodeTooLarge, fmt.Sprintf("handler %s holds %d bytes in its stores; %d more would go over %d (handlers.limits.kvBytesPerHandler)",
 			m.file, q.bytes, dBytes, lim.KVBytesPerHandler)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
 // TestCallStackBound: a guest that recurses without end, directly or through a table, traps on
@@ -41,7 +42,7 @@ func TestCallStackBound(t *testing.T) {
 // memory, so its calls run far under the default bound, here with 4 KiB of call stack.
 func TestCallStackBoundLeavesGoGuests(t *testing.T) {
 	path := guesttest.Build(t, "./testdata/goguest")
-	h, _ := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: Limits{MaxCallStack: 4 << 10}})
+	h, _ := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{MaxCallStack: 4 << 10}})
 	m := mustLoadPath(t, h, path)
 	if err := m.ValidatePlugin(context.Background(), info("go.example", "fine")); err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func BenchmarkRecursion(b *testing.B) {
 		limit int64
 	}{{"bound=1Mi", 1 << 20}, {"unbounded", 1<<31 - 1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: Limits{MaxCallStack: bc.limit}})
+			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
 			m := mustLoad(b, h, "recurse")
 			p := info("recurse.example", "p")
 			runtime.GC()

@@ -13,18 +13,23 @@ import (
 // gives up waiting after Limits.CompileTimeout: the file is refused and its load slot freed at
 // once, while the compile, which cannot be stopped, runs on in the background and is thrown
 // away when it ends. Such abandoned compiles are counted (AbandonedCompiles), and while
-// Limits.MaxAbandonedCompiles of them run, no new compile starts: the file is refused for now
+// maxAbandonedCompiles of them run, no new compile starts: the file is refused for now
 // (RefusedCompileBusy) and tried again a second later. Compiles already running when the limit
-// was reached may still be abandoned, so at most MaxAbandonedCompiles plus the loads running at
+// was reached may still be abandoned, so at most maxAbandonedCompiles plus the loads running at
 // once (NumCPU) can run on; the structural limits keep each of them short. A compile
 // in a child process would bound memory too, but costs a process and the cache sharing per
 // load; the structural limits keep the compiler's memory near the size of the module.
+
+// maxAbandonedCompiles is how many abandoned compiles may still be running before no new one
+// starts. A constant (it was the key handlers.limits.maxAbandonedCompiles; docs/configuration.md,
+// "Constants"): more would only let a hostile file take more cores.
+const maxAbandonedCompiles = 1
 
 // compile compiles bin in rt within Limits.CompileTimeout. When it gives up, abandoned is true
 // and rt belongs to the abandoned compile, which closes it and then calls release.
 func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
 	h.compileMu.Lock()
-	if h.abandoned >= h.cfg.Limits.MaxAbandonedCompiles {
+	if h.abandoned >= maxAbandonedCompiles {
 		n := h.abandoned
 		h.compileMu.Unlock()
 		return nil, false, refuse(file, RefusedCompileBusy, nil,
@@ -44,7 +49,7 @@ func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byt
 		cm, err := rt.CompileModule(context.Background(), bin)
 		done <- result{cm, err}
 	}()
-	timer := time.NewTimer(h.cfg.Limits.CompileTimeout)
+	timer := time.NewTimer(time.Duration(h.cfg.Limits.CompileTimeout))
 	defer timer.Stop()
 	select {
 	case r := <-done:
@@ -60,7 +65,7 @@ func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byt
 	h.abandonedTotal++
 	h.compileMu.Unlock()
 	h.log.Error("handler compile abandoned; it runs on in the background and is thrown away when it ends",
-		"handler", file, "compile_timeout", h.cfg.Limits.CompileTimeout)
+		"handler", file, "compile_timeout", time.Duration(h.cfg.Limits.CompileTimeout))
 	go func() {
 		<-done
 		_ = rt.Close(context.Background())
@@ -76,7 +81,7 @@ func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byt
 		}
 	}()
 	return nil, true, refuse(file, RefusedCompileTimeout, nil,
-		"compile did not finish within %v (handlers.limits.compileTimeout); abandoned", h.cfg.Limits.CompileTimeout)
+		"compile did not finish within %v (handlers.limits.compileTimeout); abandoned", time.Duration(h.cfg.Limits.CompileTimeout))
 }
 
 // AbandonedCompiles returns how many compiles were abandoned at their deadline and are still

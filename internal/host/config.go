@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -119,9 +120,10 @@ type Config struct {
 	// the file watcher missed. Defaults to 1 minute.
 	Resync time.Duration
 
-	// Limits bound what loading a handler file, and each of its calls, may cost. Zero fields
-	// take their defaults (DefaultLimits).
-	Limits Limits
+	// Limits bound what loading a handler file, and each of its calls, may cost: the table of
+	// handlers.limits, read from the config file (internal/limits). Zero fields take their
+	// defaults (limits.Defaults); GuestThreads zero is DefaultGuestThreads.
+	Limits limits.Handler
 
 	// Quarantine stops calling a handler that keeps trapping or timing out. Zero fields take
 	// their defaults.
@@ -159,109 +161,8 @@ func (b Binding) refusal(pluginType, file, sum string) string {
 	return ""
 }
 
-// Limits bound what a handler file may cost the daemon: to load (read, checked, compiled) and
-// in each call (what its host functions may log, store, publish and fetch). A load over a
-// limit refuses the file; a call over one ends with an error that names the limit. Each is a
-// key under handlers.limits in the config file (docs/configuration.md).
-type Limits struct {
-	// MaxModuleBytes is the largest handler file read. Defaults to 64 MiB.
-	MaxModuleBytes int64
-	// CompileTimeout bounds compiling a module. wazero cannot stop a compile: one that runs
-	// over is abandoned (the file is refused at once, the compile finishes in the background
-	// and is thrown away). Defaults to 1 minute: a Go handler of 2 MB compiles in 1.4 s, over
-	// 20 s under the race detector on a busy machine.
-	CompileTimeout time.Duration
-	// MaxAbandonedCompiles is how many abandoned compiles may still be running; while that
-	// many are, no new compile starts: the file is refused for now and tried again a second
-	// later. Defaults to 1.
-	MaxAbandonedCompiles int
-	// MaxFunctions, MaxFunctionBytes, MaxNesting, MaxNestingWork and MaxLocals bound the code
-	// of a module, checked in one pass before it is compiled: the functions it defines, the
-	// bytes of one function body, how deeply blocks nest in one function, the sum over the
-	// module of the depth of every block (what wazero's compile time grows with), and the
-	// locals of one function. Default to 100,000, 1 MiB, 4,096, 50,000,000 and 50,000.
-	MaxFunctions     int
-	MaxFunctionBytes int
-	MaxNesting       int
-	MaxNestingWork   int64
-	MaxLocals        int
-	// MaxTableElements bounds the elements of a module's tables together (8 bytes each in
-	// every instance, outside MemoryLimit); a module that grows a table must declare a
-	// maximum within it. Defaults to 200,000.
-	MaxTableElements int
-	// MaxEntries bounds the entries of every other section of a module (types, imports,
-	// globals, exports, element and data segments): wazero's decoder allocates about 100
-	// bytes for each (25 MB of globals took 540 MB to compile). Defaults to 100,000.
-	MaxEntries int
-	// MaxCallStack bounds a guest's call stack in bytes, counted at each call site from the
-	// callee's parameters and locals (callstack.go): a call past it traps, reported as such.
-	// wazero's own stack, outside MemoryLimit, otherwise grows past 50 MB before it overflows.
-	// Defaults to 1 MiB.
-	MaxCallStack int64
-	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) may log,
-	// through the log host function and stdout/stderr together; going over ends the call.
-	// Default to 1,000 lines and 64 KiB.
-	LogLinesPerCall int
-	LogBytesPerCall int
-	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of the plugin types
-	// of one handler file, together (keys, and bytes of keys and values); a kv_set over them
-	// fails with abi.CodeTooLarge. The stores of a handler are freed when it is retired.
-	// Default to 4,096 keys and 16 MiB.
-	KVKeysPerHandler  int
-	KVBytesPerHandler int64
-	// PublishKeys and PublishBytes bound what one register call may publish (keys, and bytes
-	// of keys and values). Default to 64 (abi.MaxPublishedKeys, the most) and 64 KiB.
-	PublishKeys  int
-	PublishBytes int
-	// PluginCallsPerCall bounds the plugin_call host function calls in one handler call; the
-	// one over ends the call. PluginCallResponseBytes is the largest response accepted.
-	// Default to 16 and 1 MiB.
-	PluginCallsPerCall      int
-	PluginCallResponseBytes int
-	// IdleInstanceTimeout is how long an instance may sit idle in its module's pool before it
-	// is closed (one is kept warm): an instance keeps the memory its guest grew. Defaults to
-	// 1 minute.
-	IdleInstanceTimeout time.Duration
-	// CallCPU is the CPU time one call (or one instantiation) may use, counted at the yields
-	// of its code (sandbox.go); the call over it ends, as one past its deadline. Defaults to
-	// 2 seconds.
-	CallCPU time.Duration
-	// InstanceMemory bounds the memory the idle instances of every module keep together: over
-	// it, idle instances are closed, largest first (memory.go). Defaults to 512 MiB.
-	InstanceMemory int64
-	// GuestThreads is how many calls may run guest code at once; the others wait for a turn,
-	// handed to the plugin type that used the least CPU lately. Defaults to one fewer than
-	// the machine's cores, at least 1: the daemon's own work always has a core.
-	GuestThreads int
-}
-
-// DefaultLimits are the defaults of Limits.
-var DefaultLimits = Limits{
-	MaxModuleBytes:          64 << 20,
-	CompileTimeout:          time.Minute,
-	MaxAbandonedCompiles:    1,
-	MaxFunctions:            wasmbin.DefaultLimits.Functions,
-	MaxFunctionBytes:        wasmbin.DefaultLimits.FunctionBytes,
-	MaxNesting:              wasmbin.DefaultLimits.Nesting,
-	MaxNestingWork:          wasmbin.DefaultLimits.NestingWork,
-	MaxLocals:               wasmbin.DefaultLimits.Locals,
-	MaxTableElements:        wasmbin.DefaultLimits.TableElements,
-	MaxEntries:              wasmbin.DefaultLimits.Entries,
-	MaxCallStack:            1 << 20,
-	LogLinesPerCall:         1000,
-	LogBytesPerCall:         64 << 10,
-	KVKeysPerHandler:        abi.MaxKVEntries,
-	KVBytesPerHandler:       16 << 20,
-	PublishKeys:             abi.MaxPublishedKeys,
-	PublishBytes:            64 << 10,
-	PluginCallsPerCall:      16,
-	PluginCallResponseBytes: 1 << 20,
-	IdleInstanceTimeout:     time.Minute,
-	CallCPU:                 2 * time.Second,
-	InstanceMemory:          512 << 20,
-}
-
-// DefaultGuestThreads is the default of Limits.GuestThreads on this machine.
+// DefaultGuestThreads is the default of Limits.GuestThreads (handlers.limits.guestThreads) on
+// this machine.
 func DefaultGuestThreads() int { return max(runtime.NumCPU()-1, 1) }
 
 // Quarantine configures how a handler that keeps failing is set aside: after After traps or
@@ -336,7 +237,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetireGrace < 0 || c.RemovalGrace < 0 || c.Debounce < 0 || c.Resync < 0 {
 		return c, fmt.Errorf("host: Config.RetireGrace, RemovalGrace, Debounce and Resync must not be negative")
 	}
-	if err := c.Limits.withDefaults(); err != nil {
+	c.Limits = c.Limits.OrDefaults()
+	if c.Limits.GuestThreads == 0 {
+		c.Limits.GuestThreads = DefaultGuestThreads()
+	}
+	var bad []error
+	c.Limits.Check(func(key, format string, args ...any) {
+		bad = append(bad, fmt.Errorf("host: Config.Limits: handlers.limits.%s: "+format, append([]any{key}, args...)...))
+	})
+	if err := errors.Join(bad...); err != nil {
 		return c, err
 	}
 	q, dq := &c.Quarantine, DefaultQuarantine
@@ -378,85 +287,12 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// withDefaults fills in the zero fields of l and refuses negative ones.
-func (l *Limits) withDefaults() error {
-	d := DefaultLimits
-	fill := func(v *int, def int, name string) error {
-		if *v == 0 {
-			*v = def
-		}
-		if *v < 0 {
-			return fmt.Errorf("host: Config.Limits.%s %d is negative", name, *v)
-		}
-		return nil
-	}
-	fill64 := func(v *int64, def int64, name string) error {
-		if *v == 0 {
-			*v = def
-		}
-		if *v < 0 {
-			return fmt.Errorf("host: Config.Limits.%s %d is negative", name, *v)
-		}
-		return nil
-	}
-	if l.CompileTimeout == 0 {
-		l.CompileTimeout = d.CompileTimeout
-	}
-	if l.CompileTimeout < 0 {
-		return fmt.Errorf("host: Config.Limits.CompileTimeout %v is negative", l.CompileTimeout)
-	}
-	if l.IdleInstanceTimeout == 0 {
-		l.IdleInstanceTimeout = d.IdleInstanceTimeout
-	}
-	if l.IdleInstanceTimeout < 0 {
-		return fmt.Errorf("host: Config.Limits.IdleInstanceTimeout %v is negative", l.IdleInstanceTimeout)
-	}
-	if l.CallCPU == 0 {
-		l.CallCPU = d.CallCPU
-	}
-	if l.CallCPU < 0 {
-		return fmt.Errorf("host: Config.Limits.CallCPU %v is negative", l.CallCPU)
-	}
-	if l.GuestThreads == 0 {
-		l.GuestThreads = DefaultGuestThreads()
-	}
-	if l.GuestThreads < 0 {
-		return fmt.Errorf("host: Config.Limits.GuestThreads %d is negative", l.GuestThreads)
-	}
-	err := errors.Join(
-		fill64(&l.MaxModuleBytes, d.MaxModuleBytes, "MaxModuleBytes"),
-		fill(&l.MaxAbandonedCompiles, d.MaxAbandonedCompiles, "MaxAbandonedCompiles"),
-		fill(&l.MaxFunctions, d.MaxFunctions, "MaxFunctions"),
-		fill(&l.MaxFunctionBytes, d.MaxFunctionBytes, "MaxFunctionBytes"),
-		fill(&l.MaxNesting, d.MaxNesting, "MaxNesting"),
-		fill64(&l.MaxNestingWork, d.MaxNestingWork, "MaxNestingWork"),
-		fill(&l.MaxLocals, d.MaxLocals, "MaxLocals"),
-		fill(&l.MaxTableElements, d.MaxTableElements, "MaxTableElements"),
-		fill(&l.MaxEntries, d.MaxEntries, "MaxEntries"),
-		fill64(&l.MaxCallStack, d.MaxCallStack, "MaxCallStack"),
-		fill64(&l.InstanceMemory, d.InstanceMemory, "InstanceMemory"),
-		fill(&l.LogLinesPerCall, d.LogLinesPerCall, "LogLinesPerCall"),
-		fill(&l.LogBytesPerCall, d.LogBytesPerCall, "LogBytesPerCall"),
-		fill(&l.KVKeysPerHandler, d.KVKeysPerHandler, "KVKeysPerHandler"),
-		fill64(&l.KVBytesPerHandler, d.KVBytesPerHandler, "KVBytesPerHandler"),
-		fill(&l.PublishKeys, d.PublishKeys, "PublishKeys"),
-		fill(&l.PublishBytes, d.PublishBytes, "PublishBytes"),
-		fill(&l.PluginCallsPerCall, d.PluginCallsPerCall, "PluginCallsPerCall"),
-		fill(&l.PluginCallResponseBytes, d.PluginCallResponseBytes, "PluginCallResponseBytes"),
-	)
-	if err != nil {
-		return err
-	}
-	if l.PublishKeys > abi.MaxPublishedKeys {
-		return fmt.Errorf("host: Config.Limits.PublishKeys %d over the ABI's %d", l.PublishKeys, abi.MaxPublishedKeys)
-	}
-	return nil
-}
-
-func (l *Limits) structure() wasmbin.Limits {
+// structure is what wasmbin.Check bounds of a module's code, from the limits in c.
+func (c *Config) structure() wasmbin.Limits {
+	l := &c.Limits
 	return wasmbin.Limits{
-		Functions: l.MaxFunctions, FunctionBytes: l.MaxFunctionBytes,
-		Nesting: l.MaxNesting, NestingWork: l.MaxNestingWork, Locals: l.MaxLocals,
+		Functions: l.MaxFunctions, FunctionBytes: int(l.MaxFunctionSize),
+		Nesting: l.MaxNesting, NestingWork: wasmbin.MaxNestingWork, Locals: l.MaxLocals,
 		TableElements: l.MaxTableElements, Entries: l.MaxEntries,
 	}
 }

@@ -188,7 +188,7 @@ func (h *Host) Run(ctx context.Context) error {
 	defer r.stop()
 	h.log.Info("loading handlers", "dir", dir)
 	start := time.Now()
-	r.shrinkAt = start.Add(h.cfg.Limits.IdleInstanceTimeout / 2)
+	r.shrinkAt = start.Add(time.Duration(h.cfg.Limits.IdleInstanceTimeout) / 2)
 	r.initialBy = start.Add(max(initialWait, 10*h.cfg.Debounce))
 	r.rescan(start, true)
 	r.flushInitial()

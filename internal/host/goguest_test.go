@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -16,7 +17,7 @@ import (
 // are traps that cost only the instance, and stdout/stderr reach the log, bounded.
 func TestGoGuest(t *testing.T) {
 	path := guesttest.Build(t, "./testdata/goguest")
-	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: Limits{CallCPU: time.Minute}})
+	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{CallCPU: limits.Duration(time.Minute)}})
 	ctx := context.Background()
 	m := mustLoadPath(t, h, path)
 	good := mustLoad(t, h, "ok")
@@ -60,7 +61,7 @@ func TestGoGuest(t *testing.T) {
 		if !errors.Is(err, ErrBudget) || !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "logBytesPerCall") {
 			t.Fatalf("spam: %v, want the call ended by the output budget", err)
 		}
-		limit := DefaultLimits.LogBytesPerCall
+		limit := int(limits.Defaults().LogBytesPerCall)
 		lines := logs.count(strings.Repeat("x", 100))
 		if lines == 0 || lines > limit/4096+1 {
 			t.Errorf("%d spam lines logged; want them capped at %d bytes", lines, limit)

@@ -162,7 +162,7 @@ func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
 // it (unless AllowInsecure). It never blocks on what is not a regular file: the path is
 // stat'ed first (a FIFO, device or socket named .wasm is refused without being opened), then
 // opened with O_NONBLOCK and checked again on the open file, so that a FIFO swapped in between
-// cannot hold the loader in open() or read(). At most Limits.MaxModuleBytes are read.
+// cannot hold the loader in open() or read(). At most Limits.MaxModuleSize are read.
 func (h *Host) readHandlerFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path) // follows the symlinks of ConfigMap volumes
 	if err != nil {
@@ -188,7 +188,7 @@ func (h *Host) readHandlerFile(path string) ([]byte, error) {
 			return nil, &moduleError{file: path, reason: RefusedInsecure, plain: err}
 		}
 	}
-	limit := h.cfg.Limits.MaxModuleBytes
+	limit := int64(h.cfg.Limits.MaxModuleSize)
 	if ofi.Size() > limit {
 		return nil, refuse(path, RefusedTooLarge, nil, "file of %d bytes over the limit of %d bytes (handlers.limits.maxModuleSize)", ofi.Size(), limit)
 	}

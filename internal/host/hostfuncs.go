@@ -195,7 +195,7 @@ func (m *Module) hostPublish(ctx context.Context, mod api.Module, stack []uint64
 			st.pluginCallErr = fmt.Sprintf("%d keys published, the most in one call (handlers.limits.publishKeys)", len(st.published))
 			ret(stack, abi.CodeTooLarge)
 			return
-		case size > lim.PublishBytes:
+		case size > int(lim.PublishBytes):
 			st.pluginCallErr = fmt.Sprintf("%d bytes published would go over %d (handlers.limits.publishBytes)", size, lim.PublishBytes)
 			ret(stack, abi.CodeTooLarge)
 			return
@@ -331,7 +331,7 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		}
 		endpoint = ep
 	}
-	maxResp := m.h.cfg.Limits.PluginCallResponseBytes
+	maxResp := int(m.h.cfg.Limits.PluginCallResponseSize)
 	if st.pluginCalls++; st.pluginCalls > m.h.cfg.Limits.PluginCallsPerCall {
 		lim := m.h.cfg.Limits.PluginCallsPerCall
 		panic(&budgetFault{what: fmt.Sprintf("made more than %d plugin_call calls", lim), key: "pluginCallsPerCall", limit: lim})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -199,7 +200,7 @@ func TestHostileFiles(t *testing.T) {
 		{"compile-bomb-spread", Config{}, func(t *testing.T, path string) {
 			writeFile(t, path, bombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
 		}, RefusedStructure, []string{"refused before compiling", "over the limit of 50000000 (a constant"}},
-		{"locals", Config{Limits: Limits{MaxLocals: 1000}}, func(t *testing.T, path string) {
+		{"locals", Config{Limits: limits.Handler{MaxLocals: 1000}}, func(t *testing.T, path string) {
 			b := append([]byte(nil), wasmbin.Header...)
 			b = append(b, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0)
 			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
@@ -220,13 +221,13 @@ func TestHostileFiles(t *testing.T) {
 		{"names", Config{}, func(t *testing.T, path string) {
 			writeFile(t, path, manyEntries(0, 3_000_000, nil)) // 16 MB, 91 MB to compile
 		}, RefusedStructure, []string{"name section of 3000000 or more entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
-		{"deep", Config{Limits: Limits{MaxNesting: 32}}, func(t *testing.T, path string) {
+		{"deep", Config{Limits: limits.Handler{MaxNesting: 32}}, func(t *testing.T, path string) {
 			copyFile(t, fixture("deep"), path, 0o644)
 		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},
-		{"too-large", Config{Limits: Limits{MaxModuleBytes: 2000}}, func(t *testing.T, path string) {
+		{"too-large", Config{Limits: limits.Handler{MaxModuleSize: 2000}}, func(t *testing.T, path string) {
 			writeFile(t, path, make([]byte, 5000))
 		}, RefusedTooLarge, []string{"file of 5000 bytes over the limit of 2000 bytes (handlers.limits.maxModuleSize)"}},
-		{"compile-timeout", Config{Limits: Limits{CompileTimeout: 300 * time.Millisecond, MaxNesting: 1 << 30}}, func(t *testing.T, path string) {
+		{"compile-timeout", Config{Limits: limits.Handler{CompileTimeout: limits.Duration(300 * time.Millisecond), MaxNesting: 1 << 30}}, func(t *testing.T, path string) {
 			writeFile(t, path, bombModule(6000, 1, 0x03)) // about a second to compile
 		}, RefusedCompileTimeout, []string{"compile did not finish within 300ms (handlers.limits.compileTimeout); abandoned"}},
 		{"not-wasm", Config{}, func(t *testing.T, path string) {
@@ -283,7 +284,7 @@ func TestHostileFilesAtStart(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(dir, "b-bomb.wasm"), bombModule(100_000, 1, 0x02))
 	writeFile(t, filepath.Join(dir, "c-slow.wasm"), bombModule(6000, 1, 0x03))
-	h, _ := newStrictHost(t, Config{HandlerDir: dir, Limits: Limits{CompileTimeout: 300 * time.Millisecond, MaxNesting: 1 << 30}})
+	h, _ := newStrictHost(t, Config{HandlerDir: dir, Limits: limits.Handler{CompileTimeout: limits.Duration(300 * time.Millisecond), MaxNesting: 1 << 30}})
 	startRun(t, h)
 	if _, ok := h.Registry().Get("ok.example"); !ok {
 		t.Error("ok.example is not served")
@@ -304,7 +305,7 @@ func TestAbandonedCompileOutlivesClose(t *testing.T) {
 	dir := tempDir(t)
 	path := filepath.Join(dir, "slow.wasm")
 	writeFile(t, path, bombModule(6000, 1, 0x03))
-	h, err := New(context.Background(), Config{Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	h, err := New(context.Background(), Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +325,7 @@ func TestAbandonedCompileOutlivesClose(t *testing.T) {
 }
 
 func TestCompileBusy(t *testing.T) {
-	h, _ := newStrictHost(t, Config{Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	h, _ := newStrictHost(t, Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
 	dir := tempDir(t)
 	path := filepath.Join(dir, "slow.wasm")
 	writeFile(t, path, bombModule(6000, 1, 0x03))
@@ -350,8 +351,7 @@ func TestStructureOfShippedHandlers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lim := DefaultLimits
-		info, bad := wasmbin.Check(b, lim.structure())
+		info, bad := wasmbin.Check(b, (&Config{Limits: limits.Defaults()}).structure())
 		t.Logf("%s: %+v", f, info)
 		if bad != "" {
 			t.Errorf("%s refused with the default limits: %s", f, bad)
@@ -388,8 +388,8 @@ func TestPublishFlood(t *testing.T) {
 	for k, v := range pub {
 		size += len(k) + len(v)
 	}
-	if size > DefaultLimits.PublishBytes || len(pub) < 10 {
-		t.Errorf("published %d keys, %d bytes; want at most %d bytes", len(pub), size, DefaultLimits.PublishBytes)
+	if size > int(limits.Defaults().PublishBytes) || len(pub) < 10 {
+		t.Errorf("published %d keys, %d bytes; want at most %d bytes", len(pub), size, limits.Defaults().PublishBytes)
 	}
 }
 
@@ -407,7 +407,7 @@ func TestPluginCallFlood(t *testing.T) {
 // stores are freed when it is retired.
 func TestKVQuotaPerFile(t *testing.T) {
 	const limit = 1 << 20
-	h, dir, _, done := runningHost(t, Config{RetireGrace: 50 * time.Millisecond, Limits: Limits{KVBytesPerHandler: limit}})
+	h, dir, _, done := runningHost(t, Config{RetireGrace: 50 * time.Millisecond, Limits: limits.Handler{KVBytesPerHandler: limit}})
 	path := filepath.Join(dir, "kvfill.wasm")
 	installFile(t, fixture("kvfill"), path)
 	for _, typ := range []string{"kvfill.a", "kvfill.b", "kvfill.c", "kvfill.d"} {
@@ -434,7 +434,7 @@ func TestKVQuotaPerFile(t *testing.T) {
 }
 
 func TestKVKeysPerFile(t *testing.T) {
-	h, _ := newTestHost(t, Config{Limits: Limits{KVKeysPerHandler: 5}})
+	h, _ := newTestHost(t, Config{Limits: limits.Handler{KVKeysPerHandler: 5}})
 	m := mustLoad(t, h, "kvfill")
 	for _, typ := range []string{"kvfill.a", "kvfill.b"} {
 		if _, err := m.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
@@ -587,7 +587,7 @@ func TestInspectRefusesCompileBomb(t *testing.T) {
 
 // TestIdlePoolsShrink: instances idle past Limits.IdleInstanceTimeout are closed, down to one.
 func TestIdlePoolsShrink(t *testing.T) {
-	h, dir, _, done := runningHost(t, Config{PoolSize: 3, Limits: Limits{IdleInstanceTimeout: 100 * time.Millisecond}})
+	h, dir, _, done := runningHost(t, Config{PoolSize: 3, Limits: limits.Handler{IdleInstanceTimeout: limits.Duration(100 * time.Millisecond)}})
 	path := filepath.Join(dir, "ok.wasm")
 	h.mu.Lock()
 	m := h.files["ok.wasm"].cur

@@ -45,7 +45,7 @@ func (m *Module) shrink(now time.Time, timeout time.Duration) int {
 
 // shrinkPools shrinks the pools of the modules Run serves (Run's goroutine).
 func (r *reloader) shrinkPools(now time.Time) {
-	timeout := r.h.cfg.Limits.IdleInstanceTimeout
+	timeout := time.Duration(r.h.cfg.Limits.IdleInstanceTimeout)
 	r.shrinkAt = now.Add(timeout / 2)
 	for _, e := range r.h.files {
 		if e.cur == nil {

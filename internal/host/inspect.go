@@ -104,7 +104,7 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 		return nil, badModule(name, nil, "%v", err)
 	}
 	// A compile cannot be stopped: what would make it slow is refused before, as at load.
-	if _, bad := wasmbin.Check(bin, h.cfg.Limits.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, h.cfg.structure()); bad != "" {
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
 	// Its calls run as at load: with the call stack bounded (callstack.go).

@@ -78,7 +78,7 @@ func (h *Host) moduleClosed(m *Module) {
 // trimMemory closes idle instances, largest first, while the live ones hold more than
 // Limits.InstanceMemory.
 func (h *Host) trimMemory() {
-	limit := h.cfg.Limits.InstanceMemory
+	limit := int64(h.cfg.Limits.InstanceMemory)
 	for h.memoryUsed() > limit {
 		h.mu.Lock()
 		var biggest *Module

@@ -267,7 +267,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		}
 		if _, err = mod.ExportedFunction(name).Call(sctx); err != nil {
 			in.mod = mod
-			if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
+			if lim := int64(m.h.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
 				err = &callStackFault{limit: lim, err: err}
 			}
 			in.mod = nil
@@ -355,7 +355,7 @@ func (m *Module) release(in *instance) {
 	grown := in.mem > 0 // read before the instance goes back: another call may take it
 	in.idleSince = time.Now()
 	m.idle <- in
-	if grown && m.h.memoryUsed() > m.h.cfg.Limits.InstanceMemory {
+	if grown && m.h.memoryUsed() > int64(m.h.cfg.Limits.InstanceMemory) {
 		m.h.trimMemory()
 	}
 }
@@ -505,7 +505,7 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 	// The code the host added to the guest's (wasmbin.Instrument) ends the call at its deadline.
 	status, err := in.call(callCtx, st, fn, arg)
 	if err != nil {
-		if lim := m.h.cfg.Limits.MaxCallStack; in.callStackOver(lim) {
+		if lim := int64(m.h.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
 			err = &callStackFault{limit: lim, err: err}
 		}
 		m.discard(in)
@@ -699,7 +699,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		}
 	}
 
-	if _, bad := wasmbin.Check(bin, h.cfg.Limits.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, h.cfg.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
 	guarded, err := h.instrument(file, bin)

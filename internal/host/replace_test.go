@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -577,7 +578,7 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 // running is tried again a second later by itself, without another event.
 func TestRunCompileBusyRetried(t *testing.T) {
 	dir := tempDir(t)
-	h, logs := newStrictHost(t, Config{HandlerDir: dir, Limits: Limits{CompileTimeout: 50 * time.Millisecond, MaxNesting: 1 << 30}})
+	h, logs := newStrictHost(t, Config{HandlerDir: dir, Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
 	startRun(t, h)
 	writeFile(t, filepath.Join(dir, "slow.wasm"), bombModule(6000, 1, 0x03))
 	waitFor(t, "the slow compile to be abandoned", func() bool { n, _ := h.AbandonedCompiles(); return n == 1 })

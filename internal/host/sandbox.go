@@ -214,7 +214,7 @@ func (h *Host) begin(ctx context.Context, key string, st *stats) (*guestRun, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g := &guestRun{cpuLimit: h.cfg.Limits.CallCPU, t: h.gate.account(key), st: st}
+	g := &guestRun{cpuLimit: time.Duration(h.cfg.Limits.CallCPU), t: h.gate.account(key), st: st}
 	if dl, ok := ctx.Deadline(); ok {
 		g.deadline, g.timeout = dl, time.Until(dl)
 	}

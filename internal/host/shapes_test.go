@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
 // The code shapes of a guest call that never ends on its own (testdata/*.wat): each must end at
@@ -88,7 +89,7 @@ func TestEveryCodeShapeHonoursCancel(t *testing.T) {
 // goroutine to reach a point where it may be preempted) completes while endless calls of every
 // shape run; before the ticks, it waited for the call to end.
 func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: Limits{GuestThreads: len(endlessShapes), CallCPU: time.Hour}})
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{GuestThreads: len(endlessShapes), CallCPU: limits.Duration(time.Hour)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, len(endlessShapes))
 	for _, shape := range endlessShapes {
@@ -111,7 +112,7 @@ func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
 
 // TestCPUBudget: a call over handlers.limits.callCPU ends, named, before its deadline.
 func TestCPUBudget(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}, Limits: Limits{CallCPU: 50 * time.Millisecond}})
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{CallCPU: limits.Duration(50 * time.Millisecond)}})
 	m := mustLoad(t, h, "calltree")
 	noHang(t, "calltree", func() {
 		err := m.ValidatePlugin(context.Background(), info("calltree.example", "p"))
@@ -233,7 +234,7 @@ func TestRecursionInInitialize(t *testing.T) {
 // TestInstanceMemoryCeiling: instances that grew their memory are closed once idle when they
 // hold more than handlers.limits.instanceMemory together, whatever the pool size.
 func TestInstanceMemoryCeiling(t *testing.T) {
-	h, _ := newTestHost(t, Config{MemoryLimit: 2 << 20, PoolSize: 8, Limits: Limits{InstanceMemory: 5 << 20}})
+	h, _ := newTestHost(t, Config{MemoryLimit: 2 << 20, PoolSize: 8, Limits: limits.Handler{InstanceMemory: 5 << 20}})
 	m := mustLoad(t, h, "grow")
 	var wg sync.WaitGroup
 	for i := range 8 {

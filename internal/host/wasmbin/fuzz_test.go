@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
 // addFixtures seeds a fuzz target with the host's test modules.
@@ -37,13 +39,16 @@ func FuzzScan(f *testing.F) {
 func FuzzInstrument(f *testing.F) {
 	addFixtures(f)
 	ctx := context.Background()
+	d := limits.Defaults() // the host's
+	lim := Limits{Functions: d.MaxFunctions, FunctionBytes: int(d.MaxFunctionSize), Nesting: d.MaxNesting,
+		NestingWork: MaxNestingWork, Locals: d.MaxLocals, TableElements: d.MaxTableElements, Entries: d.MaxEntries}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !bytes.HasPrefix(b, Header) {
 			return
 		}
 		out, err := Instrument(b, 1<<20)
 		// What the host would not compile (wazero's decoder allocates by the counts it reads).
-		if _, bad := Check(b, DefaultLimits); bad != "" {
+		if _, bad := Check(b, lim); bad != "" {
 			return
 		}
 		rt := wazero.NewRuntime(ctx)

@@ -1,4 +1,4 @@
-package config
+package limits
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -128,3 +129,33 @@ func (b *ByteSize) Set(s string) error {
 }
 
 func (b *ByteSize) Type() string { return "size" }
+
+// Duration is a time.Duration written as "500ms", "2m2s" in the config file and its flags.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		// A *yaml.TypeError lets the decoder go on and report every mistake at once.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (e.g. 500ms, 5s, 2m)", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Set and Type make Duration a pflag.Value, so a flag overrides the file.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d *Duration) Type() string { return "duration" }
+
+// MarshalYAML writes a Duration as "500ms", the way it is read.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }

@@ -1,0 +1,27 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/wasmhost/wasmhost/internal/limits"
+)
+
+// TestLimitsDefaults: the host applies the one table of handlers.limits (limits.Defaults) to
+// every limit left zero, keeps the ones set, and refuses one out of range naming its key.
+func TestLimitsDefaults(t *testing.T) {
+	h, _ := newTestHost(t, Config{Limits: limits.Handler{MaxNesting: 32}})
+	want := limits.Defaults()
+	want.MaxNesting, want.GuestThreads = 32, DefaultGuestThreads()
+	if h.cfg.Limits != want {
+		t.Errorf("limits %+v; want %+v", h.cfg.Limits, want)
+	}
+
+	_, err := New(context.Background(), Config{Limits: limits.Handler{MaxNesting: -1, PublishKeys: 65}})
+	for _, msg := range []string{"handlers.limits.maxNesting: must be positive, got -1", "handlers.limits.publishKeys: must be at most 64"} {
+		if err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("New with MaxNesting -1 and PublishKeys 65: %v; want an error saying %s", err, msg)
+		}
+	}
+}
