@@ -214,6 +214,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	hcfg.Quarantine = hostQuarantine(cfg.Handlers.Quarantine)
 	hcfg.PluginCaller = registrar.PluginCaller{}
 	hcfg.OnChange = d.publishHandlers
+	hcfg.FollowDir = followDir
 	if d.capture != nil {
 		hcfg.Recorder = d.capture
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 // SandboxConfig is the part of the host's configuration that decides what a handler may do and
@@ -48,4 +49,14 @@ func hostBindings(cfg config.Config) map[string]host.Binding {
 		out[typ] = b
 	}
 	return out
+}
+
+// followDir is how the host follows a handler directory: on the socket watcher's engine
+// (inotify), which the host itself does not import.
+func followDir(dir string, resync, retry time.Duration) (host.DirFollower, error) {
+	f, err := watcher.FollowDir(dir, resync, retry)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }

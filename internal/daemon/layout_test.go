@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"errors"
 	"go/build"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -89,6 +91,35 @@ func TestPublishOnlyReadsTheState(t *testing.T) {
 		rel, ok := strings.CutPrefix(imp, module)
 		if ok && rel != "internal/state" && rel != "internal/k8sname" {
 			t.Errorf("internal/publish imports %s; it may read internal/state only", rel)
+		}
+	}
+}
+
+// TestSandboxLinksNoWatcher: what builds a host only to load modules by path (the public
+// conformance kit, the harness of `wasmhost handler test`, the host itself) links no file
+// watcher: the daemon gives the host its follower of the handler directory (host.Config.
+// FollowDir), and registration does not reach back into the state store, which holds the
+// watcher's types.
+func TestSandboxLinksNoWatcher(t *testing.T) {
+	pkgs := []string{"./conformance", "./internal/harness", "./internal/host"}
+	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", strings.Join(pkgs, " "), err, stderr)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/wasmhost/wasmhost/internal/host") {
+		t.Fatalf("go list -deps %s does not list internal/host:\n%s", strings.Join(pkgs, " "), out)
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/fsnotify/") || dep == "github.com/wasmhost/wasmhost/internal/watcher" ||
+			dep == "github.com/wasmhost/wasmhost/internal/state" {
+			t.Errorf("%s depend on %s", strings.Join(pkgs, ", "), dep)
 		}
 	}
 }

@@ -120,6 +120,13 @@ type Config struct {
 	// the file watcher missed. Defaults to 1 minute.
 	Resync time.Duration
 
+	// FollowDir starts following HandlerDir for Run, with a pass due every resync after one
+	// that succeeded and every retry after one that failed: internal/watcher's FollowDir, on
+	// inotify, which the daemon gives. The host does not import a file watcher itself, so that
+	// what builds a host only to load modules by path (the conformance kit, `wasmhost handler
+	// test`) links none. Defaults to nil: Run fails (New, Load and calls do not need it).
+	FollowDir func(dir string, resync, retry time.Duration) (DirFollower, error)
+
 	// Limits bound what loading a handler file, and each of its calls, may cost: the table of
 	// handlers.limits, read from the config file (internal/limits). Zero fields take their
 	// defaults (limits.Defaults); GuestThreads zero is DefaultGuestThreads.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 // typeHandler is the registration.Handler of one plugin type: a stable object registered
@@ -155,9 +154,11 @@ func (h *Host) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if h.cfg.FollowDir == nil {
+		return errors.New("host: Run needs Config.FollowDir to follow the handler directory (the daemon gives internal/watcher's)")
+	}
 	// A pass that could not read the directory (missing, insecure) is tried again soon.
-	retry := min(h.cfg.Resync, lostDirRetry)
-	f, err := watcher.NewFollower(filepath.Clean(dir), watcher.Pacing{Resync: h.cfg.Resync, MinBackoff: retry, MaxBackoff: retry})
+	f, err := h.cfg.FollowDir(filepath.Clean(dir), h.cfg.Resync, min(h.cfg.Resync, lostDirRetry))
 	if err != nil {
 		return fmt.Errorf("host: watching handler directory: %w", err)
 	}
@@ -205,14 +206,14 @@ func (h *Host) Run(ctx context.Context) error {
 			return nil
 		case <-h.closing:
 			return nil
-		case _, ok := <-f.Events:
+		case _, ok := <-f.Changed():
 			// An event only wakes the pass: what it does depends on what the directory
 			// holds now.
-			if !ok || !f.Drain() {
+			if !ok {
 				return errors.New("host: handler directory watcher closed")
 			}
 			r.rescan(time.Now(), false)
-		case err, ok := <-f.Errors:
+		case err, ok := <-f.Errors():
 			if !ok {
 				return errors.New("host: handler directory watcher closed")
 			}
@@ -238,9 +239,41 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 }
 
+// DirFollower follows the handler directory for Run: the watch on the directory and on its
+// parent, and when a pass is due. Its events only wake a pass (Changed, any number of them
+// folded into one), any error of its means "look again" (Errors), and its one timer says when a
+// pass is due (Due, then Take; Done after each pass, Request to ask for one soon). The daemon
+// gives internal/watcher's (Config.FollowDir): the host does not import a file watcher, so that
+// what builds a host only to load modules by path (the conformance kit, `wasmhost handler
+// test`) links none.
+type DirFollower interface {
+	// Changed receives when something may have changed; it is closed if the follower stopped.
+	Changed() <-chan struct{}
+	// Errors delivers the follower's errors: events may have been missed.
+	Errors() <-chan error
+	// Due delivers when a pass is due; Take says why (requested or a retry: urgent, with
+	// the requests it answers; or the periodic resync).
+	Due() <-chan time.Time
+	Take() (reason string, urgent bool, requests int)
+	// Request asks for a pass within delay; Done, after a pass, schedules the next one: a
+	// retry if err is not nil (it returns the wait), else the periodic resync.
+	Request(reason string, delay time.Duration)
+	Done(err error) (retryIn time.Duration)
+	// Root stats the directory (a symbolic link followed) and says whether it is the one
+	// watched; WatchRoot moves the watch to fi, saying whether another had been watched;
+	// UnwatchRoot drops it, saying whether one had been; WatchParent watches the parent, so
+	// that the directory deleted or made again is seen.
+	Root() (fi fs.FileInfo, watched bool, err error)
+	WatchRoot(fi fs.FileInfo) (moved bool, err error)
+	UnwatchRoot() bool
+	WatchParent() error
+	// Close stops the follower and returns once its goroutines have exited.
+	Close() error
+}
+
 // reloader is Run's state; only Run's goroutine uses it.
 //
-// It follows the directory on the socket watcher's engine, a watcher.Follower (watch before
+// It follows the directory on the socket watcher's engine (a DirFollower: watch before
 // listing, the parent watched, events only wake a pass, a pass soon after any watcher error,
 // retried while the directory cannot be read, and on a slow timer), with decisions of its own:
 // the watcher keeps the unix sockets of a tree by identity, without following links, ignoring
@@ -249,7 +282,7 @@ func (h *Host) Run(ctx context.Context) error {
 // the bytes (a digest), and never re-creates the directory, whose removal is the removal of its
 // files.
 type reloader struct {
-	f        *watcher.Follower
+	f        DirFollower
 	lost     bool        // the watched directory went away
 	insecure bool        // the watched directory's mode or owner became insecure
 	refused  os.FileInfo // a directory found in its place but refused (insecure), logged once

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 // handlerDir copies testdata modules into a new private directory, as a handler directory
@@ -61,13 +63,20 @@ func ExampleHost_LoadFile() {
 }
 
 // Run serves the modules of a directory through the registry, one handler per plugin type,
-// and follows the directory's changes until its context is done.
+// and follows the directory's changes, on the follower it is given, until its context is done.
 func ExampleHost_Run() {
 	dir := handlerDir("ok.wasm", "kv.wasm")
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := registration.NewRegistry()
-	h, err := host.New(ctx, host.Config{HandlerDir: dir, Registry: reg})
+	follow := func(dir string, resync, retry time.Duration) (host.DirFollower, error) {
+		f, err := watcher.FollowDir(dir, resync, retry)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	h, err := host.New(ctx, host.Config{HandlerDir: dir, Registry: reg, FollowDir: follow})
 	if err != nil {
 		panic(err)
 	}

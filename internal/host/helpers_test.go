@@ -14,7 +14,17 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
+
+// followDir is the daemon's follower of the handler directory (internal/daemon's followDir).
+func followDir(dir string, resync, retry time.Duration) (DirFollower, error) {
+	f, err := watcher.FollowDir(dir, resync, retry)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
 
 // logs captures log records for assertions (and shows them with -v).
 type logs struct {
@@ -92,6 +102,9 @@ func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
 	}
 	if cfg.PoolSize == 0 {
 		cfg.PoolSize = 2
+	}
+	if cfg.FollowDir == nil {
+		cfg.FollowDir = followDir
 	}
 	h, err := New(context.Background(), cfg)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -324,11 +325,11 @@ func (o *Operations) Deregister(ctx context.Context, p state.Plugin) error {
 		return failErr
 	}
 	o.Actual.Remove(p.Socket)
-	h := registration.HandlerOf(p)
+	h := registrar.HandlerOf(p)
 	if h == nil {
 		return nil
 	}
-	if err := h.DeRegisterPlugin(ctx, registration.InfoOf(p)); err != nil {
+	if err := h.DeRegisterPlugin(ctx, registrar.InfoOf(p)); err != nil {
 		return fmt.Errorf("fake: deregister plugin %s at socket %s: %w", p.Name, p.Socket, err)
 	}
 	return nil

@@ -411,12 +411,12 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 		log.Info("plugin deregistered", "taken_over_by", next.Socket, "note", "another instance of the plugin took over: its handler was told of that one, not of this one's going")
 		return nil
 	}
-	h := registration.HandlerOf(p)
+	h := HandlerOf(p)
 	if h == nil {
 		log.Info("plugin deregistered (it had no handler)")
 		return nil
 	}
-	info := registration.InfoOf(p)
+	info := InfoOf(p)
 	if herr := r.callHandler(ctx, p.Type, CallDeregister, func(ctx context.Context) error { return h.DeRegisterPlugin(ctx, info) }); herr != nil {
 		err := fmt.Errorf("registrar: plugin %s (type %s) at socket %s: DeRegisterPlugin: %w", p.Name, p.Type, p.Socket, herr)
 		log.Warn("plugin deregistered, but its handler failed", "error", err)
@@ -430,11 +430,11 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 // RegisterPlugin of q. It reports whether that worked; if not, q leaves the actual state (the
 // reconciler registers it anew, with the usual outcomes).
 func (r *Registrar) takeOver(ctx context.Context, q state.Plugin, log *slog.Logger) bool {
-	h := registration.HandlerOf(q)
+	h := HandlerOf(q)
 	if h == nil {
 		return false
 	}
-	info := registration.InfoOf(q)
+	info := InfoOf(q)
 	var published map[string]string
 	err := r.callHandler(ctx, q.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) })
 	if err == nil {
