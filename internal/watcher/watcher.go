@@ -12,7 +12,8 @@
 // is not a unix socket or a directory; symbolic links below the socket directory are not
 // followed.
 //
-// Its engine, Follower, is the host's too: the handler directory is followed on it.
+// Its engine, Follower, is the host's too: the handler directory is followed on it, through
+// FollowDir, which the daemon gives the host (the host imports no file watcher).
 //
 // This package is part of the daemon, not a stable API.
 package watcher
