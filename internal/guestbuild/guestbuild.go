@@ -1,6 +1,6 @@
-// Package guestbuild builds handler modules written with the C and Rust SDKs (abi/c,
-// abi/rust) for tests and benchmarks, with the flags the Makefile and the walkthroughs use, as
-// guesttest.Build does for Go. A missing toolchain skips the test, or fails it in CI (CI set in
+// Package guestbuild builds handler modules written with the C, Rust and AssemblyScript SDKs
+// (abi/c, abi/rust, abi/assemblyscript) for tests and benchmarks, with the flags the Makefile and
+// the walkthroughs use, as guesttest.Build does for Go. A missing toolchain skips the test, or fails it in CI (CI set in
 // the environment), which installs them all.
 package guestbuild
 
@@ -68,6 +68,24 @@ func Rust(tb testing.TB, src string) string {
 	run(tb, rustc, "--edition", "2021", "--crate-type", "cdylib", "--target", "wasm32-wasi", "-O", "-C", "panic=abort",
 		"-C", "lto", "-C", "strip=symbols", "-C", "link-arg=-zstack-size=65536",
 		"--extern", "wasmhost="+filepath.Join(dir, "libwasmhost.rlib"), "-o", out, filepath.Join(root, src))
+	return out
+}
+
+// AS builds an AssemblyScript handler from src (a path relative to the repository's root) and
+// the AssemblyScript SDK, with the compiler and the flags of the walkthrough
+// (examples/handler-as/README.md), and returns the module's path in a temporary directory tb
+// removes. The compiler is the one examples/handler-as pins, installed there by npm ci.
+func AS(tb testing.TB, src string) string {
+	tb.Helper()
+	root := repoRoot()
+	asc := filepath.Join(root, "examples", "handler-as", "node_modules", ".bin", "asc")
+	if _, err := os.Stat(asc); err != nil {
+		missing(tb, "the AssemblyScript compiler ("+asc+")", "Node.js 20 and npm, then npm ci in examples/handler-as")
+	}
+	tool(tb, "node", "Node.js 20 and npm")
+	out := filepath.Join(tempDir(tb), strings.TrimSuffix(filepath.Base(src), ".ts")+".wasm")
+	run(tb, asc, filepath.Join(root, src), "--path", filepath.Join(root, "abi", "assemblyscript"),
+		"--use", "abort=", "-O3", "-o", out)
 	return out
 }
 

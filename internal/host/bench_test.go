@@ -56,7 +56,7 @@ var benchPlugin = registration.PluginInfo{
 }
 
 // BenchmarkValidate measures one ValidatePlugin call through the host: a minimal WAT
-// handler, a raw Go guest, and the Go SDK's example handler.
+// handler, a raw Go guest, and the example handler written with each SDK.
 func BenchmarkValidate(b *testing.B) {
 	b.Run("wat", func(b *testing.B) {
 		p := benchPlugin
@@ -69,7 +69,7 @@ func BenchmarkValidate(b *testing.B) {
 		p.Type = "go.example"
 		benchValidate(b, path, p)
 	})
-	for _, lang := range []string{"go-sdk", "c-sdk", "rust-sdk"} {
+	for _, lang := range sdks {
 		b.Run(lang, func(b *testing.B) {
 			path := exampleHandler[lang](b)
 			p := benchPlugin
@@ -86,11 +86,16 @@ func BenchmarkValidate(b *testing.B) {
 	})
 }
 
+// sdks names the SDKs the example handler is written with, in the order of the table in
+// docs/benchmarks.md.
+var sdks = []string{"go-sdk", "c-sdk", "rust-sdk", "as-sdk"}
+
 // exampleHandler builds the example handler (example.wasmhost.dev) with each SDK.
 var exampleHandler = map[string]func(b *testing.B) string{
 	"go-sdk":   func(b *testing.B) string { return guesttest.Build(b, "../../examples/handler-go") },
 	"c-sdk":    func(b *testing.B) string { return guestbuild.Shipped(b, "example") },
 	"rust-sdk": func(b *testing.B) string { return guestbuild.Rust(b, "examples/handler-rust/example.rs") },
+	"as-sdk":   func(b *testing.B) string { return guestbuild.AS(b, "examples/handler-as/example.ts") },
 }
 
 // BenchmarkInterruption measures how long after its deadline a looping guest's call returns
@@ -116,50 +121,50 @@ func BenchmarkInterruption(b *testing.B) {
 // BenchmarkLoad measures LoadFile in a new Host: compiled from scratch (cold) and from a warm
 // on-disk compilation cache (a restarted daemon).
 func BenchmarkLoad(b *testing.B) {
-	modules := map[string]func(b *testing.B) string{
-		"wat":      func(*testing.B) string { return fixture("ok") },
-		"go-sdk":   exampleHandler["go-sdk"],
-		"c-sdk":    exampleHandler["c-sdk"],
-		"rust-sdk": exampleHandler["rust-sdk"],
+	modules := map[string]func(b *testing.B) string{"wat": func(*testing.B) string { return fixture("ok") }}
+	for _, lang := range sdks {
+		modules[lang] = exampleHandler[lang]
 	}
-	for _, name := range []string{"wat", "go-sdk", "c-sdk", "rust-sdk"} {
-		for _, warm := range []bool{false, true} {
-			mode := "cold"
-			if warm {
-				mode = "warm-cache"
-			}
-			b.Run(name+"/"+mode, func(b *testing.B) {
-				path := modules[name](b)
-				ctx := context.Background()
-				cache := ""
+	for _, name := range append([]string{"wat"}, sdks...) {
+		b.Run(name, func(b *testing.B) {
+			path := modules[name](b) // built once for both modes
+			for _, warm := range []bool{false, true} {
+				mode := "cold"
 				if warm {
-					cache = filepath.Join(tempDir(b), "cache")
-					h, err := New(ctx, Config{CacheDir: cache})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := h.LoadFile(ctx, path); err != nil {
-						b.Fatal(err)
-					}
-					h.Close(ctx)
+					mode = "warm-cache"
 				}
-				for b.Loop() {
-					h, err := New(ctx, Config{CacheDir: cache})
-					if err != nil {
-						b.Fatal(err)
+				b.Run(mode, func(b *testing.B) {
+					ctx := context.Background()
+					cache := ""
+					if warm {
+						cache = filepath.Join(tempDir(b), "cache")
+						h, err := New(ctx, Config{CacheDir: cache})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := h.LoadFile(ctx, path); err != nil {
+							b.Fatal(err)
+						}
+						h.Close(ctx)
 					}
-					if _, err := h.LoadFile(ctx, path); err != nil {
-						b.Fatal(err)
+					for b.Loop() {
+						h, err := New(ctx, Config{CacheDir: cache})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := h.LoadFile(ctx, path); err != nil {
+							b.Fatal(err)
+						}
+						h.Close(ctx)
 					}
-					h.Close(ctx)
-				}
-			})
-		}
+				})
+			}
+		})
 	}
 }
 
 // BenchmarkInstanceMemory measures the Go heap that one pooled instance holds (its linear
-// memory and wazero's bookkeeping), for a WAT handler and the Go SDK's example.
+// memory and wazero's bookkeeping), for a WAT handler and the example handler of each SDK.
 func BenchmarkInstanceMemory(b *testing.B) {
 	const n = 8
 	for _, tc := range []struct {
@@ -171,6 +176,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		{"go-sdk", exampleHandler["go-sdk"], "example.wasmhost.dev"},
 		{"c-sdk", exampleHandler["c-sdk"], "example.wasmhost.dev"},
 		{"rust-sdk", exampleHandler["rust-sdk"], "example.wasmhost.dev"},
+		{"as-sdk", exampleHandler["as-sdk"], "example.wasmhost.dev"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			path := tc.path(b)
