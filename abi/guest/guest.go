@@ -20,7 +20,7 @@
 //
 // Build it as a WASI reactor:
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o handler.wasm .
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o handler.wasm .
 //
 // The host pools instances of a module and throws one away after any trap or timeout, so a
 // handler must keep no state in Go variables from one call to the next: use KV.

@@ -339,7 +339,7 @@ func TestWalkthrough(t *testing.T) {
 		args := []string{"build", "-o", out, pkg}
 		cmd := exec.Command(gobin, args...)
 		if wasm {
-			cmd = exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
+			cmd = exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		}
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -7,7 +7,7 @@
 //
 // Build it (from the repository root) as a WASI reactor, the form wasmhost loads:
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o example.wasm ./examples/handler-go
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o example.wasm ./examples/handler-go
 //
 // and drop example.wasm into the daemon's handler directory. The ABI it speaks is described in
 // abi/README.md; package guest (abi/guest) does the ABI's work, so this file is only the logic.

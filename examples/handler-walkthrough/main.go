@@ -11,7 +11,7 @@
 //
 // Build it as a WASI reactor, from the repository root:
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o sensors.wasm ./examples/handler-walkthrough
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o sensors.wasm ./examples/handler-walkthrough
 package main
 
 import (

@@ -207,31 +207,42 @@ func BenchmarkInstanceMemory(b *testing.B) {
 			b.ReportMetric(total/float64(b.N), "heap-bytes/instance")
 			// What an instance's linear memory grows to once it has served calls, as a warm
 			// pooled instance holds it (a guest with a garbage collector lets garbage pile up
-			// to its first collection): sequential calls all go to the one instance the load
-			// made.
-			p := benchPlugin
-			p.Type, p.Versions = tc.typ, []string{"v1"}
-			for range 2000 {
-				if err := m.ValidatePlugin(ctx, p); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := m.RegisterPlugin(ctx, p); err != nil {
-					b.Fatal(err)
-				}
-				if err := m.DeRegisterPlugin(ctx, p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if !m.enter() {
+			// to its first collection): in a host of its own, where calls one at a time all
+			// go to the one instance the load made (the instances above, closed without the
+			// pool's accounting, would have the pool trim it).
+			hc, _ := newTestHost(b, Config{PoolSize: 1})
+			mc := mustLoadPath(b, hc, path)
+			if !mc.enter() {
 				b.Fatal("the module is retired")
 			}
-			defer m.leave()
-			in, err := m.acquire(ctx)
+			defer mc.leave()
+			first, err := mc.acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
+			mc.release(first)
+			p := benchPlugin
+			p.Type, p.Versions = tc.typ, []string{"v1"}
+			for range 2000 {
+				if err := mc.ValidatePlugin(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := mc.RegisterPlugin(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				if err := mc.DeRegisterPlugin(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			in, err := mc.acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if in != first {
+				b.Fatal("the calls went to another instance than the load's")
+			}
 			b.ReportMetric(float64(in.memSize()), "linear-bytes-after-calls")
-			m.release(in)
+			mc.release(in)
 		})
 	}
 }

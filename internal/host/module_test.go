@@ -360,6 +360,27 @@ func mustLoadPath(t testing.TB, h *Host, path string) *Module {
 	return m
 }
 
+// TestRareCallsOneInstance: a handler whose calls never overlap keeps the one instance its
+// load made, whatever the pool size: the pool grows only for calls at once (a Go handler's
+// instance is 3.4 MB new, 4 MB and more once it has served calls).
+func TestRareCallsOneInstance(t *testing.T) {
+	h, _ := newTestHost(t, Config{PoolSize: 8})
+	m := mustLoad(t, h, "kv")
+	ctx := context.Background()
+	for i := range 100 {
+		p := info("kv.example", fmt.Sprint(i))
+		if err := m.ValidatePlugin(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.RegisterPlugin(ctx, p); !errors.Is(err, registration.ErrRejected) {
+			t.Fatal(err)
+		}
+		if n := len(m.slots); n != 1 {
+			t.Fatalf("after %d calls one at a time, %d instances alive, want 1", 2*(i+1), n)
+		}
+	}
+}
+
 // TestPoolHammer calls one module from many goroutines: every call succeeds, and the pool
 // never holds more instances than PoolSize.
 func TestPoolHammer(t *testing.T) {

@@ -33,7 +33,7 @@ func Build(tb testing.TB, pkg string) string {
 	if filepath.Base(out) == "..wasm" {
 		out = filepath.Join(dir, "handler.wasm")
 	}
-	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", out, pkg)
+	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	start := time.Now()
 	if b, err := cmd.CombinedOutput(); err != nil {
