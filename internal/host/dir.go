@@ -13,70 +13,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
-
-// typeHandler is the registration.Handler of one plugin type: a stable object registered
-// once, behind which the module that serves the type is swapped atomically.
-type typeHandler struct {
-	pluginType string
-	cur        atomic.Pointer[Module] // nil once retired
-	gone       atomic.Pointer[string] // why it was taken out of the registry
-	file       *fileEntry             // Run's goroutine only
-}
-
-// module returns the module serving the type, counted in, or ErrRetired.
-func (t *typeHandler) module() (*Module, error) {
-	for {
-		m := t.cur.Load()
-		if m == nil {
-			why := "retired"
-			if p := t.gone.Load(); p != nil {
-				why = *p
-			}
-			return nil, fmt.Errorf("%w: plugin type %s: %s", ErrRetired, t.pluginType, why)
-		}
-		if m.enter() {
-			return m, nil
-		}
-		// m was swapped out and retired between the load and enter: take the new one.
-		if t.cur.Load() == m {
-			return nil, fmt.Errorf("%w: plugin type %s: handler %s is closed", ErrRetired, t.pluginType, m.file)
-		}
-	}
-}
-
-func (t *typeHandler) ValidatePlugin(ctx context.Context, p registration.PluginInfo) error {
-	m, err := t.module()
-	if err != nil {
-		return err
-	}
-	defer m.leave()
-	_, err = m.invoke(ctx, fnValidate, t.pluginType, p)
-	return err
-}
-
-func (t *typeHandler) RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error) {
-	m, err := t.module()
-	if err != nil {
-		return nil, err
-	}
-	defer m.leave()
-	return m.invoke(ctx, fnRegister, t.pluginType, p)
-}
-
-func (t *typeHandler) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
-	m, err := t.module()
-	if err != nil {
-		return err
-	}
-	defer m.leave()
-	_, err = m.invoke(ctx, fnDeregister, t.pluginType, p)
-	return err
-}
 
 // fileEntry is one *.wasm name in the handler directory.
 type fileEntry struct {

@@ -108,34 +108,6 @@ func (m *Module) PluginTypes() []string { return slices.Clone(m.manifest.PluginT
 // Capabilities returns the capabilities the module uses (all of them granted).
 func (m *Module) Capabilities() []string { return slices.Clone(m.caps) }
 
-// ValidatePlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) ValidatePlugin(ctx context.Context, p registration.PluginInfo) error {
-	_, err := m.direct(ctx, fnValidate, p)
-	return err
-}
-
-// RegisterPlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error) {
-	return m.direct(ctx, fnRegister, p)
-}
-
-// DeRegisterPlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
-	_, err := m.direct(ctx, fnDeregister, p)
-	return err
-}
-
-func (m *Module) direct(ctx context.Context, fn int, p registration.PluginInfo) (map[string]string, error) {
-	if !slices.Contains(m.manifest.PluginTypes, p.Type) {
-		return nil, fmt.Errorf("%w %q: handler %s handles %v", registration.ErrNoHandler, p.Type, m.file, m.manifest.PluginTypes)
-	}
-	if !m.enter() {
-		return nil, fmt.Errorf("%w: handler %s is closed", ErrRetired, m.file)
-	}
-	defer m.leave()
-	return m.invoke(ctx, fn, p.Type, p)
-}
-
 // Close stops new calls, waits for the calls in progress to return (until ctx is done), and
 // closes the module's runtime. It is idempotent.
 func (m *Module) Close(ctx context.Context) error {
@@ -393,19 +365,9 @@ func (m *Module) refill() {
 	m.idle <- in
 }
 
-// invoke calls a plugin export (validate, register, deregister) on behalf of pluginType's
-// handler. The caller has entered the module. A type pinned to an older revision by a rollback
-// is served by that revision's module (revisions.go); a candidate named for the type sees the
-// same Validate in a shadow run (shadow.go).
-func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
-	if pm := m.pinFor(pluginType); pm != nil && pm.enter() {
-		defer pm.leave()
-		return pm.invoke(ctx, fn, pluginType, p)
-	}
-	if fn == fnValidate && !m.shadow {
-		done := m.h.startShadow(pluginType, p)
-		defer func() { done(err) }()
-	}
+// newCall is the state of a call of export fn for plugin p of pluginType: its request encoded,
+// or ErrInvalidInfo if the request is over abi.MaxRequestBytes.
+func (m *Module) newCall(fn int, pluginType string, p registration.PluginInfo) (*callState, error) {
 	req := abi.AppendPluginRequest(nil, abi.PluginRequest{
 		Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions,
 	})
@@ -420,53 +382,28 @@ func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p regist
 	if fn == fnRegister {
 		st.published = make(map[string]string)
 	}
-	if m.startRecord(st); st.rec != nil {
-		defer func() { m.endRecord(st, p, published, err) }()
-	}
-	m.stats.calls.Add(1)
-	probe, err := m.stats.q.admit(time.Now(), m.file)
-	if err != nil {
-		m.stats.failures.Add(1)
-		m.observe(err)
-		return nil, err
-	}
-	status, err := m.run(ctx, st, fn, uint64(len(req)))
-	m.quarantineOutcome(probe, err)
-	if err == nil {
-		switch status {
-		case abi.StatusRejected:
-			m.stats.rejected.Add(1)
-			err = fmt.Errorf("%w: %s", registration.ErrRejected, reason(st.result))
-		case abi.StatusError: // run refused any other status
-			err = fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
-			m.stats.failed(err)
-		}
-	}
-	m.observe(err)
-	if err != nil {
-		return nil, err
-	}
-	m.registered(fn, p)
-	return st.published, nil
+	return st, nil
 }
 
-// quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
-// handler enters or leaves quarantine.
-func (m *Module) quarantineOutcome(probe bool, err error) {
-	fault := errors.Is(err, ErrTrap) || errors.Is(err, context.DeadlineExceeded)
-	neutral := err != nil && !fault && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired))
-	reason := ""
+// call is the sandbox's side of a handler call: module m runs st's export for plugin p (run),
+// and its answer becomes the decision: nil (accepted, with what a registration published),
+// registration.ErrRejected with the handler's reason, ErrHandlerFailed, or the error of the
+// run (a trap, a timeout, a budget). The policies around it are invoke's (serve.go).
+func (m *Module) call(ctx context.Context, st *callState, fn int, p registration.PluginInfo) (map[string]string, error) {
+	status, err := m.run(ctx, st, fn, uint64(len(st.req)))
 	if err != nil {
-		reason = err.Error()
+		return nil, err
 	}
-	change, backoff := m.stats.q.outcome(m.h.cfg.Quarantine, probe, neutral, fault, reason, time.Now())
-	switch change {
-	case quarantineEntered:
-		m.h.log.Warn("handler quarantined: its calls fail at once for a while, then one is let through as a probe",
-			"handler", m.file, "backoff", backoff, "probe_failed", probe, "error", err)
-	case quarantineLeft:
-		m.h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", m.file)
+	switch status {
+	case abi.StatusRejected:
+		m.stats.rejected.Add(1)
+		return nil, fmt.Errorf("%w: %s", registration.ErrRejected, reason(st.result))
+	case abi.StatusError: // run refused any other status
+		err := fmt.Errorf("%w: %s %s for plugin %q: %s", ErrHandlerFailed, m.file, st.export, p.Name, reason(st.result))
+		m.stats.failed(err)
+		return nil, err
 	}
+	return st.published, nil
 }
 
 // checkAnswer says what is wrong with a guest's answer to a plugin call, or "".
