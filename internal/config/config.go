@@ -120,8 +120,8 @@ type HandlersConfig struct {
 	Types map[string]TypeConfig `yaml:"types"`
 	// Limits bound what a handler may cost: to load, and in each call (internal/limits).
 	Limits limits.Handler `yaml:"limits"`
-	// Quarantine sets aside a handler that keeps trapping or timing out.
-	Quarantine QuarantineConfig `yaml:"quarantine"`
+	// Quarantine sets aside a handler that keeps trapping or timing out (internal/limits).
+	Quarantine limits.Quarantine `yaml:"quarantine"`
 	// Revisions are the revisions kept of each plugin type's handler, and automatic rollback
 	// (revisions.go).
 	Revisions RevisionsConfig `yaml:"revisions"`
@@ -210,7 +210,7 @@ func Default() Config {
 			MemoryLimit:  64 << 20,
 			RemovalGrace: Duration(10 * time.Second),
 			Limits:       limits.Defaults(),
-			Quarantine:   DefaultQuarantine(),
+			Quarantine:   limits.DefaultQuarantine(),
 			Revisions:    DefaultRevisions(),
 			Pull:         DefaultPull(),
 			Capture:      DefaultCapture(),

@@ -4,24 +4,6 @@ import (
 	"time"
 )
 
-// QuarantineConfig sets aside a handler that keeps trapping or timing out: after After of them
-// in a row its calls fail at once for Backoff, then one is let through as a probe; success
-// ends the quarantine, failure doubles the back-off up to MaxBackoff.
-type QuarantineConfig struct {
-	// After is how many traps or timeouts in a row quarantine a handler; 0 disables it.
-	// Defaults to 3.
-	After int `yaml:"after"`
-	// Backoff is the first quarantine's length. Defaults to 10s.
-	Backoff Duration `yaml:"backoff"`
-	// MaxBackoff caps the doubling. Defaults to 5m.
-	MaxBackoff Duration `yaml:"maxBackoff"`
-}
-
-// DefaultQuarantine are the defaults of handlers.quarantine.
-func DefaultQuarantine() QuarantineConfig {
-	return QuarantineConfig{After: 3, Backoff: Duration(10 * time.Second), MaxBackoff: Duration(5 * time.Minute)}
-}
-
 // validateLimits checks handlers.limits (their table and checks are internal/limits') and
 // handlers.quarantine.
 func (h *HandlersConfig) validateLimits(bad func(key, format string, args ...any)) {

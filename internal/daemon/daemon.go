@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	hcfg.PoolSize = cfg.Handlers.PoolSize
 	hcfg.RemovalGrace = time.Duration(cfg.Handlers.RemovalGrace)
 	hcfg.Bindings = hostBindings(cfg)
-	hcfg.Quarantine = hostQuarantine(cfg.Handlers.Quarantine)
+	hcfg.Quarantine = &cfg.Handlers.Quarantine
 	hcfg.PluginCaller = registrar.PluginCaller{}
 	hcfg.OnChange = d.publishHandlers
 	hcfg.FollowDir = followDir

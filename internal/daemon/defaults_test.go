@@ -20,8 +20,8 @@ func TestConfigDefaultsAreTheHosts(t *testing.T) {
 	if got := SandboxConfig(d).Limits; got != limits.Defaults() {
 		t.Errorf("handlers.limits' defaults reach the host as %+v, want the table's %+v", got, limits.Defaults())
 	}
-	if got := hostQuarantine(d.Handlers.Quarantine); got != host.DefaultQuarantine {
-		t.Errorf("handlers.quarantine's defaults give %+v, the host's are %+v", got, host.DefaultQuarantine)
+	if d.Handlers.Quarantine != limits.DefaultQuarantine() {
+		t.Errorf("handlers.quarantine's defaults are %+v, the table's %+v", d.Handlers.Quarantine, limits.DefaultQuarantine())
 	}
 	for _, c := range []struct {
 		key       string

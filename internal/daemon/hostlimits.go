@@ -24,15 +24,6 @@ func SandboxConfig(cfg config.Config) host.Config {
 	}
 }
 
-// hostQuarantine turns handlers.quarantine into the host's (0 there disables it; -1 here).
-func hostQuarantine(q config.QuarantineConfig) host.Quarantine {
-	after := q.After
-	if after == 0 {
-		after = -1
-	}
-	return host.Quarantine{After: after, Backoff: time.Duration(q.Backoff), MaxBackoff: time.Duration(q.MaxBackoff)}
-}
-
 // hostBindings turns handlers.types.<T>.file and .digest into the host's bindings: a file is a
 // name in the handler directory, so that no module pulled from a registry (served from
 // another directory) matches it.

@@ -21,7 +21,7 @@ import (
 // handlers.limits.maxCallStack, named as such, and costs only its instance: the next call gets
 // a fresh one and another handler is not affected.
 func TestCallStackBound(t *testing.T) {
-	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: -1}})
+	h, _ := newTestHost(t, Config{Quarantine: noQuarantine})
 	m := mustLoad(t, h, "recurse")
 	good := mustLoad(t, h, "ok")
 	ctx := context.Background()
@@ -134,7 +134,7 @@ func BenchmarkRecursion(b *testing.B) {
 		limit int64
 	}{{"bound=1Mi", 1 << 20}, {"unbounded", 1<<31 - 1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
+			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: noQuarantine, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
 			m := mustLoad(b, h, "recurse")
 			p := info("recurse.example", "p")
 			runtime.GC()

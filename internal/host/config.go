@@ -132,9 +132,10 @@ type Config struct {
 	// defaults (limits.Defaults); GuestThreads zero is DefaultGuestThreads.
 	Limits limits.Handler
 
-	// Quarantine stops calling a handler that keeps trapping or timing out. Zero fields take
-	// their defaults.
-	Quarantine Quarantine
+	// Quarantine stops calling a handler that keeps trapping or timing out: handlers.quarantine
+	// (internal/limits), After 0 disabling it. A zero Backoff or MaxBackoff takes its default.
+	// Defaults to nil: limits.DefaultQuarantine().
+	Quarantine *limits.Quarantine
 
 	// Logger receives the host's logs and the handlers' (guest log lines and captured
 	// stdout/stderr). Defaults to nil: logs are discarded.
@@ -171,23 +172,6 @@ func (b Binding) refusal(pluginType, file, sum string) string {
 // DefaultGuestThreads is the default of Limits.GuestThreads (handlers.limits.guestThreads) on
 // this machine.
 func DefaultGuestThreads() int { return max(runtime.NumCPU()-1, 1) }
-
-// Quarantine configures how a handler that keeps failing is set aside: after After traps or
-// timeouts in a row, its calls fail at once (with the reason) for Backoff; then one call is let
-// through as a probe: if it does not trap or time out the handler leaves quarantine, otherwise
-// it goes back for twice as long, up to MaxBackoff. A new version of the file starts afresh.
-type Quarantine struct {
-	// After is how many traps or timeouts in a row quarantine a handler. Defaults to 3;
-	// negative disables quarantine.
-	After int
-	// Backoff is the first quarantine's length. Defaults to 10 s.
-	Backoff time.Duration
-	// MaxBackoff caps the doubling. Defaults to 5 minutes.
-	MaxBackoff time.Duration
-}
-
-// DefaultQuarantine are the defaults of Quarantine.
-var DefaultQuarantine = Quarantine{After: 3, Backoff: 10 * time.Second, MaxBackoff: 5 * time.Minute}
 
 // Defaults.
 const (
@@ -255,18 +239,23 @@ func (c Config) withDefaults() (Config, error) {
 	if err := errors.Join(bad...); err != nil {
 		return c, err
 	}
-	q, dq := &c.Quarantine, DefaultQuarantine
-	if q.After == 0 {
-		q.After = dq.After
+	// A copy: the caller's is not changed.
+	dq := limits.DefaultQuarantine()
+	q := &dq
+	if c.Quarantine != nil {
+		q = new(limits.Quarantine)
+		*q = *c.Quarantine
 	}
+	c.Quarantine = q
 	if q.Backoff == 0 {
 		q.Backoff = dq.Backoff
 	}
 	if q.MaxBackoff == 0 {
 		q.MaxBackoff = max(dq.MaxBackoff, q.Backoff)
 	}
-	if q.Backoff < 0 || q.MaxBackoff < q.Backoff {
-		return c, fmt.Errorf("host: Config.Quarantine: Backoff %v must be positive and at most MaxBackoff %v", q.Backoff, q.MaxBackoff)
+	if q.After < 0 || q.Backoff < 0 || q.MaxBackoff < q.Backoff {
+		return c, fmt.Errorf("host: Config.Quarantine: After %d must not be negative (0 disables it), Backoff %v must be positive and at most MaxBackoff %v",
+			q.After, q.Backoff, q.MaxBackoff)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

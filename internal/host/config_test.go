@@ -9,13 +9,17 @@ import (
 )
 
 // TestLimitsDefaults: the host applies the one table of handlers.limits (limits.Defaults) to
-// every limit left zero, keeps the ones set, and refuses one out of range naming its key.
+// every limit left zero, keeps the ones set, and refuses one out of range naming its key; and
+// without a quarantine it takes handlers.quarantine's defaults.
 func TestLimitsDefaults(t *testing.T) {
 	h, _ := newTestHost(t, Config{Limits: limits.Handler{MaxNesting: 32}})
 	want := limits.Defaults()
 	want.MaxNesting, want.GuestThreads = 32, DefaultGuestThreads()
 	if h.cfg.Limits != want {
 		t.Errorf("limits %+v; want %+v", h.cfg.Limits, want)
+	}
+	if *h.cfg.Quarantine != limits.DefaultQuarantine() {
+		t.Errorf("quarantine %+v; want %+v", *h.cfg.Quarantine, limits.DefaultQuarantine())
 	}
 
 	_, err := New(context.Background(), Config{Limits: limits.Handler{MaxNesting: -1, PublishKeys: 65}})

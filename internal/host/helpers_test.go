@@ -12,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
+
+// noQuarantine turns quarantine off (handlers.quarantine.after: 0).
+var noQuarantine = &limits.Quarantine{}
 
 // followDir is the daemon's follower of the handler directory (internal/daemon's followDir).
 func followDir(dir string, resync, retry time.Duration) (DirFollower, error) {

@@ -449,7 +449,7 @@ func TestKVKeysPerFile(t *testing.T) {
 // TestQuarantine: traps in a row quarantine a handler: its calls fail at once with the reason,
 // a probe after the back-off that succeeds ends it, one that fails doubles the back-off.
 func TestQuarantine(t *testing.T) {
-	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: 2, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}})
+	h, _ := newTestHost(t, Config{Quarantine: &limits.Quarantine{After: 2, Backoff: limits.Duration(100 * time.Millisecond), MaxBackoff: limits.Duration(time.Second)}})
 	m := mustLoad(t, h, "trap")
 	p := info("trap.example", "p")
 	for range 2 {
@@ -489,7 +489,7 @@ func TestQuarantine(t *testing.T) {
 }
 
 func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
-	h, dir, _, done := runningHost(t, Config{CallTimeout: 50 * time.Millisecond, Quarantine: Quarantine{After: 2, Backoff: time.Hour}})
+	h, dir, _, done := runningHost(t, Config{CallTimeout: 50 * time.Millisecond, Quarantine: &limits.Quarantine{After: 2, Backoff: limits.Duration(time.Hour)}})
 	path := filepath.Join(dir, "loop.wasm")
 	installFile(t, fixture("loop"), path)
 	hd := handlerFor(t, h.Registry(), "loop.example")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
 // ErrQuarantined: the handler trapped or timed out too many times in a row, and its calls fail
@@ -75,7 +77,7 @@ const (
 
 // outcome records how an admitted call ended: fault (it trapped or timed out, with reason),
 // or not; neutral calls (canceled, the module closed) are neither.
-func (q *quarantine) outcome(cfg Quarantine, probe, neutral, fault bool, reason string, now time.Time) (quarantineChange, time.Duration) {
+func (q *quarantine) outcome(cfg *limits.Quarantine, probe, neutral, fault bool, reason string, now time.Time) (quarantineChange, time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if probe {
@@ -95,12 +97,12 @@ func (q *quarantine) outcome(cfg Quarantine, probe, neutral, fault bool, reason 
 	q.faults++
 	q.reason = reason
 	switch {
-	case cfg.After < 0:
+	case cfg.After <= 0: // disabled
 		return quarantineSame, 0
 	case probe:
-		q.backoff = min(2*q.backoff, cfg.MaxBackoff)
+		q.backoff = min(2*q.backoff, time.Duration(cfg.MaxBackoff))
 	case q.until.IsZero() && q.faults >= cfg.After:
-		q.backoff = cfg.Backoff
+		q.backoff = time.Duration(cfg.Backoff)
 	default:
 		return quarantineSame, 0
 	}

@@ -51,7 +51,7 @@ func noHang(t *testing.T, what string, f func()) {
 // TestEveryCodeShapeStopsAtItsDeadline: each endless shape ends at handlers.callTimeout, named,
 // counted as a timeout, and the good handler beside it keeps answering.
 func TestEveryCodeShapeStopsAtItsDeadline(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: 200 * time.Millisecond, Quarantine: Quarantine{After: -1}})
+	h, _ := newTestHost(t, Config{CallTimeout: 200 * time.Millisecond, Quarantine: noQuarantine})
 	good := mustLoad(t, h, "ok")
 	for _, shape := range endlessShapes {
 		t.Run(shape, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestEveryCodeShapeStopsAtItsDeadline(t *testing.T) {
 // TestEveryCodeShapeHonoursCancel: a call canceled by its caller (the daemon shutting down)
 // ends at once, whatever its shape, long before its deadline.
 func TestEveryCodeShapeHonoursCancel(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}})
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: noQuarantine})
 	for _, shape := range endlessShapes {
 		t.Run(shape, func(t *testing.T) {
 			m := mustLoad(t, h, shape)
@@ -89,7 +89,7 @@ func TestEveryCodeShapeHonoursCancel(t *testing.T) {
 // goroutine to reach a point where it may be preempted) completes while endless calls of every
 // shape run; before the ticks, it waited for the call to end.
 func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{GuestThreads: len(endlessShapes), CallCPU: limits.Duration(time.Hour)}})
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, PoolSize: 1, Quarantine: noQuarantine, Limits: limits.Handler{GuestThreads: len(endlessShapes), CallCPU: limits.Duration(time.Hour)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, len(endlessShapes))
 	for _, shape := range endlessShapes {
@@ -112,7 +112,7 @@ func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
 
 // TestCPUBudget: a call over handlers.limits.callCPU ends, named, before its deadline.
 func TestCPUBudget(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: Quarantine{After: -1}, Limits: limits.Handler{CallCPU: limits.Duration(50 * time.Millisecond)}})
+	h, _ := newTestHost(t, Config{CallTimeout: time.Hour, Quarantine: noQuarantine, Limits: limits.Handler{CallCPU: limits.Duration(50 * time.Millisecond)}})
 	m := mustLoad(t, h, "calltree")
 	noHang(t, "calltree", func() {
 		err := m.ValidatePlugin(context.Background(), info("calltree.example", "p"))
@@ -130,7 +130,7 @@ func TestCPUBudget(t *testing.T) {
 // counts them, so the bound traps (named) long before wazero's own stack reaches its 50 MB
 // ceiling, which a frame counted by its parameters alone let it reach (as "stack overflow").
 func TestWideFramesCountTowardTheCallStack(t *testing.T) {
-	h, _ := newTestHost(t, Config{Quarantine: Quarantine{After: -1}})
+	h, _ := newTestHost(t, Config{Quarantine: noQuarantine})
 	m := mustLoad(t, h, "wide")
 	errContains(t, m.ValidatePlugin(context.Background(), info("wide.example", "p")), ErrTrap,
 		"call stack over 1048576 bytes (handlers.limits.maxCallStack)")

@@ -1,5 +1,6 @@
 // Package limits is the one table of what a handler file may cost the daemon: the keys of
-// handlers.limits in the config file, their defaults and their checks. The config file reads it
+// handlers.limits in the config file, their defaults and their checks, and those of
+// handlers.quarantine, which sets aside a handler that keeps failing. The config file reads it
 // (internal/config: `config defaults`, `config check`) and the host applies it (internal/host),
 // so that a limit is written once. It also holds the units the table is written in, ByteSize
 // and Duration, which the rest of the configuration uses too.
