@@ -57,7 +57,8 @@ type Handler struct {
 	LogBytesPerCall ByteSize `yaml:"logBytesPerCall"`
 	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of one handler file's
 	// plugin types together (keys, and bytes of keys and values); a kv_set over them fails
-	// with abi.CodeTooLarge. Default to 16384 (abi.MaxKVEntries) and 16Mi.
+	// with abi.CodeTooLarge. The stores are freed when the handler is retired. Default to
+	// 16384 (abi.MaxKVEntries) and 16Mi.
 	KVKeysPerHandler  int      `yaml:"kvKeysPerHandler"`
 	KVBytesPerHandler ByteSize `yaml:"kvBytesPerHandler"`
 	// PublishKeys and PublishBytes bound what one register call publishes. Default to 64
