@@ -40,6 +40,8 @@ func TestKubernetesManifests(t *testing.T) {
 		var namespaces []corev1.Namespace
 		var quotas []corev1.ResourceQuota
 		var critical []string // DaemonSets of a critical priority class
+		var publishes bool    // the file's wasmhost config publishes to the cluster
+		var pods []*corev1.PodSpec
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -91,11 +93,16 @@ func TestKubernetesManifests(t *testing.T) {
 			case "v1 ConfigMap":
 				var cm corev1.ConfigMap
 				err = decodeStrict(raw, &cm)
+				// publish: at the top level of the config (indented, it is a plugin type's).
+				if c, ok := cm.Data["config.yaml"]; ok && strings.Contains("\n"+c, "\npublish:") {
+					publishes = true
+				}
 			case "apps/v1 DaemonSet":
 				var ds appsv1.DaemonSet
 				if err = decodeStrict(raw, &ds); err == nil && ds.Name == "wasmhost" {
 					daemonSets++
 					checkDaemonSet(t, where, &ds)
+					pods = append(pods, &ds.Spec.Template.Spec)
 				}
 				if pc := ds.Spec.Template.Spec.PriorityClassName; pc == "system-node-critical" || pc == "system-cluster-critical" {
 					critical = append(critical, pc)
@@ -109,6 +116,11 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 		checkNamespaces(t, file, namespaces)
+		if publishes {
+			for _, pod := range pods {
+				checkPublishes(t, file, pod)
+			}
+		}
 		// A critical priority class outside kube-system is admitted only where a
 		// ResourceQuota names it (GKE, and any cluster whose ResourceQuota admission limits
 		// the class).
@@ -120,6 +132,38 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if daemonSets < 2 {
 		t.Errorf("found %d wasmhost DaemonSets under examples/, want the image volume one and the handlers.sources one", daemonSets)
+	}
+}
+
+// checkPublishes checks that a DaemonSet whose config publishes to the cluster gives the daemon
+// what publishing needs: its node's name in NODE_NAME, a service account of its own (the one
+// publish.yaml's Roles bind) and a token where client-go looks for one in a pod.
+func checkPublishes(t *testing.T, file string, pod *corev1.PodSpec) {
+	t.Helper()
+	if pod.ServiceAccountName != "wasmhost" {
+		t.Errorf("%s: the config publishes, but the DaemonSet runs as service account %q, not wasmhost (publish.yaml)", file, pod.ServiceAccountName)
+	}
+	var nodeName, token bool
+	for _, c := range pod.Containers {
+		for _, e := range c.Env {
+			if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
+				nodeName = true
+			}
+		}
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" {
+				token = true
+			}
+		}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		token = true
+	}
+	if !nodeName {
+		t.Errorf("%s: the config publishes, but no container has NODE_NAME from spec.nodeName", file)
+	}
+	if !token {
+		t.Errorf("%s: the config publishes, but no service-account token is mounted", file)
 	}
 }
 
