@@ -142,6 +142,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if imports == nil { // the scan could not read them: the functions are what is known
 		for _, def := range cm.ImportedFunctions() {
 			mod, n, _ := def.Import()
+			if mod == wasmbin.SandboxModule {
+				continue // the host's rewrite imports it, not the module
+			}
 			imports = append(imports, wasmbin.Import{Module: mod, Name: n})
 		}
 	}

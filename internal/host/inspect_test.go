@@ -65,6 +65,12 @@ func TestInspect(t *testing.T) {
 	if r.Size != int64(len(read("ungranted"))) || len(r.SHA256) != 64 {
 		t.Errorf("size %d sha256 %q", r.Size, r.SHA256)
 	}
+	// The host's rewrite imports its yield function into every module: not the module's
+	// import, not shown (a module that imports nothing is described so).
+	nothing := []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x0a\x07\x01\x05\x00\x03\x40\x0b\x0b")
+	if r, err := h.Inspect(ctx, "nothing.wasm", nothing); err != nil || len(r.Imports) != 0 {
+		t.Errorf("a module of one function and no import: imports %+v, error %v", r.Imports, err)
+	}
 	if _, err := h.LoadFile(ctx, fixture("ungranted")); !errors.Is(err, ErrNotGranted) {
 		t.Errorf("LoadFile: %v, want ErrNotGranted", err)
 	}
