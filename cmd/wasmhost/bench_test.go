@@ -56,7 +56,7 @@ var idleWindow = flag.Duration("wasmhost.idle", 10*time.Second, "BenchmarkDaemon
 
 var daemonConfig = flag.String("wasmhost.config", "", "BenchmarkDaemonProcess: a configuration file for the daemon (its directories, metrics and log flags are the benchmark's)")
 
-var exampleLang = flag.String("wasmhost.example", "", "BenchmarkDaemonProcess, BenchmarkE2ERegister: the example handler built with this SDK, go, c or rust (default: the shipped one)")
+var exampleLang = flag.String("wasmhost.example", "", "BenchmarkDaemonProcess, BenchmarkE2ERegister: the example handler built with this SDK, go, c, rust or as (default: the shipped one)")
 
 var alsoHandlers = flag.String("wasmhost.also", "", "BenchmarkDaemonProcess: more handler modules to install beside the example, comma-separated (the shipped csi and dra handlers, for instance)")
 
@@ -78,8 +78,10 @@ func benchExampleWasm(b *testing.B) []byte {
 		return read(guestbuild.Shipped(b, "example"))
 	case "rust":
 		return read(guestbuild.Rust(b, "examples/handler-rust/example.rs"))
+	case "as":
+		return read(guestbuild.AS(b, "examples/handler-as/example.ts"))
 	}
-	b.Fatalf("-wasmhost.example=%s: want go, c or rust", *exampleLang)
+	b.Fatalf("-wasmhost.example=%s: want go, c, rust or as", *exampleLang)
 	return nil
 }
 

@@ -68,6 +68,8 @@ type Module struct {
 	done     chan struct{}
 	forced   atomic.Bool  // closed with calls in progress: their next yield ends them
 	mem      atomic.Int64 // bytes of its live instances' memory (memory.go)
+	makeTime atomic.Int64 // nanoseconds the last new instance took to make (acquire)
+	waitHook func()       // tests: called when acquire starts waiting for a busy instance
 
 	// holders counts the per-type handlers that point at the module. Only Run's goroutine
 	// uses it; at zero, the module is retired.
@@ -214,6 +216,7 @@ type instance struct {
 }
 
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	t0 := time.Now()
 	in := &instance{m: m}
 	in.stdout = guestOutput{inst: in, stream: "stdout", level: slog.LevelInfo}
 	in.stderr = guestOutput{inst: in, stream: "stderr", level: slog.LevelWarn}
@@ -266,6 +269,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		in.fns[i] = mod.ExportedFunction(name)
 	}
 	in.noteMemory()
+	m.makeTime.Store(int64(time.Since(t0)))
 	return in, nil
 }
 
@@ -301,11 +305,32 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 }
 
 // acquire returns an idle instance, a new one when the pool has room, or waits for one.
+//
+// When every instance is in a call but the pool has room, it first waits for one to come back
+// for as long as making a new one took last time: a call takes microseconds and a new
+// instance milliseconds and megabytes (a Go handler's: 5-30 ms and 3.4 MB, growing to 4 MB
+// and more), so a burst of short calls is served by the instances there are, no later than a
+// new one would serve it, and the pool grows for calls that keep their instance longer.
 func (m *Module) acquire(ctx context.Context) (*instance, error) {
 	select {
 	case in := <-m.idle:
 		return in, nil
 	default:
+	}
+	if n := len(m.slots); n > 0 && n < cap(m.slots) {
+		if m.waitHook != nil {
+			m.waitHook()
+		}
+		t := time.NewTimer(time.Duration(m.makeTime.Load()))
+		select {
+		case in := <-m.idle:
+			t.Stop()
+			return in, nil
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
 	}
 	select {
 	case in := <-m.idle:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -378,6 +379,78 @@ func TestRareCallsOneInstance(t *testing.T) {
 		if n := len(m.slots); n != 1 {
 			t.Fatalf("after %d calls one at a time, %d instances alive, want 1", 2*(i+1), n)
 		}
+	}
+}
+
+// TestBusyPoolWaitsBeforeGrowing: a call that finds every instance in a call, with room in the
+// pool, waits for one to come back as long as a new one takes to make (an hour here), and
+// takes the one that comes back: the pool does not grow.
+func TestBusyPoolWaitsBeforeGrowing(t *testing.T) {
+	h, _ := newTestHost(t, Config{PoolSize: 4})
+	m := mustLoad(t, h, "kv")
+	m.makeTime.Store(int64(time.Hour))
+	waiting := make(chan struct{})
+	m.waitHook = func() { close(waiting) }
+	ctx := context.Background()
+	if !m.enter() {
+		t.Fatal("the module is retired")
+	}
+	defer m.leave()
+	busy, err := m.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *instance, 1)
+	go func() {
+		in, err := m.acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- in
+	}()
+	select {
+	case <-waiting:
+	case in := <-got:
+		m.release(in)
+		t.Fatal("the call did not wait for the busy instance: it made a new one")
+	}
+	m.release(busy)
+	in := <-got
+	if in != busy {
+		t.Fatal("the waiting call got a new instance, not the one that came back")
+	}
+	if n := len(m.slots); n != 1 {
+		t.Fatalf("%d instances alive, want 1", n)
+	}
+	m.release(in)
+}
+
+// TestBusyPoolGrows: a call that finds every instance in a call, for longer than a new one
+// takes to make, gets a new instance.
+func TestBusyPoolGrows(t *testing.T) {
+	h, _ := newTestHost(t, Config{PoolSize: 4})
+	m := mustLoad(t, h, "kv")
+	ctx := context.Background()
+	if !m.enter() {
+		t.Fatal("the module is retired")
+	}
+	defer m.leave()
+	var ins []*instance
+	for i := range 3 {
+		in, err := m.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ins, in) {
+			t.Fatalf("call %d got an instance already in a call", i+1)
+		}
+		ins = append(ins, in)
+	}
+	if n := len(m.slots); n != 3 {
+		t.Fatalf("%d instances alive for 3 calls at once, want 3", n)
+	}
+	for _, in := range ins {
+		m.release(in)
 	}
 }
 
