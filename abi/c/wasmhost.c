@@ -11,8 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __wasm__
 #define WH_IMPORT(name) __attribute__((import_module("wasmhost"), import_name(#name)))
 #define WH_EXPORT(name) __attribute__((export_name(#name)))
+#else
+/* A native build, for unit tests: wasmhost_fake.c defines the host functions and calls the
+ * exports (wasmhost_fake.h). */
+#define WH_IMPORT(name)
+#define WH_EXPORT(name)
+#endif
 
 WH_IMPORT(request_read) int32_t wh_host_request_read(void *ptr, uint32_t cap);
 WH_IMPORT(result_set) int32_t wh_host_result_set(const void *ptr, uint32_t len);

@@ -1,0 +1,430 @@
+/*
+ * wasmhost_fake.c: the C SDK's in-memory host, for native unit tests. See wasmhost_fake.h.
+ *
+ * It defines the host functions wasmhost.c imports in a WebAssembly build (wh_host_*) and calls
+ * the exports wasmhost.c defines, as the daemon would.
+ */
+#include "wasmhost_fake.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __wasm__
+#error "wasmhost_fake.c is for native test programs: a handler module links the daemon's host"
+#endif
+
+/* The exports of wasmhost.c, plain functions in a native build. */
+int32_t wh_export_validate(int32_t n);
+int32_t wh_export_register(int32_t n);
+int32_t wh_export_deregister(int32_t n);
+
+/* Host functions (wasmhost.c declares them). */
+int32_t wh_host_request_read(void *ptr, uint32_t cap);
+int32_t wh_host_result_set(const void *ptr, uint32_t len);
+void wh_host_log(int32_t level, const void *ptr, uint32_t len);
+int32_t wh_host_publish(const void *key, uint32_t key_len, const void *val, uint32_t val_len);
+int32_t wh_host_kv_get(const void *key, uint32_t key_len, void *buf, uint32_t cap);
+int32_t wh_host_kv_set(const void *key, uint32_t key_len, const void *val, uint32_t val_len);
+int32_t wh_host_kv_delete(const void *key, uint32_t key_len);
+int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void *old, int32_t old_len,
+                                   const void *val, int32_t val_len);
+int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void *req, uint32_t req_len, void *resp,
+                            uint32_t resp_cap);
+int32_t wh_host_error_read(void *ptr, uint32_t cap);
+
+/* The ABI's limit on published keys (abi.MaxPublishedKeys). */
+#define WH_FAKE_MAX_PUBLISHED 16
+
+/* A byte string the fake owns, NUL-terminated. */
+typedef struct fake_bytes {
+    char *ptr;
+    size_t len;
+} fake_bytes;
+
+static fake_bytes fake_copy(const void *p, size_t n) {
+    fake_bytes b = {malloc(n + 1), n};
+    if (b.ptr == NULL) {
+        fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+        abort();
+    }
+    if (n > 0) {
+        memcpy(b.ptr, p, n);
+    }
+    b.ptr[n] = 0;
+    return b;
+}
+
+static bool fake_eq(fake_bytes b, const void *p, size_t n) { return b.len == n && (n == 0 || memcmp(b.ptr, p, n) == 0); }
+
+/* A map of byte strings, in insertion order; small enough for a linear search. */
+typedef struct fake_entry {
+    fake_bytes key, val;
+} fake_entry;
+
+typedef struct fake_map {
+    fake_entry *e;
+    size_t len, cap;
+} fake_map;
+
+static fake_entry *fake_find(fake_map *m, const void *key, size_t n) {
+    for (size_t i = 0; i < m->len; i++) {
+        if (fake_eq(m->e[i].key, key, n)) {
+            return &m->e[i];
+        }
+    }
+    return NULL;
+}
+
+static void fake_put(fake_map *m, const void *key, size_t kn, const void *val, size_t vn) {
+    fake_entry *e = fake_find(m, key, kn);
+    if (e != NULL) {
+        free(e->val.ptr);
+        e->val = fake_copy(val, vn);
+        return;
+    }
+    if (m->len == m->cap) {
+        m->cap = m->cap == 0 ? 8 : 2 * m->cap;
+        m->e = realloc(m->e, m->cap * sizeof *m->e);
+        if (m->e == NULL) {
+            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+            abort();
+        }
+    }
+    m->e[m->len++] = (fake_entry){fake_copy(key, kn), fake_copy(val, vn)};
+}
+
+static void fake_del(fake_map *m, const void *key, size_t n) {
+    fake_entry *e = fake_find(m, key, n);
+    if (e == NULL) {
+        return;
+    }
+    free(e->key.ptr);
+    free(e->val.ptr);
+    memmove(e, e + 1, (size_t)(m->e + m->len - (e + 1)) * sizeof *e);
+    m->len--;
+}
+
+static void fake_clear(fake_map *m) {
+    for (size_t i = 0; i < m->len; i++) {
+        free(m->e[i].key.ptr);
+        free(m->e[i].val.ptr);
+    }
+    m->len = 0;
+}
+
+/* The fake's state. */
+enum fake_call { FAKE_NONE, FAKE_VALIDATE, FAKE_REGISTER, FAKE_DEREGISTER };
+
+static struct {
+    fake_map kv, published, pending; /* pending: published in the register call in progress */
+    fake_bytes *log;
+    size_t log_len, log_cap;
+    enum fake_call call;
+    fake_bytes request, reason, error;
+    bool reason_set;
+    wh_fake_plugin_call_fn plugin_call;
+    fake_bytes last_method, last_req, last_resp; /* the last plugin call's, in this call */
+    int32_t last_code;
+    bool last_valid;
+} fake;
+
+static void fake_set(fake_bytes *b, const void *p, size_t n) {
+    free(b->ptr);
+    *b = fake_copy(p, n);
+}
+
+void wh_fake_reset(void) {
+    fake_clear(&fake.kv);
+    fake_clear(&fake.published);
+    fake_clear(&fake.pending);
+    for (size_t i = 0; i < fake.log_len; i++) {
+        free(fake.log[i].ptr);
+    }
+    fake.log_len = 0;
+    fake_set(&fake.reason, "", 0);
+    fake_set(&fake.error, "", 0);
+    fake.reason_set = false;
+    fake.plugin_call = NULL;
+    fake.last_valid = false;
+}
+
+/* The request: a PluginRequest in the wire format, as the host encodes it (abi/codec.go). */
+
+static void fake_add(fake_bytes *b, const void *p, size_t n) {
+    char *q = realloc(b->ptr, b->len + n + 1);
+    if (q == NULL) {
+        fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+        abort();
+    }
+    memcpy(q + b->len, p, n);
+    b->ptr = q;
+    b->len += n;
+    b->ptr[b->len] = 0;
+}
+
+static void fake_add_varint(fake_bytes *b, uint64_t v) {
+    unsigned char c;
+    while (v >= 0x80) {
+        c = (unsigned char)(v | 0x80);
+        fake_add(b, &c, 1);
+        v >>= 7;
+    }
+    c = (unsigned char)v;
+    fake_add(b, &c, 1);
+}
+
+static void fake_add_string(fake_bytes *b, uint32_t num, const char *s, bool always) {
+    size_t n = s == NULL ? 0 : strlen(s);
+    if (n == 0 && !always) {
+        return;
+    }
+    fake_add_varint(b, (uint64_t)num << 3 | WH_WIRE_BYTES);
+    fake_add_varint(b, n);
+    fake_add(b, s, n);
+}
+
+static int32_t fake_call(enum fake_call call, const wh_fake_plugin *p, int32_t (*export)(int32_t)) {
+    fake_bytes req = fake_copy("", 0);
+    fake_add_string(&req, 1, p->socket, false);
+    fake_add_string(&req, 2, p->type, false);
+    fake_add_string(&req, 3, p->name, false);
+    fake_add_string(&req, 4, p->endpoint, false);
+    for (const char *const *v = p->versions; v != NULL && *v != NULL; v++) {
+        fake_add_string(&req, 5, *v, true);
+    }
+    free(fake.request.ptr);
+    fake.request = req;
+    fake_set(&fake.reason, "", 0);
+    fake_set(&fake.error, "", 0);
+    fake.reason_set = false;
+    fake.last_valid = false;
+    fake_clear(&fake.pending);
+    fake.call = call;
+    int32_t status = export((int32_t)req.len);
+    fake.call = FAKE_NONE;
+    if (status == WH_OK) {
+        fake_set(&fake.reason, "", 0); /* a result set in a call that returns WH_OK is ignored */
+    } else if (!fake.reason_set) {
+        fake_set(&fake.reason, "no reason given", strlen("no reason given"));
+    }
+    if (call == FAKE_REGISTER) {
+        fake_clear(&fake.published);
+        if (status == WH_OK) { /* keys published by a register call that fails are discarded */
+            for (size_t i = 0; i < fake.pending.len; i++) {
+                fake_entry *e = &fake.pending.e[i];
+                fake_put(&fake.published, e->key.ptr, e->key.len, e->val.ptr, e->val.len);
+            }
+        }
+        fake_clear(&fake.pending);
+    }
+    return status;
+}
+
+int32_t wh_fake_validate(const wh_fake_plugin *p) { return fake_call(FAKE_VALIDATE, p, wh_export_validate); }
+int32_t wh_fake_register(const wh_fake_plugin *p) { return fake_call(FAKE_REGISTER, p, wh_export_register); }
+int32_t wh_fake_deregister(const wh_fake_plugin *p) { return fake_call(FAKE_DEREGISTER, p, wh_export_deregister); }
+
+const char *wh_fake_reason(void) { return fake.reason.ptr == NULL ? "" : fake.reason.ptr; }
+
+bool wh_fake_kv(const char *key, wh_str *value) {
+    fake_entry *e = fake_find(&fake.kv, key, strlen(key));
+    if (e == NULL) {
+        return false;
+    }
+    *value = (wh_str){e->val.ptr, e->val.len};
+    return true;
+}
+
+size_t wh_fake_kv_len(void) { return fake.kv.len; }
+
+void wh_fake_kv_put(const char *key, wh_str value) { fake_put(&fake.kv, key, strlen(key), value.ptr, value.len); }
+
+const char *wh_fake_published(const char *key) {
+    fake_entry *e = fake_find(&fake.published, key, strlen(key));
+    return e == NULL ? NULL : e->val.ptr;
+}
+
+size_t wh_fake_published_len(void) { return fake.published.len; }
+
+size_t wh_fake_log_len(void) { return fake.log_len; }
+
+const char *wh_fake_log(size_t i) { return i < fake.log_len ? fake.log[i].ptr : NULL; }
+
+void wh_fake_set_plugin_call(wh_fake_plugin_call_fn fn) { fake.plugin_call = fn; }
+
+/* The host functions. */
+
+static bool in_handler_call(void) { return fake.call != FAKE_NONE; }
+
+/* check_key returns WH_OK or the code the host returns for key. */
+static int32_t check_key(uint32_t n) {
+    if (n == 0) {
+        return WH_BAD_REQUEST;
+    }
+    return n > WH_MAX_KEY_BYTES ? WH_TOO_LARGE : WH_OK;
+}
+
+static int32_t copy_out(void *ptr, uint32_t cap, fake_bytes b) {
+    size_t n = b.len < cap ? b.len : cap;
+    if (n > 0) {
+        memcpy(ptr, b.ptr, n);
+    }
+    return (int32_t)b.len;
+}
+
+int32_t wh_host_request_read(void *ptr, uint32_t cap) {
+    if (!in_handler_call()) {
+        return 0;
+    }
+    return copy_out(ptr, cap, fake.request);
+}
+
+int32_t wh_host_result_set(const void *ptr, uint32_t len) {
+    if (!in_handler_call()) {
+        return WH_DENIED;
+    }
+    if (len > WH_MAX_RESULT_BYTES) {
+        return WH_TOO_LARGE;
+    }
+    fake_set(&fake.reason, ptr, len);
+    fake.reason_set = true;
+    return WH_OK;
+}
+
+void wh_host_log(int32_t level, const void *ptr, uint32_t len) {
+    static const char *const names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    const char *name = level < WH_LOG_DEBUG ? names[0] : level > WH_LOG_ERROR ? names[3] : names[level];
+    if (len > WH_MAX_LOG_LINE_BYTES) {
+        len = WH_MAX_LOG_LINE_BYTES;
+    }
+    fake_bytes line = fake_copy(name, strlen(name));
+    fake_add(&line, " ", 1);
+    fake_add(&line, ptr, len);
+    if (fake.log_len == fake.log_cap) {
+        fake.log_cap = fake.log_cap == 0 ? 16 : 2 * fake.log_cap;
+        fake.log = realloc(fake.log, fake.log_cap * sizeof *fake.log);
+        if (fake.log == NULL) {
+            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+            abort();
+        }
+    }
+    fake.log[fake.log_len++] = line;
+}
+
+int32_t wh_host_publish(const void *key, uint32_t key_len, const void *val, uint32_t val_len) {
+    if (fake.call != FAKE_REGISTER) {
+        return WH_DENIED;
+    }
+    int32_t rc = check_key(key_len);
+    if (rc != WH_OK) {
+        return rc;
+    }
+    if (val_len > WH_MAX_VALUE_BYTES ||
+        (fake_find(&fake.pending, key, key_len) == NULL && fake.pending.len >= WH_FAKE_MAX_PUBLISHED)) {
+        return WH_TOO_LARGE;
+    }
+    fake_put(&fake.pending, key, key_len, val, val_len);
+    return WH_OK;
+}
+
+int32_t wh_host_kv_get(const void *key, uint32_t key_len, void *buf, uint32_t cap) {
+    if (!in_handler_call()) {
+        return WH_DENIED;
+    }
+    int32_t rc = check_key(key_len);
+    if (rc != WH_OK) {
+        return rc;
+    }
+    fake_entry *e = fake_find(&fake.kv, key, key_len);
+    return e == NULL ? WH_NOT_FOUND : copy_out(buf, cap, e->val);
+}
+
+int32_t wh_host_kv_set(const void *key, uint32_t key_len, const void *val, uint32_t val_len) {
+    if (!in_handler_call()) {
+        return WH_DENIED;
+    }
+    int32_t rc = check_key(key_len);
+    if (rc != WH_OK) {
+        return rc;
+    }
+    if (val_len > WH_MAX_VALUE_BYTES) {
+        return WH_TOO_LARGE;
+    }
+    fake_put(&fake.kv, key, key_len, val, val_len);
+    return WH_OK;
+}
+
+int32_t wh_host_kv_delete(const void *key, uint32_t key_len) {
+    if (!in_handler_call()) {
+        return WH_DENIED;
+    }
+    int32_t rc = check_key(key_len);
+    if (rc != WH_OK) {
+        return rc;
+    }
+    fake_del(&fake.kv, key, key_len);
+    return WH_OK;
+}
+
+int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void *old, int32_t old_len,
+                                   const void *val, int32_t val_len) {
+    if (!in_handler_call()) {
+        return WH_DENIED;
+    }
+    int32_t rc = check_key(key_len);
+    if (rc != WH_OK) {
+        return rc;
+    }
+    if (old_len < -1 || val_len < -1) {
+        return WH_BAD_REQUEST;
+    }
+    if (val_len > WH_MAX_VALUE_BYTES) {
+        return WH_TOO_LARGE;
+    }
+    fake_entry *e = fake_find(&fake.kv, key, key_len);
+    bool same = old_len == -1 ? e == NULL : e != NULL && fake_eq(e->val, old, (size_t)old_len);
+    if (!same) {
+        return WH_CONFLICT;
+    }
+    if (val_len == -1) {
+        fake_del(&fake.kv, key, key_len);
+    } else {
+        fake_put(&fake.kv, key, key_len, val, (size_t)val_len);
+    }
+    return WH_OK;
+}
+
+int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void *req, uint32_t req_len, void *resp,
+                            uint32_t resp_cap) {
+    if (!in_handler_call()) {
+        fake_set(&fake.error, "plugin_call outside a handler call", strlen("plugin_call outside a handler call"));
+        return WH_DENIED;
+    }
+    if (fake.plugin_call == NULL) {
+        const char *why = "plugin_call is not granted (wh_fake_set_plugin_call answers plugin calls)";
+        fake_set(&fake.error, why, strlen(why));
+        return WH_DENIED;
+    }
+    if (method_len == 0) {
+        return WH_BAD_REQUEST;
+    }
+    /* The SDK calls again with a larger buffer when the response did not fit: that is the same
+     * call, answered from the first. */
+    if (!(fake.last_valid && fake_eq(fake.last_method, method, method_len) && fake_eq(fake.last_req, req, req_len))) {
+        wh_text out = {0};
+        fake.last_code = fake.plugin_call((wh_str){method, method_len}, (wh_str){req, req_len}, &out);
+        fake_set(&fake.last_method, method, method_len);
+        fake_set(&fake.last_req, req, req_len);
+        fake_set(&fake.last_resp, out.ptr, out.len);
+        fake.last_valid = true;
+    }
+    if (fake.last_code != WH_OK) {
+        fake_set(&fake.error, fake.last_resp.ptr, fake.last_resp.len);
+        fake.last_valid = false;
+        return fake.last_code;
+    }
+    return copy_out(resp, resp_cap, fake.last_resp);
+}
+
+int32_t wh_host_error_read(void *ptr, uint32_t cap) { return copy_out(ptr, cap, fake.error); }

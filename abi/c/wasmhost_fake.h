@@ -1,0 +1,70 @@
+/*
+ * wasmhost_fake.h: an in-memory host for the C SDK, to unit test a handler's logic natively,
+ * without WebAssembly. Build the handler with wasmhost.c and wasmhost_fake.c by the system's C
+ * compiler into a test program of your own, and make the daemon's calls with wh_fake_validate,
+ * wh_fake_register and wh_fake_deregister:
+ *
+ *     clang -o example_test example_test.c example.c wasmhost.c wasmhost_fake.c && ./example_test
+ *
+ * The fake keeps one key-value store (every plugin type shares it), the keys published by the
+ * last register call, the log, and the reason of the last call. It checks what the host checks
+ * of each host function (the ABI's limits, empty keys, publish only in register) and returns
+ * the host's codes, but it does not pool instances, time calls or sandbox anything: run the
+ * built module through wasmhost handler test and handler conformance for that. It is not
+ * thread-safe, like the handler calls it makes.
+ */
+#ifndef WASMHOST_FAKE_H
+#define WASMHOST_FAKE_H
+
+#include "wasmhost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* wh_fake_plugin is a plugin as it describes itself in GetInfo: what a call is about. */
+typedef struct wh_fake_plugin {
+    const char *socket, *type, *name, *endpoint;
+    const char *const *versions; /* a NULL-terminated list (WH_TYPES makes one), or NULL */
+} wh_fake_plugin;
+
+/* wh_fake_reset empties the store, the published keys, the log and the reason, and removes the
+ * plugin call function. */
+void wh_fake_reset(void);
+
+/* The daemon's calls: each encodes p as the host does, calls the handler through the SDK's
+ * export, and returns its status (WH_OK, WH_REJECTED, WH_ERROR). */
+int32_t wh_fake_validate(const wh_fake_plugin *p);
+int32_t wh_fake_register(const wh_fake_plugin *p);
+int32_t wh_fake_deregister(const wh_fake_plugin *p);
+
+/* wh_fake_reason is the reason the last call set (wh_reject, wh_fail), or "" when it set none. */
+const char *wh_fake_reason(void);
+
+/* wh_fake_kv sets *value to the value of key in the store and returns true, or returns false
+ * when there is no such key. wh_fake_kv_len is the number of keys; wh_fake_kv_put sets a key
+ * from the test, as an earlier call would have. */
+bool wh_fake_kv(const char *key, wh_str *value);
+size_t wh_fake_kv_len(void);
+void wh_fake_kv_put(const char *key, wh_str value);
+
+/* wh_fake_published is the value the last register call that returned WH_OK published under
+ * key (NUL-terminated), or NULL; wh_fake_published_len is the number of keys it published. */
+const char *wh_fake_published(const char *key);
+size_t wh_fake_published_len(void);
+
+/* The log: wh_fake_log_len lines so far, line i as "LEVEL message" ("INFO registering ..."). */
+size_t wh_fake_log_len(void);
+const char *wh_fake_log(size_t i);
+
+/* wh_fake_plugin_call_fn answers wh_plugin_call: it appends the encoded response to resp and
+ * returns WH_OK, or returns a code (WH_FAILED, ...) with the reason appended to resp instead.
+ * Without one, plugin calls return WH_DENIED, as under a host that did not grant them. */
+typedef int32_t (*wh_fake_plugin_call_fn)(wh_str method, wh_str req, wh_text *resp);
+void wh_fake_set_plugin_call(wh_fake_plugin_call_fn fn);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
