@@ -6,6 +6,7 @@
  */
 #include "wasmhost_fake.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,9 @@ static fake_bytes fake_copy(const void *p, size_t n) {
     return b;
 }
 
-static bool fake_eq(fake_bytes b, const void *p, size_t n) { return b.len == n && (n == 0 || memcmp(b.ptr, p, n) == 0); }
+static bool fake_eq(fake_bytes b, const void *p, size_t n) {
+    return b.len == n && (n == 0 || memcmp(b.ptr, p, n) == 0);
+}
 
 /* A map of byte strings, in insertion order; small enough for a linear search. */
 typedef struct fake_entry {
@@ -428,3 +431,30 @@ int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void 
 }
 
 int32_t wh_host_error_read(void *ptr, uint32_t cap) { return copy_out(ptr, cap, fake.error); }
+
+/* Checks. */
+
+static int fake_checks, fake_failures;
+
+void wh_fake_check(bool ok, const char *file, int line, const char *format, ...) {
+    fake_checks++;
+    if (ok) {
+        return;
+    }
+    fake_failures++;
+    printf("FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, format);
+    vprintf(format, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+int wh_fake_done(void) {
+    if (fake_failures > 0) {
+        printf("FAIL: %d of %d checks failed\n", fake_failures, fake_checks);
+        return 1;
+    }
+    printf("PASS: %d checks\n", fake_checks);
+    return 0;
+}

@@ -63,6 +63,16 @@ const char *wh_fake_log(size_t i);
 typedef int32_t (*wh_fake_plugin_call_fn)(wh_str method, wh_str req, wh_text *resp);
 void wh_fake_set_plugin_call(wh_fake_plugin_call_fn fn);
 
+/* WH_CHECK(cond, format, ...) is one check of a test program: when cond is false it prints
+ * "FAIL file:line: " and the message. wh_fake_done prints "PASS: N checks" or "FAIL: n of N
+ * checks failed" and returns main's exit status: 0, or 1 when a check failed. */
+#define WH_CHECK(cond, ...) wh_fake_check((cond), __FILE__, __LINE__, __VA_ARGS__)
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+void wh_fake_check(bool ok, const char *file, int line, const char *format, ...);
+int wh_fake_done(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,22 @@ func C(tb testing.TB, srcs ...string) string {
 	return out
 }
 
+// Native builds a native test program with clang from srcs (paths relative to the repository's
+// root), the C SDK and its fake host (abi/c/wasmhost_fake.c), warnings as errors, and returns
+// its path in a temporary directory tb removes.
+func Native(tb testing.TB, srcs ...string) string {
+	tb.Helper()
+	clang := tool(tb, "clang", "Debian: clang")
+	root := repoRoot()
+	out := filepath.Join(tempDir(tb), strings.TrimSuffix(filepath.Base(srcs[0]), ".c"))
+	args := []string{"-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I", filepath.Join(root, "abi", "c"), "-o", out}
+	for _, s := range append(srcs, "abi/c/wasmhost.c", "abi/c/wasmhost_fake.c") {
+		args = append(args, filepath.Join(root, s))
+	}
+	run(tb, clang, args...)
+	return out
+}
+
 // Shipped builds the shipped handler name (handlers-wasm/<name>/<name>.c) as the Makefile
 // does, and returns the module's path in a temporary directory tb removes.
 func Shipped(tb testing.TB, name string) string {
