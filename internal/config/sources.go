@@ -58,9 +58,10 @@ type PullConfig struct {
 	// Defaults to 30s; it must be shorter than FirstWait, so that a registry that hangs is
 	// tried again within the wait.
 	Timeout Duration `yaml:"timeout"`
-	// FirstWait bounds how long registrations (and /readyz) wait at start for the sources
-	// that serve nothing yet: pulled and loaded, or refused. Past it they start without them,
-	// and a source pulled later serves from then on. Defaults to 1m.
+	// FirstWait bounds how long /readyz, and the plugins of a type no handler serves yet, wait
+	// at start for the sources that serve nothing yet: pulled and loaded, or refused (plugins
+	// of the types served already register at once). Past it those plugins are told no
+	// handler serves their type, and a source pulled later serves from then on. Defaults to 1m.
 	FirstWait Duration `yaml:"firstWait"`
 	// Parallel bounds the sources pulled at once. Defaults to 4.
 	Parallel int `yaml:"parallel"`

@@ -171,16 +171,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		return nil, err
 	}
 	reg, err := registrar.New(registrar.Config{
-		TypeSlots:      typeSlots,
-		Liveness:       d.liveness,
-		Handlers:       d.registry,
-		Actual:         d.actual,
-		Logger:         log.With("component", "registrar"),
-		DialTimeout:    time.Duration(cfg.Registration.DialTimeout),
-		GetInfoTimeout: time.Duration(cfg.Registration.GetInfoTimeout),
-		NotifyTimeout:  time.Duration(cfg.Registration.NotifyTimeout),
-		HandlerTimeout: time.Duration(cfg.Handlers.CallTimeout),
-		Observer:       observer{d.metrics},
+		TypeSlots: typeSlots,
+		Liveness:  d.liveness,
+		Handlers:  d.registry,
+		// Plugins of the other types register at once: only a type without a handler waits
+		// for the sources' first pull (ociSources.gate), not told no meanwhile.
+		HandlersPending: func() bool { return d.oci.pending() },
+		Actual:          d.actual,
+		Logger:          log.With("component", "registrar"),
+		DialTimeout:     time.Duration(cfg.Registration.DialTimeout),
+		GetInfoTimeout:  time.Duration(cfg.Registration.GetInfoTimeout),
+		NotifyTimeout:   time.Duration(cfg.Registration.NotifyTimeout),
+		HandlerTimeout:  time.Duration(cfg.Handlers.CallTimeout),
+		Observer:        observer{d.metrics},
 	})
 	if err != nil {
 		return nil, err
@@ -250,16 +253,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// Registrations wait for the handlers present at start: a plugin found before its
 		// handler is loaded would be told "no handler for your type", and some plugins (the
 		// CSI node-driver-registrar) exit when told no. The watcher lists sockets meanwhile.
+		// The handlers still being pulled from registries hold only the plugins of a type that
+		// has no handler (HandlersPending), not the others.
 		select {
 		case <-d.host.Ready():
 		case <-gctx.Done():
 			return nil
 		}
-		if d.oci.waitReady(gctx) != nil {
+		return d.rec.Run(gctx)
+	})
+	g.Go(func() error {
+		select {
+		case <-d.host.Ready():
+		case <-gctx.Done():
 			return nil
 		}
-		d.warnNothingServes()
-		return d.rec.Run(gctx)
+		if d.oci.waitReady(gctx) == nil {
+			d.warnNothingServes()
+		}
+		return nil
 	})
 	g.Go(func() error {
 		if d.oci.hostLoaded(gctx) != nil {

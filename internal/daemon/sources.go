@@ -24,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/oci"
+	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -33,10 +34,13 @@ type ociSources struct {
 	host    *host.Host
 	sources *oci.Sources
 	// gate is closed once every source serves a loaded revision or is refused, or after
-	// firstWait: registrations and readiness wait for it, as they wait for the handler
-	// directory's files, so that a plugin is not told "no handler" for a type whose handler is
-	// on its way (a registry that refuses connections or hangs keeps it closed too).
+	// firstWait: readiness waits for it, and so do the plugins of a type that has no handler
+	// (HandlersPending), so that a plugin is not told "no handler" for a type whose handler is
+	// on its way (a registry that refuses connections or hangs keeps it closed too). When it
+	// closes, the registry is touched: those plugins are tried again, and told no if nothing
+	// serves their type.
 	gate      chan struct{}
+	registry  *registration.Registry
 	firstWait time.Duration
 	log       *slog.Logger
 	// preparing is true while Prepare serves what was pulled before (New, before Run).
@@ -57,7 +61,7 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 	hcfg.CacheDir = filepath.Join(store, "cache")
 	hcfg.AllowInsecure = false // the daemon writes that directory itself, 0700
 	hcfg.Logger = d.log.With("component", "host", "handler_source", "oci")
-	o := &ociSources{gate: make(chan struct{}), firstWait: time.Duration(cfg.Handlers.Pull.FirstWait), log: d.log.With("component", "sources")}
+	o := &ociSources{gate: make(chan struct{}), registry: hcfg.Registry, firstWait: time.Duration(cfg.Handlers.Pull.FirstWait), log: d.log.With("component", "sources")}
 	o.host, err = host.New(ctx, hcfg)
 	if err != nil {
 		return nil, err
@@ -177,7 +181,10 @@ func (o *ociSources) run(ctx context.Context) error {
 	g.Go(func() error { return o.host.Run(gctx) })
 	g.Go(func() error { return o.sources.Run(gctx) })
 	g.Go(func() error {
-		defer close(o.gate)
+		defer func() {
+			close(o.gate)
+			o.registry.Touch()
+		}()
 		t := time.NewTimer(o.firstWait)
 		defer t.Stop()
 		// The sources change as they are pulled, the host's handlers as it loads what they
@@ -285,6 +292,12 @@ func (o *ociSources) waitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// pending reports whether the sources' first pull is still awaited (the gate is open): a
+// plugin of a type no handler serves then waits rather than being told no.
+func (o *ociSources) pending() bool {
+	return o != nil && o.notReady() != nil
 }
 
 // hostLoaded waits until the host of the pulled handlers has loaded (or refused) the modules

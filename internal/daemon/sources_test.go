@@ -187,10 +187,10 @@ func TestSourceRevisions(t *testing.T) {
 	}
 }
 
-// TestFirstWaitCoversARefusedConnection: a registry that refuses connections keeps the first
-// wait closed (a plugin is not told "no handler" while its handler may still come), up to
-// handlers.pull.firstWait; then registrations start, with a warning naming the source.
-func TestFirstWaitCoversARefusedConnection(t *testing.T) {
+// unreachableSourceConfig is a daemon config with one source (of csi.example) on a registry
+// that refuses connections, and the handler directory serving ok.example.
+func unreachableSourceConfig(t *testing.T, firstWait time.Duration) (config.Config, string) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -201,16 +201,62 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 	source := addr + "/h/csi@sha256:" + strings.Repeat("ab", 32)
 	cfg.Handlers.Sources = []string{source}
 	cfg.Handlers.Trust.AllowUnsigned = []string{"csi.example"}
-	cfg.Handlers.Pull.FirstWait = config.Duration(2 * time.Second)
+	cfg.Handlers.Pull.FirstWait = config.Duration(firstWait)
 	cfg.Handlers.Pull.Timeout = config.Duration(time.Second)
 	cfg.Handlers.Pull.Retry = config.Duration(100 * time.Millisecond)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "ok.wasm"), testdataModule(t, "ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, source
+}
+
+// TestFirstWaitHoldsOnlyTypesWithoutHandler: while the sources' first pull is awaited (a
+// registry that refuses connections, a first wait of an hour), a plugin of a type the handler
+// directory serves registers at once, and one of a type nothing serves yet waits, not told no.
+func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
+	cfg, _ := unreachableSourceConfig(t, time.Hour)
+	d := runTestDaemon(t, cfg, nil)
+	served := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "ok.sock"),
+		registrationtest.Info{Type: "ok.example", Name: "ok", Versions: []string{"v1"}}, registrationtest.Options{})
+	waiting := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "csi.sock"),
+		registrationtest.Info{Type: "csi.example", Name: "csi", Versions: []string{"v1"}}, registrationtest.Options{})
+	if n := served.WaitNotification(t, time.Minute); !n.Registered {
+		t.Fatalf("a plugin of a type the handler directory serves: told %+v, want registered", n)
+	}
+	if !d.oci.pending() {
+		t.Fatal("the first wait of an hour is over")
+	}
+	waitUntil(t, "the csi.example plugin to wait for the sources", func() bool {
+		st, ok := d.state.StatusOf(filepath.Join(cfg.SocketDir, "csi.sock"))
+		return ok && st.State == state.StateWaitingForHandler && strings.Contains(st.LastError, "still being pulled")
+	})
+	if n := waiting.Notifications(); len(n) != 0 {
+		t.Errorf("a plugin whose handler may still come was told %+v", n)
+	}
+}
+
+// TestFirstWaitCoversARefusedConnection: a registry that refuses connections keeps the first
+// wait closed (a plugin is not told "no handler" while its handler may still come), up to
+// handlers.pull.firstWait; then such plugins are told no, with a warning naming the source.
+func TestFirstWaitCoversARefusedConnection(t *testing.T) {
+	cfg, source := unreachableSourceConfig(t, 2*time.Second)
 	logs := &recordLogs{}
 	start := time.Now()
 	d := runTestDaemon(t, cfg, slog.New(logs))
-	<-d.oci.gate
+	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "csi.sock"),
+		registrationtest.Info{Type: "csi.example", Name: "csi", Versions: []string{"v1"}}, registrationtest.Options{})
+	n := p.WaitNotification(t, time.Minute)
+	select {
+	case <-d.oci.gate:
+	default:
+		t.Errorf("the plugin was told %+v before the first wait ended", n)
+	}
+	if n.Registered || !strings.Contains(n.Error, "csi.example") {
+		t.Errorf("the plugin of a type nothing serves was told %+v, want no handler for csi.example", n)
+	}
 	if waited := time.Since(start); waited < 2*time.Second {
 		t.Errorf("the gate opened after %s, before handlers.pull.firstWait (2s); source: %+v", waited, d.oci.sources.Statuses())
 	}

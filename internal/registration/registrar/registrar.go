@@ -35,6 +35,13 @@ import (
 type Config struct {
 	// Handlers gives the handler for each plugin type. Required.
 	Handlers *registration.Registry
+	// HandlersPending, if set, reports whether handlers may still arrive for types that have
+	// none yet (those pulled from registries, until handlers.pull.firstWait at start): while
+	// it does, a plugin of a type without a handler is not told no, which some plugins take as
+	// final (the CSI node-driver-registrar exits). Its registration fails with ErrNoHandler,
+	// naming no type so that the next change of the handler set (a handler, or Touch once
+	// nothing is pending) tries it again.
+	HandlersPending func() bool
 	// Actual is the actual state: Register adds the plugins it registers, Deregister removes
 	// them. Required.
 	Actual *state.Actual
@@ -250,6 +257,11 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	log = log.With("plugin_type", info.Type, "plugin", info.Name)
 
 	h, ok := r.cfg.Handlers.Get(info.Type)
+	if !ok && r.cfg.HandlersPending != nil && r.cfg.HandlersPending() {
+		err := fmt.Errorf("%w: %s at socket %s, while the handlers from registries are still being pulled", registration.ErrNoHandler, info.Type, s.Path)
+		log.Debug("plugin waits: no handler for its type yet, and the handlers from registries are still being pulled")
+		return err
+	}
 	if !ok {
 		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
 		log.Debug("plugin waits for a handler for its type", "error", err)
