@@ -82,7 +82,9 @@ func TestE2EHandlersFromRegistry(t *testing.T) {
 		}
 	}
 
-	// wasmhost status counts it, and names it with why.
+	// wasmhost status counts it, and names it with why, once the first pull is over (the
+	// plugin registered as soon as its handler served, maybe before the gate closed).
+	waitFor(t, "the daemon to be ready", func() bool { return rd.d.Ready() == nil })
 	status, _, err := runClient(t.Context(), "status", "--admin-socket", rd.d.AdminSocket())
 	if err != nil {
 		t.Fatal(err)
