@@ -215,6 +215,18 @@ type instance struct {
 	mem int64
 }
 
+// guestGOGC is the GOGC every instance finds in its environment: the Go runtime of a Go handler
+// reads it at start, and other languages ignore it. A pooled instance keeps all the linear
+// memory its heap ever grew to (WebAssembly memory does not shrink), and at Go's default of 100
+// a Go heap takes on 4 MB of garbage before its first collection: an instance that served a
+// few thousand calls holds 88 pages, at 25 it holds 64, for no call cost the benchmarks see
+// (docs/benchmarks.md, "The Go SDK's costs"); lower values hold no less. A handler that wants
+// another value calls debug.SetGCPercent in its init. The environment, not the SDK: the only
+// way for the SDK to set it without importing runtime/debug (390 KB more module, 8 more pages
+// an instance) is to link to the runtime's unexported function by name, which a Go release may
+// break in every handler's build.
+const guestGOGC = "25"
+
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	t0 := time.Now()
 	in := &instance{m: m}
@@ -224,6 +236,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithName("").
 		WithStdout(&in.stdout).
 		WithStderr(&in.stderr).
+		WithEnv("GOGC", guestGOGC).
 		WithStartFunctions() // _initialize is called below, so that its traps are told apart
 	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
 	in.st, in.outLines, in.outBytes = st, 0, 0
