@@ -70,3 +70,72 @@ wasmhost::export!(
     Example,
     Manifest { plugin_types: &["example.wasmhost.dev"], name: "example", version: "0.1.0" }
 );
+
+// Unit tests of the handler's logic, run natively against the SDK's fake host
+// (wasmhost::fake), without WebAssembly: README.md beside this file builds and runs them.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmhost::fake::Fake;
+
+    fn plugin(name: &str, versions: &[&str]) -> Plugin {
+        Plugin {
+            socket: format!("/var/lib/wasmhost/plugins_registry/{}-reg.sock", name),
+            plugin_type: "example.wasmhost.dev".to_string(),
+            name: name.to_string(),
+            endpoint: format!("/var/lib/wasmhost/plugins/{}.sock", name),
+            versions: versions.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    fn last_log(host: &Fake<Example>) -> String {
+        host.log().last().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn register_and_deregister() {
+        let host = Fake::new(Example);
+        let demo = plugin("demo", &["v1beta1", "v1"]);
+        assert_eq!(host.validate(&demo), Ok(()));
+        assert_eq!(host.register(&demo), Ok(()));
+        assert_eq!(last_log(&host), "INFO registering demo at /var/lib/wasmhost/plugins/demo.sock");
+        assert_eq!(host.kv("plugin/demo"), Some(demo.endpoint.clone().into_bytes()));
+        assert_eq!(host.published().into_iter().collect::<Vec<_>>(), [("endpoint".to_string(), demo.endpoint.clone())]);
+
+        // The daemon may register a plugin again (after a restart): same outcome.
+        assert_eq!(host.register(&demo), Ok(()));
+        assert_eq!(host.store().len(), 1);
+
+        assert_eq!(host.deregister(&demo), Ok(()));
+        assert_eq!(last_log(&host), "INFO deregistering demo, registered at /var/lib/wasmhost/plugins/demo.sock");
+        assert!(host.store().is_empty(), "left in the store: {:?}", host.store());
+    }
+
+    #[test]
+    fn reject() {
+        let host = Fake::new(Example);
+        assert_eq!(
+            host.validate(&plugin("old", &["v0", "v2"])),
+            Err(Error::reject("plugin old supports versions [v0, v2]; this handler needs v1"))
+        );
+        assert_eq!(host.validate(&plugin("none", &[])), Err(Error::reject("plugin none supports versions []; this handler needs v1")));
+    }
+
+    // Deregistering a plugin this handler has no record of (registered before the store was
+    // emptied, say) succeeds, with a warning.
+    #[test]
+    fn deregister_unknown() {
+        let host = Fake::new(Example);
+        assert_eq!(host.deregister(&plugin("demo", &["v1"])), Ok(()));
+        assert_eq!(last_log(&host), "WARN deregistering demo, which this handler has no record of");
+    }
+
+    // What the store holds is what deregister goes by, whichever instance registered the plugin.
+    #[test]
+    fn deregister_from_store() {
+        let host = Fake::new(Example);
+        host.kv_put("plugin/demo", b"/elsewhere.sock");
+        assert_eq!(host.deregister(&plugin("demo", &["v1"])), Ok(()));
+        assert_eq!(last_log(&host), "INFO deregistering demo, registered at /elsewhere.sock");
+    }
+}

@@ -87,6 +87,22 @@ func Rust(tb testing.TB, src string) string {
 	return out
 }
 
+// RustTest builds the unit tests of a Rust handler or test file, src (a path relative to the
+// repository's root), natively with rustc --test against the Rust SDK built natively (whose
+// host functions are then its fake host, wasmhost::fake), warnings as errors, and returns the
+// test program's path in a temporary directory tb removes.
+func RustTest(tb testing.TB, src string) string {
+	tb.Helper()
+	rustc := Rustc(tb)
+	root, dir := repoRoot(), tempDir(tb)
+	run(tb, rustc, "--edition", "2021", "--crate-type", "rlib", "-D", "warnings", "--crate-name", "wasmhost",
+		"--out-dir", dir, filepath.Join(root, "abi", "rust", "src", "lib.rs"))
+	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".rs")+"_test")
+	run(tb, rustc, "--edition", "2021", "--test", "-D", "warnings", "--extern", "wasmhost="+filepath.Join(dir, "libwasmhost.rlib"),
+		"-o", out, filepath.Join(root, src))
+	return out
+}
+
 // AS builds an AssemblyScript handler from src (a path relative to the repository's root) and
 // the AssemblyScript SDK, with the compiler and the flags of the walkthrough
 // (examples/handler-as/README.md), and returns the module's path in a temporary directory tb

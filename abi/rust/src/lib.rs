@@ -26,6 +26,10 @@
 //!     --extern wasmhost=libwasmhost.rlib -o widget.wasm widget.rs
 //! ```
 //!
+//! In a build for another target (`rustc --test`), the host functions are those of an in-memory
+//! host, [`fake::Fake`], which makes the daemon's calls to a handler and shows the store, the
+//! published keys and the log, so that a handler's logic can be unit tested natively.
+//!
 //! The host pools instances of a module and throws one away after any trap or timeout (a panic
 //! is a trap: WebAssembly cannot unwind), so a handler keeps nothing in its own memory from one
 //! call to the next: what must last goes in the key-value store, [`kv`].
@@ -552,8 +556,8 @@ pub mod wire {
     }
 }
 
-/// The host functions of ABI v1 in a WebAssembly build; elsewhere (`cargo test`, a native
-/// build) an in-memory stand-in, enough for the SDK's own unit tests.
+/// The host functions of ABI v1 in a WebAssembly build; elsewhere (a native build, for unit
+/// tests) those of the in-memory host of module `fake`.
 #[cfg(target_family = "wasm")]
 mod host {
     #[link(wasm_import_module = "wasmhost")]
@@ -617,36 +621,9 @@ mod host {
     }
 }
 
+// Outside WebAssembly (a native build: a handler's unit tests), the host functions are the
+// fake host's, which a test drives with fake::Fake.
 #[cfg(not(target_family = "wasm"))]
-mod host {
-    // Outside WebAssembly there is no host: every call is denied. Handlers are tested in the
-    // daemon's host (wasmhost handler test, handler conformance).
-    pub fn request_read(_: &mut [u8]) -> i32 {
-        0
-    }
-    pub fn result_set(_: &[u8]) -> i32 {
-        0
-    }
-    pub fn log(_: i32, _: &[u8]) {}
-    pub fn publish(_: &[u8], _: &[u8]) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn kv_get(_: &[u8], _: &mut [u8]) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn kv_set(_: &[u8], _: &[u8]) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn kv_delete(_: &[u8]) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn kv_compare_and_set(_: &[u8], _: Option<&[u8]>, _: Option<&[u8]>) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn plugin_call(_: &[u8], _: &[u8], _: &mut [u8]) -> i32 {
-        super::CODE_DENIED
-    }
-    pub fn error_read(_: &mut [u8]) -> i32 {
-        0
-    }
-}
+pub mod fake;
+#[cfg(not(target_family = "wasm"))]
+use fake::host;
