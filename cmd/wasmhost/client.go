@@ -840,9 +840,19 @@ func writeStatus(w io.Writer, st *adminv1.Status) {
 	if t := st.GetStartedAt(); t != nil {
 		started = " (since " + t.AsTime().Local().Format(time.RFC3339) + ")"
 	}
+	// Every state the daemon counts, the known ones in the order of a plugin's life, then any
+	// other a newer daemon sends: the breakdown adds up to the total.
+	order := []string{"registered", "standby", "pending", "failing", "rejected", "waiting-for-handler", "gone"}
+	counts := st.GetPluginsByState()
+	states := slices.Clone(order)
+	for _, s := range slices.Sorted(maps.Keys(counts)) {
+		if !slices.Contains(order, s) {
+			states = append(states, s)
+		}
+	}
 	var byState []string
-	for _, s := range []string{"registered", "pending", "failing", "waiting-for-handler", "gone"} {
-		if n := st.GetPluginsByState()[s]; n > 0 {
+	for _, s := range states {
+		if n := counts[s]; n > 0 {
 			byState = append(byState, fmt.Sprintf("%d %s", n, s))
 		}
 	}

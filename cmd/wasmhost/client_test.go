@@ -580,3 +580,17 @@ func TestHandlerTableLastErrorWithoutFile(t *testing.T) {
 		t.Errorf("wide table lost the full error:\n%s", out.String())
 	}
 }
+
+// TestStatusCountsEveryState: the plugins line of wasmhost status breaks the total down by
+// every state the daemon counts (standby and rejected plugins were left out of it), and a
+// state this client does not know is shown too, after the known ones.
+func TestStatusCountsEveryState(t *testing.T) {
+	var buf bytes.Buffer
+	writeStatus(&buf, &adminv1.Status{Version: "v", Ready: true, Plugins: 6, PluginsByState: map[string]uint32{
+		"registered": 1, "standby": 1, "rejected": 2, "waiting-for-handler": 1, "quarantined-someday": 1,
+	}})
+	want := "plugins:  6 (1 registered, 1 standby, 2 rejected, 1 waiting-for-handler, 1 quarantined-someday)"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("status:\n%s\nwant the line %q", buf.String(), want)
+	}
+}
