@@ -34,8 +34,9 @@ int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void 
                             uint32_t resp_cap);
 int32_t wh_host_error_read(void *ptr, uint32_t cap);
 
-/* The ABI's limit on published keys (abi.MaxPublishedKeys). */
-#define WH_FAKE_MAX_PUBLISHED 16
+/* The limit on the keys one register call publishes (abi.MaxPublishedKeys, the daemon's default
+ * handlers.limits.publishKeys). */
+#define WH_FAKE_MAX_PUBLISHED 64
 
 /* A byte string the fake owns, NUL-terminated. */
 typedef struct fake_bytes {

@@ -4,6 +4,7 @@
  * what the fake made of it, with WH_CHECK: each failed check is printed, and "PASS" or "FAIL"
  * at the end.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "wasmhost_fake.h"
@@ -62,6 +63,16 @@ static int32_t register_plugin(const wh_plugin *p) {
         EXPECT("kv_set of a value at the limit", wh_kv_set(WH_STR("c"), (wh_str){big, sizeof big - 1}), WH_OK);
         EXPECT("kv_delete", wh_kv_delete(WH_STR("c")), WH_OK);
         EXPECT("kv_delete of a missing key", wh_kv_delete(WH_STR("c")), WH_OK);
+    }
+    if (wh_str_eq(p->name, WH_STR("publish-many"))) {
+        /* abi.MaxPublishedKeys keys, the daemon's default limit (handlers.limits.publishKeys). */
+        char key[8];
+        for (int i = 0; i < 64; i++) {
+            snprintf(key, sizeof key, "k%d", i);
+            EXPECT("publish of one of 64 keys", wh_publish(wh_cstr(key), WH_STR("v")), WH_OK);
+        }
+        EXPECT("publish of a key published already", wh_publish(WH_STR("k0"), WH_STR("again")), WH_OK);
+        EXPECT("publish of a 65th key", wh_publish(WH_STR("one-more"), WH_STR("v")), WH_TOO_LARGE);
     }
     if (wh_str_eq(p->name, WH_STR("publish-then-fail"))) {
         EXPECT("publish", wh_publish(WH_STR("k"), WH_STR("v")), WH_OK);
@@ -141,6 +152,9 @@ int main(void) {
     const char *k = wh_fake_published("k");
     WH_CHECK(wh_fake_published_len() == 1 && k != NULL && strcmp(k, "v2") == 0,
              "published after publish: %zu keys", wh_fake_published_len());
+    p = plugin("publish-many");
+    WH_CHECK(wh_fake_register(&p) == WH_OK, "publish-many: %s", wh_fake_reason());
+    WH_CHECK(wh_fake_published_len() == 64, "published after publish-many: %zu keys", wh_fake_published_len());
     p = plugin("publish-then-fail");
     WH_CHECK(wh_fake_register(&p) == WH_ERROR, "publish-then-fail returned another status");
     WH_CHECK(strcmp(wh_fake_reason(), "failed after publishing") == 0, "reason %s", wh_fake_reason());
