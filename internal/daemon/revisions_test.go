@@ -113,6 +113,8 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 	if pins := handler().GetPins(); len(pins) != 1 || pins[0].GetSha256() != sums["rev_v1"] || pins[0].GetFileSha256() != sums["rev_v2"] {
 		t.Errorf("handler pins: %v; want rev.example on v1 over v2", pins)
 	}
+	// The pin is visible a moment before the rollback's log line is written: wait for it.
+	waitFor("the rollback's log line", func() bool { return len(logs.matching(slog.LevelWarn, "rolled back automatically")) > 0 })
 	if l := logs.matching(slog.LevelWarn, "rolled back automatically"); len(l) != 1 || !strings.Contains(l[0], sums["rev_v2"]) {
 		t.Errorf("automatic rollback logged: %q", l)
 	}
@@ -141,7 +143,11 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 		t.Fatalf("shadow: %v, %v", sh, err)
 	}
 	registeredBy(serve("g"), "rev_v4", "v4")
-	waitFor("the disagreement counted", func() bool { return history().GetShadow().GetDisagreements() == 1 })
+	// The run is counted last (after its disagreement and log line): wait for it.
+	waitFor("the shadow run counted", func() bool {
+		s := handler().GetShadows()
+		return history().GetShadow().GetDisagreements() == 1 && len(s) == 1 && s[0].GetRuns() == 1
+	})
 	if l := logs.matching(slog.LevelWarn, "shadow handler disagrees"); len(l) != 1 ||
 		!strings.Contains(l[0], "serving_decision=accept") || !strings.Contains(l[0], "shadow_decision=reject") {
 		t.Errorf("disagreement logged: %q", l)

@@ -131,7 +131,7 @@ func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow e
 	if ds == dc {
 		return
 	}
-	s.disagreements.Add(1)
+	defer s.disagreements.Add(1) // after the line below, as the run: whoever sees it finds the line
 	why := func(err error) string {
 		if err == nil {
 			return ""
