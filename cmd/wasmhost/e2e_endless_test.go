@@ -122,6 +122,14 @@ func TestE2EEndlessHandlersDoNotStopTheDaemon(t *testing.T) {
 	healthz := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", metricsSock)
 	}}, Timeout: time.Minute}
+	// The metrics server starts beside the rest: wait until it listens before asking it.
+	waitFor(t, "the metrics socket to accept", func() bool {
+		c, err := net.Dial("unix", metricsSock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 	waitFor(t, "every endless handler to run", func() bool {
 		out, err := handlerCmdRun(t, "handlers", "--admin-socket", admin, "-o", "json")
 		if err != nil {

@@ -501,16 +501,18 @@ func TestE2ERunLeavesNoGoroutines(t *testing.T) {
 	wantNotification(t, start("hung", fakeType, registrationtest.Options{Notify: registrationtest.NotifyHang}), true, "")
 	start("stale", fakeType, registrationtest.Options{}).Kill()
 
-	// Use the admin API and the metrics endpoint once, so that their servers have served. The
-	// admin server starts beside the rest: on a busy machine the plugins can be registered
-	// before it listens.
-	waitFor(t, "the admin socket to accept", func() bool {
-		c, err := net.Dial("unix", cfg.AdminSocket())
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	// Use the admin API and the metrics endpoint once, so that their servers have served. Both
+	// servers start beside the rest: on a busy machine the plugins can be registered before
+	// they listen.
+	for _, sock := range []string{cfg.AdminSocket(), strings.TrimPrefix(cfg.Metrics.Listen, "unix:")} {
+		waitFor(t, sock+" to accept", func() bool {
+			c, err := net.Dial("unix", sock)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
 	if out, err := runRoot(t, "plugins", "-o", "json", "--admin-socket", cfg.AdminSocket()); err != nil {
 		t.Fatalf("wasmhost plugins: %v\n%s", err, out)
 	}
