@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -36,6 +37,10 @@ import (
 // name section. The globals come after the module's own, so no global index moves. The
 // module's own code may not touch what the rewrite adds: an index past the module's own
 // globals or functions is refused here, before the rewrite would make it valid.
+//
+// The rewrite also joins the data segments that can be joined without changing what an
+// instantiation writes (mergeData, data.go): the Go linker writes thousands, and wazero keeps
+// each in every module and instance.
 //
 // The rewrite changes the code's byte offsets, so DWARF sections (.debug_*) are dropped from the
 // compiled copy: a trap then names the functions (the name section stays) but no source lines.
@@ -371,6 +376,10 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 				body = append(body, nb...)
 			}
 			put(10, body)
+		case 11:
+			hasDataCount := slices.ContainsFunc(secs, func(s section) bool { return s.id == 12 })
+			body, _ := mergeData(s.body, hasDataCount)
+			put(11, body)
 		default:
 			put(s.id, s.body)
 		}
