@@ -38,6 +38,10 @@ int32_t wh_host_error_read(void *ptr, uint32_t cap);
  * handlers.limits.publishKeys). */
 #define WH_FAKE_MAX_PUBLISHED 64
 
+/* The most keys the store holds (abi.MaxKVEntries, the daemon's default
+ * handlers.limits.kvKeysPerHandler): a new key past it is refused, as the daemon refuses it. */
+#define WH_FAKE_MAX_KV_ENTRIES 16384
+
 /* A byte string the fake owns, NUL-terminated. */
 typedef struct fake_bytes {
     char *ptr;
@@ -210,7 +214,7 @@ static int32_t fake_call(enum fake_call call, const wh_fake_plugin *p, int32_t (
     if (status == WH_OK) {
         fake_set(&fake.reason, "", 0); /* a result set in a call that returns WH_OK is ignored */
     } else if (!fake.reason_set) {
-        fake_set(&fake.reason, "no reason given", strlen("no reason given"));
+        fake_set(&fake.reason, "(no reason given)", strlen("(no reason given)"));
     }
     if (call == FAKE_REGISTER) {
         fake_clear(&fake.published);
@@ -355,6 +359,9 @@ int32_t wh_host_kv_set(const void *key, uint32_t key_len, const void *val, uint3
     if (val_len > WH_MAX_VALUE_BYTES) {
         return WH_TOO_LARGE;
     }
+    if (fake_find(&fake.kv, key, key_len) == NULL && fake.kv.len >= WH_FAKE_MAX_KV_ENTRIES) {
+        return WH_TOO_LARGE;
+    }
     fake_put(&fake.kv, key, key_len, val, val_len);
     return WH_OK;
 }
@@ -393,6 +400,8 @@ int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void
     }
     if (val_len == -1) {
         fake_del(&fake.kv, key, key_len);
+    } else if (e == NULL && fake.kv.len >= WH_FAKE_MAX_KV_ENTRIES) {
+        return WH_TOO_LARGE;
     } else {
         fake_put(&fake.kv, key, key_len, val, (size_t)val_len);
     }

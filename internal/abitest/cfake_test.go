@@ -12,7 +12,7 @@ import (
 // (abi/c/wasmhost_fake.h), and runs it: the fake encodes the request as the daemon does,
 // answers each host function with the daemon's codes (the store's limits, compare-and-set,
 // publish only in register and kept only when register succeeds, plugin_call from the test's
-// function, error_read), and says "no reason given" for a failure without one.
+// function, error_read), and says "(no reason given)", as the daemon does, for a failure without one.
 func TestCFakeHost(t *testing.T) {
 	bin := guestbuild.Native(t, "internal/abitest/testdata/cfake/cfake_test.c")
 	out, err := exec.Command(bin).CombinedOutput()

@@ -64,6 +64,18 @@ static int32_t register_plugin(const wh_plugin *p) {
         EXPECT("kv_delete", wh_kv_delete(WH_STR("c")), WH_OK);
         EXPECT("kv_delete of a missing key", wh_kv_delete(WH_STR("c")), WH_OK);
     }
+    if (wh_str_eq(p->name, WH_STR("kv-many"))) {
+        /* abi.MaxKVEntries keys, the daemon's default limit (handlers.limits.kvKeysPerHandler). */
+        char key[16];
+        for (int i = 0; i < 16384; i++) {
+            snprintf(key, sizeof key, "k%d", i);
+            EXPECT("kv_set of one of 16384 keys", wh_kv_set(wh_cstr(key), WH_STR("v")), WH_OK);
+        }
+        EXPECT("kv_set of a key there already", wh_kv_set(WH_STR("k0"), WH_STR("again")), WH_OK);
+        EXPECT("kv_set of a 16385th key", wh_kv_set(WH_STR("one-more"), WH_STR("v")), WH_TOO_LARGE);
+        wh_str v = WH_STR("v");
+        EXPECT("compare_and_set of a 16385th key", wh_kv_compare_and_set(WH_STR("one-more"), NULL, &v), WH_TOO_LARGE);
+    }
     if (wh_str_eq(p->name, WH_STR("publish-many"))) {
         /* abi.MaxPublishedKeys keys, the daemon's default limit (handlers.limits.publishKeys). */
         char key[8];
@@ -152,6 +164,11 @@ int main(void) {
     const char *k = wh_fake_published("k");
     WH_CHECK(wh_fake_published_len() == 1 && k != NULL && strcmp(k, "v2") == 0,
              "published after publish: %zu keys", wh_fake_published_len());
+    size_t kept = wh_fake_kv_len();
+    wh_fake_reset(); /* an empty store, for the 16,384 keys it holds */
+    p = plugin("kv-many");
+    WH_CHECK(wh_fake_register(&p) == WH_OK, "kv-many: %s", wh_fake_reason());
+    WH_CHECK(wh_fake_kv_len() == 16384, "store after kv-many: %zu keys (%zu before the reset)", wh_fake_kv_len(), kept);
     p = plugin("publish-many");
     WH_CHECK(wh_fake_register(&p) == WH_OK, "publish-many: %s", wh_fake_reason());
     WH_CHECK(wh_fake_published_len() == 64, "published after publish-many: %zu keys", wh_fake_published_len());
@@ -169,7 +186,7 @@ int main(void) {
 
     p = plugin("silent-fail");
     WH_CHECK(wh_fake_register(&p) == WH_ERROR, "silent-fail returned another status");
-    WH_CHECK(strcmp(wh_fake_reason(), "no reason given") == 0, "reason %s", wh_fake_reason());
+    WH_CHECK(strcmp(wh_fake_reason(), "(no reason given)") == 0, "reason %s", wh_fake_reason());
     p = plugin("ok");
     WH_CHECK(wh_fake_register(&p) == WH_OK && strcmp(wh_fake_reason(), "") == 0, "ok: reason %s", wh_fake_reason());
 
