@@ -231,7 +231,8 @@ func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
 	}
 	waitUntil(t, "the csi.example plugin to wait for the sources", func() bool {
 		st, ok := d.state.StatusOf(filepath.Join(cfg.SocketDir, "csi.sock"))
-		return ok && st.State == state.StateWaitingForHandler && strings.Contains(st.LastError, "still being pulled")
+		return ok && st.State == state.StateWaitingForHandler && strings.Contains(st.LastError, "still being pulled") &&
+			st.PluginType == "csi.example" && st.PluginName == "csi"
 	})
 	if n := waiting.Notifications(); len(n) != 0 {
 		t.Errorf("a plugin whose handler may still come was told %+v", n)

@@ -68,7 +68,8 @@ type Operations interface {
 	// Optionally, an error in the chain may have the methods PluginType() string and
 	// PluginName() string (found with errors.As). The reconciler then shows them in the
 	// socket's status, and a socket that failed with ErrNoHandler is retried only when a
-	// handler for that type appears, rather than on any change of the handler set.
+	// handler for that type appears, rather than on any change of the handler set (unless an
+	// error in the chain has WaitsForAnyHandlerChange() bool returning true).
 	Register(ctx context.Context, s state.Socket) error
 	// Deregister removes p from the actual state and calls its handler's DeRegisterPlugin.
 	Deregister(ctx context.Context, p state.Plugin) error
@@ -906,6 +907,9 @@ func (l *loop) registered(s *sock, res result, err error) {
 			return
 		}
 		typ, _ := pluginOf(err)
+		if waitsForAnyHandlerChange(err) {
+			typ = "" // shown in its status, but any change of the handler set retries it
+		}
 		l.setWaiting(s, true, typ)
 		r.log.Info("plugin waits for a handler", "socket", s.path, "plugin_type", typ,
 			"error", err, "attempt", s.attempts)
@@ -1121,6 +1125,15 @@ func rejectedByHandler(err error) bool {
 func waitsForHandler(err error) bool {
 	var w interface{ WaitsForHandler() bool }
 	return errors.As(err, &w) && w.WaitsForHandler()
+}
+
+// waitsForAnyHandlerChange reports whether err, which waits for a handler, asks to be retried
+// at any change of the handler set rather than only when its type gets a handler (an error in
+// its chain has a method WaitsForAnyHandlerChange() bool that returns true): a plugin that
+// waits because handlers may still arrive, and is to be told no once none will.
+func waitsForAnyHandlerChange(err error) bool {
+	var w interface{ WaitsForAnyHandlerChange() bool }
+	return errors.As(err, &w) && w.WaitsForAnyHandlerChange()
 }
 
 // pluginOf returns the plugin type and name an error tells, if any error in its chain has

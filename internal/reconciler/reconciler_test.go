@@ -368,6 +368,34 @@ func TestUntypedNoHandlerRetriedOnAnyHandlerChange(t *testing.T) {
 	})
 }
 
+// pendingError is a no-handler error that tells its plugin's type, for the status, and asks
+// to be retried at any change of the handler set (as the registrar's does while handlers from
+// registries are still being pulled).
+type pendingError struct{ typ string }
+
+func (e pendingError) Error() string                  { return registration.ErrNoHandler.Error() + ": " + e.typ }
+func (e pendingError) Unwrap() error                  { return registration.ErrNoHandler }
+func (e pendingError) PluginType() string             { return e.typ }
+func (e pendingError) WaitsForAnyHandlerChange() bool { return true }
+
+// A typed ErrNoHandler that asks for any handler change: its status names the type, and a
+// handler of another type (or a touch of the registry) retries it.
+func TestNoHandlerPendingRetriedOnAnyHandlerChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{}).start()
+		e.ops.Fail("/p/a.sock", pendingError{"Mine"})
+		e.add("/p/a.sock", 1)
+		synctest.Wait()
+		if st := e.wantState("/p/a.sock", reconciler.StateWaitingForHandler); st.PluginType != "Mine" {
+			t.Errorf("status names type %q, want Mine", st.PluginType)
+		}
+		e.ops.Fail("/p/a.sock", nil)
+		e.registry.Set("Other", reconcilertest.NewHandler())
+		synctest.Wait()
+		e.wantRegistered("/p/a.sock", 1)
+	})
+}
+
 // A handler that appears while a registration is on its way to failing with ErrNoHandler must
 // not be missed.
 func TestHandlerSetWhileRegistrationInFlight(t *testing.T) {

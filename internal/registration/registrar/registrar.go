@@ -38,9 +38,9 @@ type Config struct {
 	// HandlersPending, if set, reports whether handlers may still arrive for types that have
 	// none yet (those pulled from registries, until handlers.pull.firstWait at start): while
 	// it does, a plugin of a type without a handler is not told no, which some plugins take as
-	// final (the CSI node-driver-registrar exits). Its registration fails with ErrNoHandler,
-	// naming no type so that the next change of the handler set (a handler, or Touch once
-	// nothing is pending) tries it again.
+	// final (the CSI node-driver-registrar exits). Its registration fails with ErrNoHandler in
+	// a PluginError whose Pending is set, so that the next change of the handler set (a
+	// handler of any type, or Touch once nothing is pending) tries it again.
 	HandlersPending func() bool
 	// Actual is the actual state: Register adds the plugins it registers, Deregister removes
 	// them. Required.
@@ -260,7 +260,7 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	if !ok && r.cfg.HandlersPending != nil && r.cfg.HandlersPending() {
 		err := fmt.Errorf("%w: %s at socket %s, while the handlers from registries are still being pulled", registration.ErrNoHandler, info.Type, s.Path)
 		log.Debug("plugin waits: no handler for its type yet, and the handlers from registries are still being pulled")
-		return err
+		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err, Pending: true}
 	}
 	if !ok {
 		err := fmt.Errorf("%w: %s at socket %s", registration.ErrNoHandler, info.Type, s.Path)
@@ -382,7 +382,14 @@ type PluginError struct {
 	Name     string   // the plugin's name
 	Versions []string // the versions it said it supports
 	Err      error
+	// Pending: no handler serves its type yet, but handlers may still arrive
+	// (Config.HandlersPending): any change of the handler set retries it.
+	Pending bool
 }
+
+// WaitsForAnyHandlerChange reports whether the plugin waits for any change of the handler set,
+// not only for a handler of its type (Pending).
+func (e *PluginError) WaitsForAnyHandlerChange() bool { return e.Pending }
 
 func (e *PluginError) Error() string { return e.Err.Error() }
 func (e *PluginError) Unwrap() error { return e.Err }
