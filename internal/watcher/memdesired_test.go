@@ -13,11 +13,19 @@ import (
 type memDesired struct {
 	mu      sync.Mutex
 	sockets map[string]Socket
+	gone    map[string]bool // paths ever removed
 	changed chan struct{}
 }
 
+// removed reports whether path was ever removed.
+func (d *memDesired) removed(path string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gone[path]
+}
+
 func newMemDesired() *memDesired {
-	return &memDesired{sockets: make(map[string]Socket), changed: make(chan struct{}, 1)}
+	return &memDesired{sockets: make(map[string]Socket), gone: make(map[string]bool), changed: make(chan struct{}, 1)}
 }
 
 func (d *memDesired) signal() {
@@ -45,6 +53,7 @@ func (d *memDesired) Remove(path string) bool {
 		return false
 	}
 	delete(d.sockets, path)
+	d.gone[path] = true
 	d.signal()
 	return true
 }
@@ -57,6 +66,7 @@ func (d *memDesired) RemoveUnder(dir string) int {
 	for p := range d.sockets {
 		if strings.HasPrefix(p, prefix) {
 			delete(d.sockets, p)
+			d.gone[p] = true
 			n++
 		}
 	}

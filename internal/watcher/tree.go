@@ -239,14 +239,22 @@ func (w *Watcher) watchDir(p string, fi fs.FileInfo) bool {
 // rootEvent handles an event on the socket directory itself, reported by the watch on its
 // parent or by its own watch. The directory's own IN_DELETE_SELF cannot be relied on: a socket
 // that a live plugin still has bound pins the directory, and the kernel reports the deletion
-// only when the last such socket is closed. An event about a directory that is still the one
-// watched (a stale or duplicate event) changes nothing.
+// only when the last such socket is closed. An event about a directory that looks like the one
+// watched (same device and inode) is watched anew and re-listed, not taken as gone.
 func (w *Watcher) rootEvent(ev fsnotify.Event) {
 	if !ev.Has(fsnotify.Remove | fsnotify.Rename) {
 		return
 	}
 	st, ok := w.dirs[w.dir]
 	if fi, err := os.Stat(w.dir); ok && err == nil && fi.IsDir() && sameFile(st, fi) {
+		// The same device and inode number: a stale or duplicate event, or the directory
+		// was removed and made again at once and the new one got the old one's inode number
+		// (tmpfs and ext4 hand freed numbers out again), its watch still on the old one.
+		// Watch it anew and list it, without taking its sockets out of Desired first: the
+		// re-list keeps what is there and removes what is not, so a stale event costs a
+		// re-list and no plugin's registration.
+		w.dropDirs(w.dir)
+		w.f.Request("an event says the socket directory went, and one of the same inode number is there", 0)
 		return
 	}
 	if !ok && w.f.pending && w.f.urgent {

@@ -372,3 +372,25 @@ func TestRelistIdentityRules(t *testing.T) {
 		t.Error("a re-list kept an identity with another inode")
 	}
 }
+
+// TestRootEventWithTheSameInode: an event says the socket directory went, yet a directory of
+// the same device and inode number is there: a duplicate or stale event, or the directory was
+// removed and made again at once and got the freed inode number back (tmpfs and ext4 hand
+// them out again), the watch left on the old one. The watcher watches it anew and lists it:
+// its sockets stay desired throughout (no plugin deregistered), and a socket made afterwards
+// is seen from the new watch's events. Here the watch is taken away behind the watcher's back,
+// as a directory made again under the same inode number leaves it.
+func TestRootEventWithTheSameInode(t *testing.T) {
+	h := newHarness(t, []string{"mksock a.sock"}, withResync(time.Hour))
+	h.run([]string{"want a.sock", "id a.sock A"})
+	if err := h.cur.Remove(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	before := h.w.Stats().Relists
+	h.cur.Events <- fsnotify.Event{Name: h.dir, Op: fsnotify.Remove}
+	h.waitUntil("the re-list the event asks for", func() bool { return h.w.Stats().Relists > before })
+	h.run([]string{"want a.sock", "sameid a.sock A", "mksock b.sock", "want a.sock b.sock"})
+	if h.desired.removed(h.abs("a.sock")) {
+		t.Error("a.sock left Desired on an event about a directory that is still there")
+	}
+}
