@@ -2,8 +2,12 @@ package watcher
 
 import (
 	"io/fs"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // DirFollower is a Follower for a user that decides on what a directory holds, never on the
@@ -18,6 +22,10 @@ type DirFollower struct {
 	stop    chan struct{}
 	done    sync.WaitGroup // the forwarding goroutine
 	once    sync.Once
+	// rootGone: an event said the directory itself was removed or renamed. Root then reports
+	// it not watched, even if the directory there has the same device and inode number: made
+	// again at once, it can get the freed number back while the watch stays on the old one.
+	rootGone atomic.Bool
 }
 
 // FollowDir starts a DirFollower of the directory dir (absolute and clean), watching nothing
@@ -42,10 +50,13 @@ func (d *DirFollower) forward() {
 		select {
 		case <-d.stop:
 			return
-		case _, ok := <-d.f.Events:
+		case ev, ok := <-d.f.Events:
 			if !ok {
 				close(d.changed)
 				return
+			}
+			if filepath.Clean(ev.Name) == d.f.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				d.rootGone.Store(true)
 			}
 			select {
 			case d.changed <- struct{}{}:
@@ -90,8 +101,15 @@ func (d *DirFollower) Due() <-chan time.Time                            { return
 func (d *DirFollower) Take() (reason string, urgent bool, requests int) { return d.f.Take() }
 func (d *DirFollower) Request(reason string, delay time.Duration)       { d.f.Request(reason, delay) }
 func (d *DirFollower) Done(err error) (retryIn time.Duration)           { return d.f.Done(err) }
+
+// Root is the Follower's, but for a directory an event said was removed or renamed since the
+// last call: that one is reported not watched (rootGone), so that its user watches it anew.
 func (d *DirFollower) Root() (fi fs.FileInfo, watched bool, err error) {
-	return d.f.Root()
+	fi, watched, err = d.f.Root()
+	if d.rootGone.Swap(false) {
+		watched = false
+	}
+	return fi, watched, err
 }
 func (d *DirFollower) WatchRoot(fi fs.FileInfo) (moved bool, err error) { return d.f.WatchRoot(fi) }
 func (d *DirFollower) UnwatchRoot() bool                                { return d.f.UnwatchRoot() }

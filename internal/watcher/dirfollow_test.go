@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 	"go.uber.org/goleak"
 )
@@ -58,4 +59,39 @@ func TestFollowDir(t *testing.T) {
 		t.Errorf("Close again: %v", err)
 	}
 	testwait.NoLeaks(t, before)
+}
+
+// TestFollowDirRootEvent: once an event says the followed directory itself went, Root reports
+// it not watched even though a directory of the same device and inode number is there (made
+// again at once, it can get the freed number back, the watch left on the old one), so that
+// its user watches it anew; once watched again, it is.
+func TestFollowDirRootEvent(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "wh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	d, err := FollowDir(dir, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WatchRoot(fi); err != nil {
+		t.Fatal(err)
+	}
+	d.f.fsw.Events <- fsnotify.Event{Name: dir, Op: fsnotify.Remove} // as its removal, made again under the same inode number, reports it
+	<-d.Changed()
+	if _, watched, err := d.Root(); watched || err != nil {
+		t.Fatalf("Root after an event of its removal: watched %v, %v; want not watched", watched, err)
+	}
+	if moved, err := d.WatchRoot(fi); !moved || err != nil {
+		t.Fatalf("WatchRoot: moved %v, %v; want the old watch dropped", moved, err)
+	}
+	if _, watched, err := d.Root(); !watched || err != nil {
+		t.Fatalf("Root once watched anew: watched %v, %v", watched, err)
+	}
 }
