@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/internal/doctest"
+	"github.com/wasmhost/wasmhost/internal/guestbuild"
 )
 
 // walkthrough follows the README.md of example word for word, in a directory dir outside the
@@ -38,7 +39,7 @@ func TestWalkthroughRust(t *testing.T) {
 	doctest.Tool(t, "go", "Go 1.26")
 	// The walkthrough's rustc must have the wasm32-wasi standard library: Debian's does
 	// (libstd-rust-dev-wasm32); a rustup toolchain earlier in PATH may not.
-	rustc := doctest.RustcFor(t, "wasm32-wasi", "Debian: rustc libstd-rust-dev-wasm32")
+	rustc := guestbuild.Rustc(t)
 	walkthrough(t, "handler-rust", "widget", doctest.PathFirst(t, rustc))
 }
 

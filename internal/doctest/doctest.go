@@ -149,32 +149,6 @@ func Tool(t testing.TB, name, install string) string {
 	return ""
 }
 
-// RustcFor returns a rustc that has the standard library of target: the first in PATH, or
-// Debian's /usr/bin/rustc (a rustup toolchain in PATH may lack the target). Missing, it skips
-// t, or fails it in CI, as Tool does.
-func RustcFor(t testing.TB, target, install string) string {
-	t.Helper()
-	var candidates []string
-	if p, err := exec.LookPath("rustc"); err == nil {
-		candidates = append(candidates, p)
-	}
-	candidates = append(candidates, "/usr/bin/rustc")
-	for _, rustc := range candidates {
-		out, err := exec.Command(rustc, "--print", "sysroot").Output()
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", target)); err == nil {
-			return rustc
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("no rustc with the %s standard library, and CI must run this test (install %s)", target, install)
-	}
-	t.Skipf("no rustc with the %s standard library (%s)", target, install)
-	return ""
-}
-
 // PathFirst returns a PATH= entry for Run's env that finds tool (by its base name) before
 // anything else in PATH: a directory of t's with a link to it, then PATH.
 func PathFirst(t testing.TB, tool string) string {
