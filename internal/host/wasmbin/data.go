@@ -114,7 +114,7 @@ func mergeDataGap(body []byte, hasDataCount bool, maxGap uint64) ([]byte, bool) 
 		out = binary.AppendUvarint(out, size[k])
 		end := run[0].off
 		for _, s := range run {
-			out = append(out, make([]byte, s.off-end)...)
+			out = out[:len(out)+int(s.off-end)] // zeros: out is made with room for all, never written past its length
 			out = append(out, s.data...)
 			end = s.off + uint64(len(s.data))
 		}
