@@ -2,10 +2,13 @@ package kube
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +29,9 @@ var EventResource = schema.GroupVersionResource{Group: "events.k8s.io", Version:
 // recorded less than SeriesWindow ago (same reason, action, type and note) is not a new Event
 // but a count on the first one's series, written at most every SeriesFlush; new Events are
 // taken from a bucket of EventBurst refilled one per EventRefill, and past it dropped (and
-// counted).
+// counted). An Event's name is made of its node and a hash of what it tells, so that a like
+// event after the window, or after the daemon restarts, adds to the series of the Event the
+// API server still keeps (an hour, by default) rather than telling the same thing twice.
 const (
 	SeriesWindow = 6 * time.Minute
 	SeriesFlush  = 30 * time.Second
@@ -139,7 +144,35 @@ func (r *Recorder) record(ctx context.Context, e publish.Event) {
 		}
 	}
 	r.mu.Unlock()
-	name := fmt.Sprintf("%s.%x", r.node, now.UnixNano())
+	obj := r.event(e, eventName(r.node, key), now)
+	events := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault)
+	_, err := events.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	count := 1
+	if apierrors.IsAlreadyExists(err) {
+		// The same Event from an earlier run of the daemon on this node (a restart within the
+		// Events' hour): it grows by one, rather than a second Event telling the same.
+		count, err = r.continueSeries(ctx, obj.GetName(), now)
+		if err != nil {
+			// Not ours to continue (another writer took the name): a new Event of its own.
+			obj.SetName(fmt.Sprintf("%s.%x", eventNamePrefix(r.node), now.UnixNano()))
+			count = 1
+			_, err = events.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.stats.Failed++
+		r.stats.LastError = explain(err, "create", "Event on Node "+r.node, "create and patch of events.events.k8s.io in namespace default, regarding Node "+r.node).Error()
+		r.stats.LastErrorAt = now
+		return
+	}
+	r.stats.Recorded++
+	r.series[key] = &series{name: obj.GetName(), count: count, written: count, lastObserved: now}
+}
+
+// event is the events.k8s.io/v1 Event of e, named name, first seen now.
+func (r *Recorder) event(e publish.Event, name string, now time.Time) *unstructured.Unstructured {
 	typ := "Normal"
 	if e.Warning {
 		typ = "Warning"
@@ -148,11 +181,11 @@ func (r *Recorder) record(ctx context.Context, e publish.Event) {
 	if len(note) > maxNote {
 		note = note[:maxNote-3] + "..."
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "events.k8s.io/v1",
 		"kind":       "Event",
 		"metadata":   map[string]any{"name": name, "namespace": metav1.NamespaceDefault},
-		"eventTime":  now.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+		"eventTime":  now.UTC().Format(microTime),
 		"regarding": map[string]any{
 			"apiVersion": "v1", "kind": "Node", "name": r.node, "uid": r.node,
 		},
@@ -163,17 +196,50 @@ func (r *Recorder) record(ctx context.Context, e publish.Event) {
 		"note":                note,
 		"type":                typ,
 	}}
-	_, err := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	r.mu.Lock()
-	defer r.mu.Unlock()
+}
+
+// microTime is the layout of an Event's eventTime and series.lastObservedTime.
+const microTime = "2006-01-02T15:04:05.000000Z07:00"
+
+// eventName names the Event of key on node: the same for the same Event, so that a daemon
+// started again finds the Event its previous run recorded, and different for different ones
+// (a hash of the key: reason, action, type and note).
+func eventName(node, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return eventNamePrefix(node) + "." + hex.EncodeToString(sum[:8])
+}
+
+// eventNamePrefix is node, cut so that an Event name made of it stays within the 253
+// characters of a DNS subdomain.
+func eventNamePrefix(node string) string {
+	node = truncate(node, 253-1-16)
+	return strings.TrimRight(node, ".-")
+}
+
+// continueSeries adds one to the series of Event name, recorded by an earlier run, and
+// returns the count now written. It reads the Event with a patch that changes nothing (the
+// Role grants create and patch, not get), then writes its count.
+func (r *Recorder) continueSeries(ctx context.Context, name string, now time.Time) (int, error) {
+	events := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault)
+	cur, err := events.Patch(ctx, name, types.MergePatchType, []byte("{}"), metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		r.stats.Failed++
-		r.stats.LastError = explain(err, "create", "Event on Node "+r.node, "create and patch of events.events.k8s.io in namespace default, regarding Node "+r.node).Error()
-		r.stats.LastErrorAt = now
-		return
+		return 0, err
 	}
-	r.stats.Recorded++
-	r.series[key] = &series{name: name, count: 1, written: 1, lastObserved: now}
+	if reg, _, _ := unstructured.NestedString(cur.Object, "regarding", "name"); reg != r.node {
+		return 0, fmt.Errorf("event %s is about %q, not Node %s", name, reg, r.node)
+	}
+	count := 1
+	if n, ok, _ := unstructured.NestedInt64(cur.Object, "series", "count"); ok && n > 0 {
+		count = int(n)
+	}
+	count++
+	patch, _ := json.Marshal(map[string]any{"series": map[string]any{
+		"count": count, "lastObservedTime": now.UTC().Format(microTime),
+	}})
+	if _, err := events.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return 0, err
+	}
+	return count, nil
 }
 
 // flushSeries writes the counts of the series that grew.
@@ -194,7 +260,7 @@ func (r *Recorder) flushSeries(ctx context.Context) {
 	r.mu.Unlock()
 	for _, w := range ws {
 		patch, _ := json.Marshal(map[string]any{"series": map[string]any{
-			"count": w.count, "lastObservedTime": w.last.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+			"count": w.count, "lastObservedTime": w.last.UTC().Format(microTime),
 		}})
 		_, err := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault).Patch(ctx, w.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 		r.mu.Lock()

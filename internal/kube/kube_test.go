@@ -57,6 +57,13 @@ func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == base:
 		name := obj["metadata"].(map[string]any)["name"].(string)
+		if _, ok := s.events[name]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure",
+				"reason": "AlreadyExists", "code": http.StatusConflict, "message": "events " + name + " already exists"})
+			return
+		}
 		s.events[name] = obj
 	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, base+"/"):
 		name := strings.TrimPrefix(r.URL.Path, base+"/")
@@ -65,7 +72,9 @@ func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
-		e["series"] = obj["series"]
+		if series, ok := obj["series"]; ok {
+			e["series"] = series
+		}
 		obj = e
 	default:
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -130,5 +139,102 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 	})
 	if st := r.Stats(); st.Dropped < 15 || st.Dropped > 17 || st.Failed != 0 {
 		t.Errorf("stats %+v: want about %d of 40 new Events dropped past the burst of %d", st, 40-EventBurst+1, EventBurst)
+	}
+}
+
+// TestRecorderContinuesAfterRestart: a daemon started again on the node, recording an event
+// its previous run recorded while the API server keeps that Event, adds to the Event's series
+// rather than creating a second Event that tells the same; a different event is an Event of
+// its own.
+func TestRecorderContinuesAfterRestart(t *testing.T) {
+	srv := &eventsServer{events: map[string]map[string]any{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	client, err := Dynamic(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected := publish.Event{Warning: true, Reason: publish.ReasonPluginRejected, Action: "Register", Note: "plugin a of type t at /r/a.sock refused by its handler: no"}
+	// run is one run of the daemon: it records es and stops once they are recorded.
+	run := func(es ...publish.Event) publish.EventStats {
+		r := NewRecorder(client, "node-a", nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		for _, e := range es {
+			r.Record(e)
+		}
+		testwait.Until(t, "the events recorded", func() bool {
+			st := r.Stats()
+			return st.Recorded+st.Failed+st.Dropped == uint64(len(es))
+		})
+		return r.Stats()
+	}
+	count := func() (events int, series any) {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, e := range srv.events {
+			if s, ok := e["series"].(map[string]any); ok {
+				series = s["count"]
+			}
+		}
+		return len(srv.events), series
+	}
+	if st := run(rejected); st.Failed != 0 {
+		t.Fatalf("first run: %+v", st)
+	}
+	if n, c := count(); n != 1 || c != nil {
+		t.Fatalf("after the first run: %d Events, series count %v; want 1 Event without a series", n, c)
+	}
+	for i, want := range []float64{2, 3} {
+		if st := run(rejected); st.Failed != 0 {
+			t.Fatalf("run %d: %+v", i+2, st)
+		}
+		if n, c := count(); n != 1 || c != want {
+			t.Fatalf("after run %d: %d Events, series count %v; want 1 Event with a series count of %v", i+2, n, c, want)
+		}
+	}
+	lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+	if st := run(lost); st.Failed != 0 {
+		t.Fatalf("a different event: %+v", st)
+	}
+	if n, _ := count(); n != 2 {
+		t.Errorf("a different event: %d Events, want 2", n)
+	}
+}
+
+// TestRecorderNameTakenByAnother: an Event of the same name about another node (planted by
+// another writer) is not continued: the event becomes an Event of its own.
+func TestRecorderNameTakenByAnother(t *testing.T) {
+	srv := &eventsServer{events: map[string]map[string]any{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	client, err := Dynamic(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+	planted := eventName("node-a", eventKey(e))
+	srv.events[planted] = map[string]any{"metadata": map[string]any{"name": planted}, "regarding": map[string]any{"kind": "Node", "name": "node-b"}}
+	r := NewRecorder(client, "node-a", nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r.Record(e)
+	testwait.Until(t, "the event recorded", func() bool { st := r.Stats(); return st.Recorded+st.Failed > 0 })
+	if st := r.Stats(); st.Recorded != 1 || st.Failed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.events) != 2 || srv.events[planted]["series"] != nil {
+		t.Errorf("events %v: want the planted one untouched and a new one", srv.events)
+	}
+	for name, ev := range srv.events {
+		if name != planted && ev["regarding"].(map[string]any)["name"] != "node-a" {
+			t.Errorf("new Event %s: %v", name, ev)
+		}
 	}
 }

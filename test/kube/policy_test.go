@@ -118,7 +118,6 @@ func TestEventSeries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 	for range 3 {
 		r.Record(publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin csi.example.com lost"})
 	}
@@ -132,5 +131,30 @@ func TestEventSeries(t *testing.T) {
 	})
 	if st := r.Stats(); st.Failed != 0 {
 		t.Errorf("stats %+v", st)
+	}
+	cancel()
+	<-done
+
+	// The daemon started again on node A records the same: the Event's series grows to 4
+	// (read and written with patches the Role and the policy allow), no second Event.
+	again := kube.NewRecorder(c.as(c.nodeToken("wasmhost", "node-a")), "node-a", nil)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan error)
+	go func() { done2 <- again.Run(ctx2) }()
+	defer func() { cancel2(); <-done2 }()
+	again.Record(publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin csi.example.com lost"})
+	waitFor(t, "the event recorded after the restart", func() bool { st := again.Stats(); return st.Recorded+st.Failed > 0 })
+	if st := again.Stats(); st.Failed != 0 {
+		t.Fatalf("after the restart: stats %+v", st)
+	}
+	list, err := c.dynamic().Resource(kube.EventResource).Namespace("default").List(ctx2, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("after the restart: %d Events, want 1", len(list.Items))
+	}
+	if count, _, _ := unstructured.NestedInt64(list.Items[0].Object, "series", "count"); count != 4 {
+		t.Errorf("after the restart: series count %d, want 4", count)
 	}
 }
