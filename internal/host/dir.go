@@ -23,7 +23,8 @@ type fileEntry struct {
 	name  string
 	path  string
 	stats *stats
-	cur   *Module // the module serving; written by Run's goroutine under Host.mu
+	q     quarantine // of the module serving (serve.go): a new version starts afresh
+	cur   *served    // the module serving; written by Run's goroutine under Host.mu
 
 	// Run's goroutine only.
 	types     []string   // the plugin types whose handlers this file's module serves
@@ -256,6 +257,7 @@ type retiringHandler struct {
 type loadResult struct {
 	e           *fileEntry
 	m           *Module
+	bin         []byte // m's bytes, for the revision store
 	sum         string
 	unchanged   bool // the file has the serving version's bytes
 	sameFailure bool // the file has the bytes that failed last time
@@ -413,7 +415,7 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 	r.inflight++
 	curSHA := ""
 	if e.cur != nil {
-		curSHA = e.cur.sum
+		curSHA = e.cur.m.sum
 	}
 	failedSHA, ident := e.failedSHA, e.ident
 	go func() {
@@ -457,6 +459,9 @@ func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string,
 		res.sameFailure = true
 	default:
 		res.m, res.err = r.h.load(r.ctx, e.path, bin, e.stats)
+		if res.m != nil {
+			res.bin = bin
+		}
 	}
 	return res
 }
@@ -573,7 +578,7 @@ func (r *reloader) apply(res loadResult) {
 		r.h.countRefusal(RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
-				"handler", e.path, "serving_sha256", e.cur.sum, "error", res.err)
+				"handler", e.path, "serving_sha256", e.cur.m.sum, "error", res.err)
 		} else {
 			r.h.log.Error("handler file refused", "handler", e.path, "error", res.err)
 		}
@@ -589,7 +594,7 @@ func (r *reloader) apply(res loadResult) {
 			r.h.countRefusal(reason)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
-					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.sum, "error", err)
+					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.m.sum, "error", err)
 			} else if held {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err,
 					"hint", fmt.Sprintf("the first to serve a plugin type keeps it, across restarts; handlers.types.%s.file or .digest in the config decides", t))
@@ -601,7 +606,7 @@ func (r *reloader) apply(res loadResult) {
 			return
 		}
 		e.conflict, e.failedSHA = "", ""
-		r.install(e, m)
+		r.install(e, &served{m: m, q: &e.q, bin: res.bin})
 	}
 }
 
@@ -634,8 +639,8 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason strin
 // handlerName names the handler of another host for a refusal: its file.
 func handlerName(hd registration.Handler) string {
 	if th, ok := hd.(*typeHandler); ok {
-		if m := th.cur.Load(); m != nil {
-			return m.file
+		if s := th.cur.Load(); s != nil {
+			return s.m.file
 		}
 	}
 	return fmt.Sprintf("another handler (%T)", hd)
@@ -664,35 +669,36 @@ func (r *reloader) clearLoadError(e *fileEntry) {
 	}
 }
 
-// install makes m serve e's plugin types: the handlers of types e already served switch to
-// m, new types get a handler in the registry, and types m no longer declares are retired.
-func (r *reloader) install(e *fileEntry, m *Module) {
+// install makes s serve e's plugin types: the handlers of types e already served switch to
+// s, new types get a handler in the registry, and types s no longer declares are retired.
+func (r *reloader) install(e *fileEntry, s *served) {
+	m := s.m
 	old := e.cur
 	swapped := false
 	for _, t := range m.manifest.PluginTypes {
-		m.holders++
+		s.holders++
 		if th := r.handlers[t]; th != nil {
 			if th.file != e {
 				r.handOver(th, e)
 			}
-			if prev := th.cur.Swap(m); prev != nil {
+			if prev := th.cur.Swap(s); prev != nil {
 				r.release(prev)
 				swapped = true
 			}
 			continue
 		}
 		th := &typeHandler{pluginType: t, file: e}
-		th.cur.Store(m)
+		th.cur.Store(s)
 		if other, claimed := r.h.cfg.Registry.Claim(t, th); !claimed {
 			// Another host took the type since owner looked: it keeps it.
-			m.holders--
+			s.holders--
 			r.h.log.Error("plugin type not served: another handler took it meanwhile",
 				"handler", e.path, "plugin_type", t, "serving", handlerName(other))
 			continue
 		}
 		r.handlers[t] = th
 	}
-	if m.holders == 0 {
+	if s.holders == 0 {
 		m.retire()
 		return
 	}
@@ -708,16 +714,16 @@ func (r *reloader) install(e *fileEntry, m *Module) {
 	}
 	e.types = slices.Clone(m.manifest.PluginTypes)
 	r.h.mu.Lock()
-	e.cur = m
+	e.cur = s
 	r.h.mu.Unlock()
-	e.stats.q.reset() // a new version is not quarantined for what the old one did
+	e.q.reset() // a new version is not quarantined for what the old one did
 	// Nor does it carry what went wrong before it: a refused update, the old version's
 	// failed calls.
 	e.stats.last.Store(nil)
 	e.loadErr = nil
 	if old != nil {
 		r.h.log.Info("handler replaced", "handler", e.path, "plugin_types", e.types,
-			"old_sha256", old.sum, "sha256", m.sum, "size", m.size)
+			"old_sha256", old.m.sum, "sha256", m.sum, "size", m.size)
 	} else {
 		r.h.log.Info("handler serving", "handler", e.path, "plugin_types", e.types, "sha256", m.sum, "size", m.size)
 	}
@@ -742,12 +748,12 @@ func (r *reloader) handOver(th *typeHandler, e *fileEntry) {
 		"from", old.path, "to", e.path)
 }
 
-// release drops one handler's hold on m; the last one retires it (it closes when its calls
-// have returned).
-func (r *reloader) release(m *Module) {
-	m.holders--
-	if m.holders == 0 {
-		m.retire()
+// release drops one handler's hold on s; the last one retires its module (it closes when its
+// calls have returned).
+func (r *reloader) release(s *served) {
+	s.holders--
+	if s.holders == 0 {
+		s.m.retire()
 	}
 }
 
@@ -774,8 +780,8 @@ func (r *reloader) expire(now time.Time) {
 		if rh.at.After(now) {
 			return false
 		}
-		if m := rh.t.cur.Swap(nil); m != nil {
-			r.release(m)
+		if s := rh.t.cur.Swap(nil); s != nil {
+			r.release(s)
 		}
 		// Its key-value store goes with it, unless another file serves the type now.
 		if r.handlers[rh.t.pluginType] == nil {

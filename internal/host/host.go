@@ -8,6 +8,17 @@
 // and a module gets no filesystem, environment, network or real clock; host functions that
 // reach outside (plugin_call) are granted per plugin type by configuration.
 //
+// The package does three jobs, in files of their own:
+//
+//   - the sandbox: a module loaded, its pool of instances, a call of one of its exports under
+//     its deadline, CPU and budgets, and the host functions (module.go, sandbox.go,
+//     hostfuncs.go, and most files beside them);
+//   - the policy layer over it: what serves a plugin type's calls, and the policies of a
+//     handler's revisions and failures, rollback pins, shadow runs and quarantine (serve.go,
+//     which reads the call path in order, revisions.go, shadow.go, quarantine.go);
+//   - the reloader: the handler directory followed, its files loaded, swapped and retired
+//     behind their types' handlers (dir.go).
+//
 // This package is part of the wasmhost daemon, not a stable API.
 package host
 
@@ -155,7 +166,12 @@ func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.load(ctx, path, bin, new(stats))
+	m, err := h.load(ctx, path, bin, new(stats))
+	if err != nil {
+		return nil, err
+	}
+	m.own = &served{m: m, q: new(quarantine)}
+	return m, nil
 }
 
 // readHandlerFile reads a handler file after checking that only the daemon's user may change
@@ -386,7 +402,8 @@ func (h *Host) Handlers() []HandlerStatus {
 			CPU:       time.Duration(e.stats.cpu.Load()),
 			Throttled: time.Duration(e.stats.throttled.Load()),
 		}
-		if m := e.cur; m != nil {
+		if e.cur != nil {
+			m := e.cur.m
 			s.PluginTypes = m.PluginTypes()
 			s.Name, s.Version = m.manifest.Name, m.manifest.Version
 			s.SHA256, s.Size, s.ABIVersion = m.sum, m.size, m.abiVersion
@@ -399,7 +416,7 @@ func (h *Host) Handlers() []HandlerStatus {
 			s.LastError, s.LastErrorAt, s.Refusal = last.msg, last.at, last.refusal
 		}
 		s.GoneSince = e.goneSince
-		s.Quarantine = e.stats.q.status()
+		s.Quarantine = e.q.status()
 		s.KVKeys, s.KVBytes = kvUsage(&e.stats.kv)
 		out = append(out, s)
 	}

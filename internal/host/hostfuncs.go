@@ -252,8 +252,21 @@ func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) 
 	ret(stack, int32(len(v)))
 }
 
+// denied ends a host function that would change something (a kv write, plugin_call) in a call
+// of a read-only module: it returns abi.CodeDenied with a reason for error_read.
+func (m *Module) denied(ctx context.Context, stack []uint64) bool {
+	if !m.readOnly {
+		return false
+	}
+	if st := stateOf(ctx); st != nil {
+		st.pluginCallErr = "a shadow run may read the key-value store, not change it, and may not call the plugin"
+	}
+	ret(stack, abi.CodeDenied)
+	return true
+}
+
 func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) {
-	if m.shadowDenied(ctx, stack) {
+	if m.denied(ctx, stack) {
 		return
 	}
 	key := guestBytes(mod, abi.ImportKVSet, "key", arg(stack, 0), arg(stack, 1))
@@ -277,7 +290,7 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 }
 
 func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint64) {
-	if m.shadowDenied(ctx, stack) {
+	if m.denied(ctx, stack) {
 		return
 	}
 	key := guestBytes(mod, abi.ImportKVDelete, "key", arg(stack, 0), arg(stack, 1))
@@ -293,7 +306,7 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 }
 
 func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uint64) {
-	if m.shadowDenied(ctx, stack) {
+	if m.denied(ctx, stack) {
 		return
 	}
 	method := guestBytes(mod, abi.ImportPluginCall, "method", arg(stack, 0), arg(stack, 1))

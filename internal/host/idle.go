@@ -51,7 +51,7 @@ func (r *reloader) shrinkPools(now time.Time) {
 		if e.cur == nil {
 			continue
 		}
-		if n := e.cur.shrink(now, timeout); n > 0 {
+		if n := e.cur.m.shrink(now, timeout); n > 0 {
 			r.h.log.Debug("idle handler instances closed", "handler", e.path, "closed", n, "idle_for", timeout)
 		}
 	}

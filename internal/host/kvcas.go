@@ -15,7 +15,7 @@ import (
 // once cannot both act on the same reading (two copies of one CSI driver registering in the
 // same instant).
 func (m *Module) hostKVCompareAndSet(ctx context.Context, mod api.Module, stack []uint64) {
-	if m.shadowDenied(ctx, stack) {
+	if m.denied(ctx, stack) {
 		return
 	}
 	key := guestBytes(mod, abi.ImportKVCompareAndSet, "key", arg(stack, 0), arg(stack, 1))

@@ -38,10 +38,11 @@ var exportNames = [numExports]string{
 	abi.ExportABIVersion, abi.ExportManifest, abi.ExportValidate, abi.ExportRegister, abi.ExportDeregister,
 }
 
-// Module is one compiled and validated handler module and its pool of instances. It
-// implements registration.Handler for the plugin types its manifest declares. Modules that
-// Run loads are served through stable per-type handlers in the registry; a Module returned
-// by LoadFile belongs to the caller, who closes it.
+// Module is one compiled and validated handler module and its pool of instances: the sandbox
+// of a handler. It knows nothing of the policies of revisions and failures; the policy layer
+// (serve.go) serves it. Modules that Run loads are served through stable per-type handlers in
+// the registry; a Module returned by LoadFile implements registration.Handler for the plugin
+// types its manifest declares, and belongs to the caller, who closes it.
 type Module struct {
 	h          *Host
 	file       string
@@ -71,18 +72,14 @@ type Module struct {
 	makeTime atomic.Int64 // nanoseconds the last new instance took to make (acquire)
 	waitHook func()       // tests: called when acquire starts waiting for a busy instance
 
-	// holders counts the per-type handlers that point at the module. Only Run's goroutine
-	// uses it; at zero, the module is retired.
-	holders int
-
-	// Revisions (revisions.go, shadow.go): the bytes until the revision store keeps them, the
-	// revision whose counters its calls add to, its watch in its first minutes, and whether
-	// it is a shadow candidate (its calls change nothing).
-	bin       []byte
-	rev       atomic.Pointer[revision]
-	probation atomic.Pointer[probation]
-	shadow    bool
-	pins      atomic.Pointer[map[string]*Module] // plugin types a rollback serves with another module
+	// readOnly: the module's calls may read the key-value store but change nothing: kv writes
+	// and plugin_call return abi.CodeDenied, and its calls are not recorded (a shadow
+	// candidate's, shadow.go).
+	readOnly bool
+	// own is the module as a handler of its own (ValidatePlugin, RegisterPlugin,
+	// DeRegisterPlugin of a module LoadFile returned), through the policy layer (serve.go). The
+	// sandbox never reads it; nil for the modules served through the handlers of their types.
+	own *served
 }
 
 // File returns the path the module was loaded from.
@@ -403,9 +400,12 @@ func (m *Module) refill() {
 	m.idle <- in
 }
 
-// newCall is the state of a call of export fn for plugin p of pluginType: its request encoded,
-// or ErrInvalidInfo if the request is over abi.MaxRequestBytes.
-func (m *Module) newCall(fn int, pluginType string, p registration.PluginInfo) (*callState, error) {
+// begin is the first step of a handler call in the sandbox: the state of a call of export fn for
+// plugin p of pluginType, its request encoded (ErrInvalidInfo if it is over
+// abi.MaxRequestBytes), its record started when the host records the type, and the call
+// counted in the file's calls. The caller ends it with call (it runs) or refused (it fails at
+// once), then endRecord.
+func (m *Module) begin(fn int, pluginType string, p registration.PluginInfo) (*callState, error) {
 	req := abi.AppendPluginRequest(nil, abi.PluginRequest{
 		Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions,
 	})
@@ -420,13 +420,19 @@ func (m *Module) newCall(fn int, pluginType string, p registration.PluginInfo) (
 	if fn == fnRegister {
 		st.published = make(map[string]string)
 	}
+	m.startRecord(st)
+	m.stats.calls.Add(1)
 	return st, nil
 }
+
+// refused ends a call begun and not run: the caller failed it at once (the policy layer's
+// quarantine). It counts as a failure of the file.
+func (m *Module) refused() { m.stats.failures.Add(1) }
 
 // call is the sandbox's side of a handler call: module m runs st's export for plugin p (run),
 // and its answer becomes the decision: nil (accepted, with what a registration published),
 // registration.ErrRejected with the handler's reason, ErrHandlerFailed, or the error of the
-// run (a trap, a timeout, a budget). The policies around it are invoke's (serve.go).
+// run (a trap, a timeout, a budget).
 func (m *Module) call(ctx context.Context, st *callState, fn int, p registration.PluginInfo) (map[string]string, error) {
 	status, err := m.run(ctx, st, fn, uint64(len(st.req)))
 	if err != nil {
@@ -549,7 +555,6 @@ type stats struct {
 	cpu, throttled                             atomic.Int64 // nanoseconds: of guest code, and waiting for a turn (sandbox.go)
 	last                                       atomic.Pointer[lastError]
 	kv                                         kvQuota // the file's key-value stores
-	q                                          quarantine
 }
 
 type lastError struct {
@@ -782,7 +787,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	}
 
 	m := &Module{
-		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)), bin: bin,
+		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)),
 		caps: caps, stats: st, rt: rt, cm: cm, releaseCache: release,
 		slots: make(chan struct{}, h.cfg.PoolSize),
 		idle:  make(chan *instance, h.cfg.PoolSize),

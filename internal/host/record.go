@@ -2,8 +2,8 @@ package host
 
 // Recording what a handler's calls exchange with the host: the daemon's session capture
 // (`wasmhost plugins capture`) and `wasmhost handler test --record/--replay` (package session).
-// The host functions note their exchanges in the call's state (callState.rec); invoke hands the
-// finished call to Config.Recorder.
+// The host functions note their exchanges in the call's state (callState.rec); endRecord hands
+// the finished call to Config.Recorder.
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ type Recorder interface {
 // startRecord starts recording st's call when the host records its type.
 func (m *Module) startRecord(st *callState) {
 	rec := m.h.cfg.Recorder
-	if rec == nil || m.shadow || !rec.Records(st.pluginType) {
+	if rec == nil || m.readOnly || !rec.Records(st.pluginType) {
 		return
 	}
 	st.rec = &session.Call{Export: strings.TrimPrefix(st.export, "wasmhost_"), StoreBefore: map[string]session.Bytes{}}

@@ -160,35 +160,35 @@ type probation struct {
 	fired        atomic.Bool
 }
 
-// pinned is a type served by an older revision: the calls of that type that reach fileM (the
-// module of the file's revision) go to m instead.
+// pinned is a type served by an older revision: the calls of that type that reach fileS (the
+// module of the file's revision) go to s instead.
 type pinned struct {
 	Pin
-	m     *Module // nil until loaded (a pin read from the index waits for its file's revision)
-	fileM *Module
+	s     *served // nil until loaded (a pin read from the index waits for its file's revision)
+	fileS *served
 }
 
-// pinFor returns the module that serves plugin type t in m's place, or nil.
-func (m *Module) pinFor(t string) *Module {
-	if pins := m.pins.Load(); pins != nil {
+// pinFor returns what serves plugin type t in s's place, or nil.
+func (s *served) pinFor(t string) *served {
+	if pins := s.pins.Load(); pins != nil {
 		return (*pins)[t]
 	}
 	return nil
 }
 
-// setPin makes pm serve plugin type t in m's place (nil: m serves it again). Its callers
+// setPin makes ps serve plugin type t in s's place (nil: s serves it again). Its callers
 // hold revisions.mu.
-func (m *Module) setPin(t string, pm *Module) {
-	next := make(map[string]*Module)
-	if pins := m.pins.Load(); pins != nil {
+func (s *served) setPin(t string, ps *served) {
+	next := make(map[string]*served)
+	if pins := s.pins.Load(); pins != nil {
 		maps.Copy(next, *pins)
 	}
-	if pm == nil {
+	if ps == nil {
 		delete(next, t)
 	} else {
-		next[t] = pm
+		next[t] = ps
 	}
-	m.pins.Store(&next)
+	s.pins.Store(&next)
 }
 
 // revisions is the host's revision store. Its mu guards the maps; pinMu serializes what loads
@@ -422,19 +422,20 @@ func (rs *revisions) recordLocked(m *Module, file string) *revision {
 }
 
 // registered tells the daemon which revision registered a plugin (Config.OnRegistered).
-func (m *Module) registered(fn int, p registration.PluginInfo) {
-	if f := m.h.revs.cfg.OnRegistered; fn == fnRegister && !m.shadow && f != nil {
-		f(p.Socket, m.file, m.sum)
+func (s *served) registered(fn int, p registration.PluginInfo) {
+	if f := s.m.h.revs.cfg.OnRegistered; fn == fnRegister && !s.shadow && f != nil {
+		f(p.Socket, s.m.file, s.m.sum)
 	}
 }
 
-// installed is called by Run when m starts serving the plugin types of file (a new file, or a
-// new revision of it). It keeps m's bytes and records the revision first in the history of each
+// installed is called by Run when s starts serving the plugin types of file (a new file, or a
+// new revision of it). It keeps s's bytes and records the revision first in the history of each
 // type; it clears the pins the new revision overrides, re-applies a pin the index kept for
-// this very revision (a restart), and puts m on probation when it replaces a good revision.
-func (rs *revisions) installed(file string, m *Module) {
-	bin := m.bin
-	m.bin = nil
+// this very revision (a restart), and puts s on probation when it replaces a good revision.
+func (rs *revisions) installed(file string, s *served) {
+	m := s.m
+	bin := s.bin
+	s.bin = nil
 	if bin == nil {
 		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum)
 	} else if err := rs.keepBytes(m.sum, bin); err != nil {
@@ -442,7 +443,7 @@ func (rs *revisions) installed(file string, m *Module) {
 	}
 	rs.mu.Lock()
 	r := rs.recordLocked(m, file)
-	m.rev.Store(r)
+	s.rev.Store(r)
 	if r.Bad != "" {
 		// Installed again by the operator after it was rolled back: it gets another chance.
 		rs.h.log.Info("handler revision installed again after an automatic rollback", "handler", file, "sha256", m.sum, "rolled_back_because", r.Bad)
@@ -476,7 +477,7 @@ func (rs *revisions) installed(file string, m *Module) {
 	// On probation before the history shows it: a call that follows what the history says
 	// is counted.
 	if len(probationFor) > 0 && rs.cfg.RollbackWindow > 0 && len(repin) == 0 {
-		m.probation.Store(&probation{until: time.Now().Add(rs.cfg.RollbackWindow)})
+		s.probation.Store(&probation{until: time.Now().Add(rs.cfg.RollbackWindow)})
 	}
 	rs.forgetLocked()
 	rs.writeIndexLocked()
@@ -556,19 +557,19 @@ func (rs *revisions) previousGoodLocked(t, digest string) *revision {
 	return nil
 }
 
-// observe counts one plugin call of m in its revision and its probation; a revision on
+// observe counts one plugin call of s in its revision and its probation; a revision on
 // probation whose fault rate crosses the threshold is rolled back, once, in the background.
-func (m *Module) observe(err error) {
+func (s *served) observe(err error) {
 	o := outcomeOf(err)
-	if r := m.rev.Load(); r != nil {
+	if r := s.rev.Load(); r != nil {
 		r.count(o)
 	}
-	p := m.probation.Load()
+	p := s.probation.Load()
 	if p == nil {
 		return
 	}
 	if time.Now().After(p.until) {
-		m.probation.CompareAndSwap(p, nil)
+		s.probation.CompareAndSwap(p, nil)
 		return
 	}
 	calls := p.calls.Add(1)
@@ -576,7 +577,8 @@ func (m *Module) observe(err error) {
 	if o.fault() {
 		faults = p.fault.Add(1)
 	}
-	rs := m.h.revs
+	h := s.m.h
+	rs := h.revs
 	if calls < int64(rs.cfg.RollbackMinCalls) || float64(faults) < rs.cfg.RollbackThreshold*float64(calls) {
 		return
 	}
@@ -585,11 +587,12 @@ func (m *Module) observe(err error) {
 	}
 	reason := fmt.Sprintf("%d of its first %d calls trapped or timed out (threshold %.0f%% within %v of loading)",
 		faults, calls, rs.cfg.RollbackThreshold*100, rs.cfg.RollbackWindow)
-	m.h.goAsync(func() { rs.autoRollback(m, reason, err) })
+	h.goAsync(func() { rs.autoRollback(s, reason, err) })
 }
 
-// autoRollback pins every type m serves to its previous good revision.
-func (rs *revisions) autoRollback(m *Module, reason string, last error) {
+// autoRollback pins every type s serves to its previous good revision.
+func (rs *revisions) autoRollback(s *served, reason string, last error) {
+	m := s.m
 	rs.pinMu.Lock()
 	defer rs.pinMu.Unlock()
 	rs.mu.Lock()
@@ -599,7 +602,7 @@ func (rs *revisions) autoRollback(m *Module, reason string, last error) {
 	rs.mu.Unlock()
 	for _, t := range m.manifest.PluginTypes {
 		th := rs.h.typeHandlerOf(t)
-		if th == nil || th.cur.Load() != m || m.pinFor(t) != nil {
+		if th == nil || th.cur.Load() != s || s.pinFor(t) != nil {
 			continue
 		}
 		rs.mu.Lock()
@@ -640,7 +643,7 @@ func (rs *revisions) repinned() {
 // since (installed), and clears the pins of files whose revision changed or that are gone.
 func (rs *revisions) sync() {
 	h := rs.h
-	live := make(map[*Module]string)
+	live := make(map[*served]string)
 	h.mu.Lock()
 	for _, e := range h.files {
 		if e.cur != nil {
@@ -648,15 +651,15 @@ func (rs *revisions) sync() {
 		}
 	}
 	h.mu.Unlock()
-	for m, file := range live {
-		if m.rev.Load() == nil {
-			rs.installed(file, m)
+	for s, file := range live {
+		if s.rev.Load() == nil {
+			rs.installed(file, s)
 		}
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	for t, p := range rs.pins {
-		if p.fileM != nil && live[p.fileM] == "" {
+		if p.fileS != nil && live[p.fileS] == "" {
 			h.log.Info("rollback pin cleared: its handler file was replaced or removed", "plugin_type", t, "pinned_sha256", p.SHA256)
 			rs.unpinLocked(t)
 			rs.writeIndexLocked()
@@ -671,7 +674,7 @@ func (h *Host) typeHandlerOf(t string) *typeHandler {
 		return nil
 	}
 	th, _ := hd.(*typeHandler)
-	if th == nil || th.cur.Load() == nil || th.cur.Load().h != h {
+	if th == nil || th.cur.Load() == nil || th.cur.Load().m.h != h {
 		return nil
 	}
 	return th
@@ -692,21 +695,21 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 	if r == nil || !slices.Contains(r.Types, t) {
 		return nil, fmt.Errorf("%w: revision %s is not kept for plugin type %s (see: wasmhost handlers history %s)", ErrNoRevision, short(digest), t, t)
 	}
-	if cur.sum == digest {
+	if cur.m.sum == digest {
 		rs.mu.Lock()
 		rs.unpinLocked(t)
 		rs.writeIndexLocked()
 		rs.mu.Unlock()
 		return r, nil
 	}
-	if why := rs.h.cfg.Bindings[t].refusal(t, cur.file, digest); why != "" {
+	if why := rs.h.cfg.Bindings[t].refusal(t, cur.m.file, digest); why != "" {
 		return nil, fmt.Errorf("%w: revision %s may not serve: %s", ErrBadModule, short(digest), why)
 	}
 	bin, err := rs.bytesOf(digest)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type %s, revision %s: %w", t, short(digest), err)
 	}
-	m, err := rs.h.load(ctx, cur.file, bin, cur.stats)
+	m, err := rs.h.load(ctx, cur.m.file, bin, cur.m.stats)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type %s, revision %s did not load: %w", t, short(digest), err)
 	}
@@ -714,13 +717,13 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 		m.retire()
 		return nil, fmt.Errorf("%w: revision %s does not declare plugin type %s", ErrNoRevision, short(digest), t)
 	}
-	m.rev.Store(r)
-	m.bin = nil
-	cur.stats.q.reset() // the older revision is not quarantined for what the newer one did
+	ps := &served{m: m, q: cur.q} // the file's quarantine
+	ps.rev.Store(r)
+	cur.q.reset() // the older revision is not quarantined for what the newer one did
 	rs.mu.Lock()
 	rs.unpinLocked(t)
-	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.sum, Auto: auto, Reason: reason, At: time.Now()}, m: m, fileM: cur}
-	cur.setPin(t, m)
+	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.m.sum, Auto: auto, Reason: reason, At: time.Now()}, s: ps, fileS: cur}
+	cur.setPin(t, ps)
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
 	return r, nil
@@ -733,11 +736,11 @@ func (rs *revisions) unpinLocked(t string) {
 		return
 	}
 	delete(rs.pins, t)
-	if p.fileM != nil && p.fileM.pinFor(t) == p.m {
-		p.fileM.setPin(t, nil)
+	if p.fileS != nil && p.fileS.pinFor(t) == p.s {
+		p.fileS.setPin(t, nil)
 	}
-	if p.m != nil {
-		p.m.retire()
+	if p.s != nil {
+		p.s.m.retire()
 	}
 }
 
@@ -755,9 +758,9 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 	if th == nil {
 		return Revision{}, fmt.Errorf("%w: plugin type %s has no handler file in this host", ErrNoRevision, t)
 	}
-	serving := th.cur.Load().sum
-	if pm := th.cur.Load().pinFor(t); pm != nil {
-		serving = pm.sum
+	serving := th.cur.Load().m.sum
+	if ps := th.cur.Load().pinFor(t); ps != nil {
+		serving = ps.m.sum
 	}
 	rs.mu.Lock()
 	if digest == "" {
@@ -788,7 +791,7 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 		return Revision{}, err
 	}
 	h.log.Warn("handler rolled back by the operator", "plugin_type", t, "from_sha256", serving, "to_sha256", r.Digest,
-		"to_version", r.Version, "handler", th.cur.Load().file)
+		"to_version", r.Version, "handler", th.cur.Load().m.file)
 	rs.repinned()
 	return rs.view(t, r), nil
 }
@@ -852,7 +855,7 @@ func (h *Host) History(t string) ([]Revision, *Pin) {
 	rs.mu.Lock()
 	ds := slices.Clone(rs.byType[t])
 	var pin *Pin
-	if p := rs.pins[t]; p != nil && p.m != nil {
+	if p := rs.pins[t]; p != nil && p.s != nil {
 		cp := p.Pin
 		pin = &cp
 	}
@@ -880,9 +883,9 @@ func (rs *revisions) view(t string, r *revision) Revision {
 	rs.mu.Unlock()
 	if th := rs.h.typeHandlerOf(t); th != nil {
 		cur := th.cur.Load()
-		v.InFile = cur != nil && cur.sum == r.Digest
-		if pm := cur.pinFor(t); pm != nil {
-			v.Serving, v.Pinned = pm.sum == r.Digest, pm.sum == r.Digest
+		v.InFile = cur != nil && cur.m.sum == r.Digest
+		if ps := cur.pinFor(t); ps != nil {
+			v.Serving, v.Pinned = ps.m.sum == r.Digest, ps.m.sum == r.Digest
 		} else {
 			v.Serving = v.InFile
 		}
@@ -896,7 +899,7 @@ func (rs *revisions) pinsOf(types []string) []Pin {
 	defer rs.mu.Unlock()
 	var out []Pin
 	for _, t := range types {
-		if p := rs.pins[t]; p != nil && p.m != nil {
+		if p := rs.pins[t]; p != nil && p.s != nil {
 			out = append(out, p.Pin)
 		}
 	}

@@ -11,81 +11,113 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
-// The call path of a handler call, in the order a call takes it. A plugin's call reaches the
-// registered handler of its type (typeHandler), which takes the module serving the type now,
-// or a module loaded by path (Module's ValidatePlugin, RegisterPlugin, DeRegisterPlugin); then
-// invoke, where the policies of a handler's revisions and failures come first:
+// The call path of a handler call, in the order a call takes it. The sandbox (module.go) runs a
+// module's export for a plugin; the policies of a handler's revisions and failures sit as a
+// layer over it, here: a served is a module as the layer serves it, with the state of those
+// policies, and its serve is the whole path of one call.
 //
-//  1. a rollback pin: the type is served by an older revision, whose module takes the call
+// A plugin's call reaches the registered handler of its type (typeHandler), which takes the
+// module served for the type now (swapped by Run, dir.go), or a module loaded by path (Module's
+// ValidatePlugin, RegisterPlugin, DeRegisterPlugin, through its own served); then served.serve:
+//
+//  1. a rollback pin: the type is served by an older revision, whose served takes the call
 //     (revisions.go);
 //  2. a shadow run: a candidate named for the type validates the same plugin beside the
 //     serving call, in the background (shadow.go);
-//  3. the request (newCall) and, for the types recorded, the call's record (record.go);
-//  4. quarantine: a handler that keeps trapping or timing out fails the call at once, but
-//     for a probe now and then (quarantine.go);
+//  3. the sandbox begins the call (Module.begin): the request, the call counted and, for the
+//     types recorded, its record started (record.go);
+//  4. quarantine: a handler that keeps trapping or timing out fails the call at once, but for a
+//     probe now and then (quarantine.go);
+//  5. the sandbox runs it (Module.call: an instance, the export run under its deadline, CPU and
+//     budgets, its answer checked and turned into a decision);
+//  6. what the outcome means to the policies: to the quarantine, to the revision's counters and
+//     its probation, which may roll it back (revisions.go), and, for a registration, which
+//     revision registered the plugin;
 //
-// then the sandbox, Module.call (module.go: an instance, the export run under its deadline,
-// CPU and budgets, its answer checked and turned into a decision); and last what the outcome
-// means to the policies: to the quarantine, to the revision's counters and its probation,
-// which may roll it back (revisions.go), and, for a registration, which revision registered
-// the plugin.
+// and last the sandbox hands the call's record to the Recorder. The sandbox knows nothing of
+// the policies: the layer reaches it by Module's enter and leave, begin, call, refused and
+// endRecord, and by the module's file, digest and plugin types.
+
+// served is a module serving as a handler, with the policy layer's state of its calls: a
+// handler file's module (made by Run when it installs it), an older revision's loaded for a
+// rollback pin, a shadow candidate, or a module LoadFile returned.
+type served struct {
+	m *Module
+	q *quarantine // the handler file's: shared by the modules of one file (a pinned revision's too)
+
+	// The revision whose counters its calls add to (nil until the revision store records
+	// it, and for a module of its own), its watch in its first minutes, and the plugin
+	// types a rollback serves with another revision's module (revisions.go).
+	rev       atomic.Pointer[revision]
+	probation atomic.Pointer[probation]
+	pins      atomic.Pointer[map[string]*served]
+	// shadow: a shadow candidate (shadow.go): its calls start no shadow run of their own and
+	// register nobody; its module is read-only.
+	shadow bool
+
+	// Run's goroutine only (dir.go): the bytes until the revision store keeps them
+	// (revisions.installed), and how many per-type handlers point at it (at zero, its module
+	// is retired).
+	bin     []byte
+	holders int
+}
 
 // typeHandler is the registration.Handler of one plugin type: a stable object registered
 // once, behind which the module that serves the type is swapped atomically (by Run, dir.go).
 type typeHandler struct {
 	pluginType string
-	cur        atomic.Pointer[Module] // nil once retired
+	cur        atomic.Pointer[served] // nil once retired
 	gone       atomic.Pointer[string] // why it was taken out of the registry
 	file       *fileEntry             // Run's goroutine only
 }
 
-// module returns the module serving the type, counted in, or ErrRetired.
-func (t *typeHandler) module() (*Module, error) {
+// served returns the module serving the type, counted in, or ErrRetired.
+func (t *typeHandler) served() (*served, error) {
 	for {
-		m := t.cur.Load()
-		if m == nil {
+		s := t.cur.Load()
+		if s == nil {
 			why := "retired"
 			if p := t.gone.Load(); p != nil {
 				why = *p
 			}
 			return nil, fmt.Errorf("%w: plugin type %s: %s", ErrRetired, t.pluginType, why)
 		}
-		if m.enter() {
-			return m, nil
+		if s.m.enter() {
+			return s, nil
 		}
-		// m was swapped out and retired between the load and enter: take the new one.
-		if t.cur.Load() == m {
-			return nil, fmt.Errorf("%w: plugin type %s: handler %s is closed", ErrRetired, t.pluginType, m.file)
+		// s was swapped out and retired between the load and enter: take the new one.
+		if t.cur.Load() == s {
+			return nil, fmt.Errorf("%w: plugin type %s: handler %s is closed", ErrRetired, t.pluginType, s.m.file)
 		}
 	}
 }
 
 func (t *typeHandler) ValidatePlugin(ctx context.Context, p registration.PluginInfo) error {
-	m, err := t.module()
+	s, err := t.served()
 	if err != nil {
 		return err
 	}
-	defer m.leave()
-	_, err = m.invoke(ctx, fnValidate, t.pluginType, p)
+	defer s.m.leave()
+	_, err = s.serve(ctx, fnValidate, t.pluginType, p)
 	return err
 }
 
 func (t *typeHandler) RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error) {
-	m, err := t.module()
+	s, err := t.served()
 	if err != nil {
 		return nil, err
 	}
-	defer m.leave()
-	return m.invoke(ctx, fnRegister, t.pluginType, p)
+	defer s.m.leave()
+	return s.serve(ctx, fnRegister, t.pluginType, p)
 }
 
 func (t *typeHandler) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
-	m, err := t.module()
+	s, err := t.served()
 	if err != nil {
 		return err
 	}
-	defer m.leave()
-	_, err = m.invoke(ctx, fnDeregister, t.pluginType, p)
+	defer s.m.leave()
+	_, err = s.serve(ctx, fnDeregister, t.pluginType, p)
 	return err
 }
 
@@ -106,75 +138,78 @@ func (m *Module) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo
 	return err
 }
 
+// direct is a call of the module as a handler of its own, through its own served (LoadFile).
 func (m *Module) direct(ctx context.Context, fn int, p registration.PluginInfo) (map[string]string, error) {
 	if !slices.Contains(m.manifest.PluginTypes, p.Type) {
 		return nil, fmt.Errorf("%w %q: handler %s handles %v", registration.ErrNoHandler, p.Type, m.file, m.manifest.PluginTypes)
+	}
+	if m.own == nil {
+		return nil, fmt.Errorf("%w: handler %s serves through the handlers of its plugin types", ErrRetired, m.file)
 	}
 	if !m.enter() {
 		return nil, fmt.Errorf("%w: handler %s is closed", ErrRetired, m.file)
 	}
 	defer m.leave()
-	return m.invoke(ctx, fn, p.Type, p)
+	return m.own.serve(ctx, fn, p.Type, p)
 }
 
-// invoke is one handler call: plugin export fn (validate, register, deregister) for a plugin of
-// pluginType, on behalf of its handler; the caller has entered m. The policies come first, in
+// serve is one handler call: plugin export fn (validate, register, deregister) for a plugin of
+// pluginType, on behalf of its handler; the caller has entered s.m. The policies come first, in
 // the order a call meets them, then the sandbox, then what the outcome means to the policies.
-func (m *Module) invoke(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
+func (s *served) serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
 	// 1. A rollback pinned the type to an older revision: its module serves the call.
-	if pm := m.pinFor(pluginType); pm != nil && pm.enter() {
-		defer pm.leave()
-		return pm.invoke(ctx, fn, pluginType, p)
+	if ps := s.pinFor(pluginType); ps != nil && ps.m.enter() {
+		defer ps.m.leave()
+		return ps.serve(ctx, fn, pluginType, p)
 	}
+	m := s.m
 	// 2. A candidate named for the type validates the same plugin in a shadow run.
-	if fn == fnValidate && !m.shadow {
+	if fn == fnValidate && !s.shadow {
 		done := m.h.startShadow(pluginType, p)
 		defer func() { done(err) }()
 	}
-	// 3. The request, and the call's record for a type recorded.
-	st, err := m.newCall(fn, pluginType, p)
+	// 3. The sandbox begins the call: the request, counted, and its record for a type recorded.
+	st, err := m.begin(fn, pluginType, p)
 	if err != nil {
 		return nil, err
 	}
-	if m.startRecord(st); st.rec != nil {
-		defer func() { m.endRecord(st, p, published, err) }()
-	}
-	m.stats.calls.Add(1)
+	defer func() { m.endRecord(st, p, published, err) }()
 	// 4. A quarantined handler fails the call at once, unless it is let through as a probe.
-	probe, err := m.stats.q.admit(time.Now(), m.file)
+	probe, err := s.q.admit(time.Now(), m.file)
 	if err != nil {
-		m.stats.failures.Add(1)
-		m.observe(err)
+		m.refused()
+		s.observe(err)
 		return nil, err
 	}
-	// 5. The sandbox.
+	// 5. The sandbox runs it.
 	published, err = m.call(ctx, st, fn, p)
 	// 6. The outcome: to the quarantine, to the revision's counters and probation (which may
 	// roll it back), and who registered the plugin.
-	m.quarantineOutcome(probe, err)
-	m.observe(err)
+	s.quarantineOutcome(probe, err)
+	s.observe(err)
 	if err != nil {
 		return nil, err
 	}
-	m.registered(fn, p)
+	s.registered(fn, p)
 	return published, nil
 }
 
 // quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
 // handler enters or leaves quarantine.
-func (m *Module) quarantineOutcome(probe bool, err error) {
+func (s *served) quarantineOutcome(probe bool, err error) {
+	h := s.m.h
 	fault := errors.Is(err, ErrTrap) || errors.Is(err, context.DeadlineExceeded)
 	neutral := err != nil && !fault && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired))
 	reason := ""
 	if err != nil {
 		reason = err.Error()
 	}
-	change, backoff := m.stats.q.outcome(m.h.cfg.Quarantine, probe, neutral, fault, reason, time.Now())
+	change, backoff := s.q.outcome(h.cfg.Quarantine, probe, neutral, fault, reason, time.Now())
 	switch change {
 	case quarantineEntered:
-		m.h.log.Warn("handler quarantined: its calls fail at once for a while, then one is let through as a probe",
-			"handler", m.file, "backoff", backoff, "probe_failed", probe, "error", err)
+		h.log.Warn("handler quarantined: its calls fail at once for a while, then one is let through as a probe",
+			"handler", s.m.file, "backoff", backoff, "probe_failed", probe, "error", err)
 	case quarantineLeft:
-		m.h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", m.file)
+		h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", s.m.file)
 	}
 }

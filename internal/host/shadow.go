@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -28,7 +27,7 @@ import (
 type shadowRun struct {
 	pluginType string
 	rev        *revision
-	m          *Module // its own stats: its failures are not the serving file's
+	cand       *served // its own stats and quarantine: its failures are not the serving file's
 	since      time.Time
 
 	slots                                  chan struct{} // bounds the runs at once: the candidate's pool
@@ -72,12 +71,12 @@ func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving err
 		s.skipped.Add(1)
 		return noShadow
 	}
-	if !s.m.enter() {
+	if !s.cand.m.enter() {
 		<-s.slots
 		return noShadow
 	}
 	if !h.beginWork() {
-		s.m.leave()
+		s.cand.m.leave()
 		<-s.slots
 		return noShadow
 	}
@@ -85,9 +84,9 @@ func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving err
 	go func() {
 		defer h.wg.Done()
 		defer func() { <-s.slots }()
-		defer s.m.leave()
+		defer s.cand.m.leave()
 		shadowErr := func() error {
-			_, err := s.m.invoke(h.ctx, fnValidate, t, p)
+			_, err := s.cand.serve(h.ctx, fnValidate, t, p)
 			return err
 		}()
 		var served error
@@ -145,19 +144,6 @@ func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow e
 		"shadow_sha256", s.rev.Digest, "shadow_decision", dc, "shadow_reason", why(shadow))
 }
 
-// shadowDenied ends a host function that would change something (a kv write, plugin_call) in
-// a shadow run: it returns abi.CodeDenied with a reason for error_read.
-func (m *Module) shadowDenied(ctx context.Context, stack []uint64) bool {
-	if !m.shadow {
-		return false
-	}
-	if st := stateOf(ctx); st != nil {
-		st.pluginCallErr = "a shadow run may read the key-value store, not change it, and may not call the plugin"
-	}
-	ret(stack, abi.CodeDenied)
-	return true
-}
-
 // SetShadow makes candidate the shadow of plugin type t: a handler file (read with the same
 // checks as the handler directory's), or a kept revision by digest ("sha256:" and a prefix of
 // at least 6 hex digits will do). An empty candidate clears t's shadow. It returns the
@@ -179,7 +165,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 		if old == nil {
 			return ShadowStatus{}, fmt.Errorf("%w: plugin type %s has no shadow", ErrNoRevision, t)
 		}
-		old.m.retire()
+		old.cand.m.retire()
 		h.log.Info("shadow handler cleared", "plugin_type", t, "shadow_sha256", old.rev.Digest)
 		rs.changed()
 		return ShadowStatus{}, nil
@@ -208,17 +194,16 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	if err != nil {
 		return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
 	}
-	m.bin = nil
 	if !slices.Contains(m.manifest.PluginTypes, t) {
 		m.retire()
 		return ShadowStatus{}, fmt.Errorf("%w: shadow %s (sha256 %s) does not declare plugin type %s (it declares %v)",
 			ErrBadModule, file, short(m.sum), t, m.manifest.PluginTypes)
 	}
-	m.shadow = true
+	m.readOnly = true
 	if err := rs.keepBytes(m.sum, bin); err != nil {
 		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.sum, "error", err)
 	}
-	s := &shadowRun{pluginType: t, m: m, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
+	s := &shadowRun{pluginType: t, cand: &served{m: m, q: new(quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
 	rs.mu.Lock()
 	s.rev = rs.recordLocked(m, file)
 	old := rs.shadows[t]
@@ -228,7 +213,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
 	if old != nil {
-		old.m.retire()
+		old.cand.m.retire()
 	}
 	h.log.Info("shadow handler set: its Validate runs beside the serving one on every registration",
 		"plugin_type", t, "shadow", file, "shadow_sha256", m.sum, "name", m.manifest.Name, "version", m.manifest.Version)
@@ -246,8 +231,8 @@ func digestRef(s string) (string, bool) {
 
 func (s *shadowRun) status() ShadowStatus {
 	st := ShadowStatus{
-		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.m.file,
-		Name: s.m.manifest.Name, Version: s.m.manifest.Version, Since: s.since,
+		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.cand.m.file,
+		Name: s.cand.m.manifest.Name, Version: s.cand.m.manifest.Version, Since: s.since,
 		Runs: s.runs.Load(), Disagreements: s.disagreements.Load(), Failures: s.failures.Load(), Skipped: s.skipped.Load(),
 	}
 	if p := s.last.Load(); p != nil {
