@@ -78,10 +78,13 @@ mod tests {
     use super::*;
     use wasmhost::fake::Fake;
 
+    /// The plugin type of the plugins below, whose store the fake host shows.
+    const TYPE: &str = "example.wasmhost.dev";
+
     fn plugin(name: &str, versions: &[&str]) -> Plugin {
         Plugin {
             socket: format!("/var/lib/wasmhost/plugins_registry/{}-reg.sock", name),
-            plugin_type: "example.wasmhost.dev".to_string(),
+            plugin_type: TYPE.to_string(),
             name: name.to_string(),
             endpoint: format!("/var/lib/wasmhost/plugins/{}.sock", name),
             versions: versions.iter().map(|v| v.to_string()).collect(),
@@ -99,16 +102,16 @@ mod tests {
         assert_eq!(host.validate(&demo), Ok(()));
         assert_eq!(host.register(&demo), Ok(()));
         assert_eq!(last_log(&host), "INFO registering demo at /var/lib/wasmhost/plugins/demo.sock");
-        assert_eq!(host.kv("plugin/demo"), Some(demo.endpoint.clone().into_bytes()));
+        assert_eq!(host.kv(TYPE, "plugin/demo"), Some(demo.endpoint.clone().into_bytes()));
         assert_eq!(host.published().into_iter().collect::<Vec<_>>(), [("endpoint".to_string(), demo.endpoint.clone())]);
 
         // The daemon may register a plugin again (after a restart): same outcome.
         assert_eq!(host.register(&demo), Ok(()));
-        assert_eq!(host.store().len(), 1);
+        assert_eq!(host.store(TYPE).len(), 1);
 
         assert_eq!(host.deregister(&demo), Ok(()));
         assert_eq!(last_log(&host), "INFO deregistering demo, registered at /var/lib/wasmhost/plugins/demo.sock");
-        assert!(host.store().is_empty(), "left in the store: {:?}", host.store());
+        assert!(host.store(TYPE).is_empty(), "left in the store: {:?}", host.store(TYPE));
     }
 
     #[test]
@@ -134,7 +137,7 @@ mod tests {
     #[test]
     fn deregister_from_store() {
         let host = Fake::new(Example);
-        host.kv_put("plugin/demo", b"/elsewhere.sock");
+        host.kv_put(TYPE, "plugin/demo", b"/elsewhere.sock");
         assert_eq!(host.deregister(&plugin("demo", &["v1"])), Ok(()));
         assert_eq!(last_log(&host), "INFO deregistering demo, registered at /elsewhere.sock");
     }

@@ -15,6 +15,7 @@
 //!                          endpoint: "/w.sock".into(), versions: vec!["v1".into()], ..Plugin::default() };
 //!         assert_eq!(host.register(&p), Ok(()));
 //!         assert_eq!(host.published().get("endpoint").map(String::as_str), Some("/w.sock"));
+//!         assert_eq!(host.kv("example.com/widget", "plugin/w"), None);
 //!     }
 //! }
 //! ```
@@ -27,11 +28,18 @@
 //! ./widget_test
 //! ```
 //!
-//! The fake keeps one key-value store (every plugin type shares it), the keys published by the
-//! last register call, the log, and a function of the test's that answers [`plugin_call`]. It
-//! checks what the daemon checks of each host function, with the ABI's limits and the daemon's
-//! default ones (`wasmhost config defaults`), and returns the daemon's codes and reasons; it
-//! does not pool instances, time calls, or sandbox anything: run the built module through
+//! The fake keeps a key-value store per plugin type, as the daemon does (a call's [`kv`]
+//! functions reach the store of its plugin's type), the keys published by the last register
+//! call, the log, and a function of the test's that answers [`plugin_call`]. It checks what the
+//! daemon checks of each host function, with the ABI's limits and the daemon's default ones
+//! (`wasmhost config defaults`, the constants below), and returns the daemon's codes and
+//! reasons: a store key past [`MAX_KV_ENTRIES`] in one store, or past [`KV_KEYS_PER_HANDLER`]
+//! or [`KV_BYTES_PER_HANDLER`] in all of them together (the daemon's quotas of one handler
+//! file, which the fake calls [`HANDLER_FILE`]), is refused with [`CODE_TOO_LARGE`] and the
+//! daemon's reason. A call that logs more than [`LOG_LINES_PER_CALL`] lines or
+//! [`LOG_BYTES_PER_CALL`] bytes, or makes more than [`PLUGIN_CALLS_PER_CALL`] plugin calls, is
+//! ended there, as the daemon ends it: it returns [`Error::Fail`] with the daemon's error. The
+//! fake does not pool instances, time calls, or sandbox anything: run the built module through
 //! `wasmhost handler test` and `wasmhost handler conformance` for that.
 //!
 //! Its state belongs to the thread that made the [`Fake`], as the tests of `rustc --test` run
@@ -39,18 +47,32 @@
 //! call in progress, and are denied.
 //!
 //! [`plugin_call`]: crate::plugin_call
+//! [`kv`]: crate::kv
+//! [`CODE_TOO_LARGE`]: crate::CODE_TOO_LARGE
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::{Error, Handler, Plugin, CODE_BAD_REQUEST, CODE_CONFLICT, CODE_DENIED, CODE_FAILED, CODE_NOT_FOUND, CODE_TOO_LARGE};
 use crate::{
     MAX_KEY_BYTES, MAX_LOG_LINE_BYTES, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_VALUE_BYTES, STATUS_ERROR, STATUS_OK, STATUS_REJECTED,
 };
 
+// The limits below are the daemon's (abi, and the defaults of handlers.limits in
+// internal/limits): TestFakeLimits (internal/abitest) reads them here and compares them.
+
 /// Keys in one plugin type's store (`abi.MaxKVEntries`).
 pub const MAX_KV_ENTRIES: usize = 16384;
+/// Keys, and bytes of keys and values, that the stores of one handler's plugin types hold
+/// together: the daemon's defaults (`handlers.limits.kvKeysPerHandler`, `kvBytesPerHandler`).
+pub const KV_KEYS_PER_HANDLER: usize = 16384;
+pub const KV_BYTES_PER_HANDLER: usize = 16 << 20;
+/// Lines, and bytes of their messages, that one call may log: the daemon's defaults
+/// (`handlers.limits.logLinesPerCall`, `logBytesPerCall`).
+pub const LOG_LINES_PER_CALL: usize = 1000;
+pub const LOG_BYTES_PER_CALL: usize = 64 << 10;
 /// Keys and bytes (keys and values) one register call may publish: the daemon's defaults
 /// (`handlers.limits.publishKeys`, `publishBytes`).
 pub const PUBLISH_KEYS: usize = 64;
@@ -62,6 +84,9 @@ pub const PLUGIN_CALL_RESPONSE_SIZE: usize = 1 << 20;
 
 /// The reason of a call that failed or refused without giving one, as the daemon says it.
 pub const NO_REASON: &str = "(no reason given)";
+
+/// The handler file the fake's reasons name, where the daemon names the handler's file.
+pub const HANDLER_FILE: &str = "handler.wasm";
 
 /// A function of the test's that answers a plugin call: the encoded response, or why the call
 /// failed ([`CODE_FAILED`](crate::CODE_FAILED), as when the plugin answers with an error).
@@ -80,14 +105,20 @@ struct State {
     live: bool, // a Fake of this thread exists
     call: Call,
     request: Vec<u8>,
+    plugin_type: String, // of the call's plugin: whose store the kv functions reach
+    plugin: String,
     endpoint: String,
     result: Option<Vec<u8>>,
     error: String, // the reason error_read returns
-    kv: BTreeMap<String, Vec<u8>>,
+    stores: BTreeMap<String, BTreeMap<String, Vec<u8>>>, // by plugin type
+    kv_keys: usize,                                     // in every store
+    kv_bytes: usize,                                    // of their keys and values
     published: BTreeMap<String, String>,
     pending: BTreeMap<String, String>, // published in the register call in progress
     pending_bytes: usize,
     log: Vec<String>,
+    log_lines: usize, // logged in the call in progress
+    log_bytes: usize,
     answer: Option<Answer>,
     plugin_calls: usize,
     // The last plugin call of this call and its answer: the SDK asks again with a larger
@@ -101,19 +132,72 @@ impl State {
             live: false,
             call: Call::None,
             request: Vec::new(),
+            plugin_type: String::new(),
+            plugin: String::new(),
             endpoint: String::new(),
             result: None,
             error: String::new(),
-            kv: BTreeMap::new(),
+            stores: BTreeMap::new(),
+            kv_keys: 0,
+            kv_bytes: 0,
             published: BTreeMap::new(),
             pending: BTreeMap::new(),
             pending_bytes: 0,
             log: Vec::new(),
+            log_lines: 0,
+            log_bytes: 0,
             answer: None,
             plugin_calls: 0,
             last: None,
         }
     }
+
+    /// put sets key in the store of plugin_type, counting it in the handler's quotas.
+    fn put(&mut self, plugin_type: &str, key: String, val: Vec<u8>) {
+        let store = self.stores.entry(plugin_type.to_string()).or_default();
+        let (klen, vlen) = (key.len(), val.len());
+        match store.insert(key, val) {
+            Some(old) => self.kv_bytes = self.kv_bytes + vlen - old.len(),
+            None => {
+                self.kv_keys += 1;
+                self.kv_bytes += klen + vlen;
+            }
+        }
+    }
+
+    /// remove deletes key from the store of plugin_type, giving its room back to the quotas.
+    fn remove(&mut self, plugin_type: &str, key: &str) {
+        if let Some(old) = self.stores.get_mut(plugin_type).and_then(|m| m.remove(key)) {
+            self.kv_keys -= 1;
+            self.kv_bytes -= key.len() + old.len();
+        }
+    }
+
+    /// what names the call in progress as the daemon's errors do: the handler file, the
+    /// export, the plugin.
+    fn what(&self) -> String {
+        let export = match self.call {
+            Call::Validate => "wasmhost_validate",
+            Call::Register => "wasmhost_register",
+            Call::Deregister | Call::None => "wasmhost_deregister",
+        };
+        let mut what = format!("{} {}", HANDLER_FILE, export);
+        if !self.plugin.is_empty() {
+            what += &format!(" for plugin {:?}", self.plugin);
+        }
+        what
+    }
+}
+
+/// Budget is the panic payload with which a host function ends a call over one of its budgets
+/// (resume_unwind: no panic message), and Fake::call turns into the call's failure.
+struct Budget(String);
+
+/// over_budget ends the call in progress, as the daemon ends one over a budget of
+/// handlers.limits (key): with its error, which the call returns.
+fn over_budget(what: String, limit: usize, key: &str) -> ! {
+    let why = with(|s| format!("host: budget exceeded: {} {} in one call (the limit is {}, handlers.limits.{})", s.what(), what, limit, key));
+    std::panic::resume_unwind(Box::new(Budget(why)))
 }
 
 thread_local! {
@@ -173,12 +257,16 @@ impl<H: Handler> Fake<H> {
         with(|s| {
             s.call = call;
             s.request = req;
+            s.plugin_type = p.plugin_type.clone();
+            s.plugin = p.name.clone();
             s.endpoint = p.endpoint.clone();
             s.result = None;
             s.error.clear();
             s.pending.clear();
             s.pending_bytes = 0;
             s.plugin_calls = 0;
+            s.log_lines = 0;
+            s.log_bytes = 0;
             s.last = None;
         });
         // Ends the call also when the handler panics (the daemon would count it a trap).
@@ -193,7 +281,21 @@ impl<H: Handler> Fake<H> {
             }
         }
         let end = End;
-        let status = crate::rt::serve(n, |q| f(&self.handler, q));
+        // A call over a budget ends with the daemon's error (the Budget the host function
+        // unwinds with); any other panic goes on to the test.
+        let status = match catch_unwind(AssertUnwindSafe(|| crate::rt::serve(n, |q| f(&self.handler, q)))) {
+            Ok(status) => status,
+            Err(e) => match e.downcast::<Budget>() {
+                Ok(b) => {
+                    drop(end);
+                    if call == Call::Register {
+                        with(|s| s.published.clear());
+                    }
+                    return Err(Error::Fail(b.0));
+                }
+                Err(e) => resume_unwind(e),
+            },
+        };
         let (result, published) = with(|s| (s.result.take(), std::mem::take(&mut s.pending)));
         drop(end);
         let reason = match result {
@@ -211,20 +313,21 @@ impl<H: Handler> Fake<H> {
         }
     }
 
-    /// The value of key in the store, or None.
-    pub fn kv(&self, key: &str) -> Option<Vec<u8>> {
-        with(|s| s.kv.get(key).cloned())
+    /// The value of key in the store of plugin_type, or None.
+    pub fn kv(&self, plugin_type: &str, key: &str) -> Option<Vec<u8>> {
+        with(|s| s.stores.get(plugin_type).and_then(|m| m.get(key)).cloned())
     }
 
-    /// A copy of the store.
-    pub fn store(&self) -> BTreeMap<String, Vec<u8>> {
-        with(|s| s.kv.clone())
+    /// A copy of the store of plugin_type (empty when no call of that type set a key).
+    pub fn store(&self, plugin_type: &str) -> BTreeMap<String, Vec<u8>> {
+        with(|s| s.stores.get(plugin_type).cloned().unwrap_or_default())
     }
 
-    /// Sets key in the store, as an earlier call (in another instance, before a restart)
-    /// would have.
-    pub fn kv_put(&self, key: &str, value: &[u8]) {
-        with(|s| s.kv.insert(key.to_string(), value.to_vec()));
+    /// Sets key in the store of plugin_type, as an earlier call (in another instance, before a
+    /// restart) would have. It is not checked against the limits, but counts in the quotas
+    /// of the calls after it.
+    pub fn kv_put(&self, plugin_type: &str, key: &str, value: &[u8]) {
+        with(|s| s.put(plugin_type, key.to_string(), value.to_vec()));
     }
 
     /// The keys published by the last register call: none when it failed or refused.
@@ -310,11 +413,27 @@ pub(crate) mod host {
             _ => "ERROR",
         };
         let b = &b[..b.len().min(MAX_LOG_LINE_BYTES)];
-        with(|s| {
-            if s.live {
-                s.log.push(format!("{} {}", name, text(b)))
+        // A line past the call's budget is dropped, and the call ends, as in the daemon.
+        let over = with(|s| {
+            if !s.live {
+                return None;
             }
-        })
+            if in_call(s) {
+                s.log_lines += 1;
+                s.log_bytes += b.len();
+                if s.log_lines > LOG_LINES_PER_CALL {
+                    return Some((format!("logged more than {} lines", LOG_LINES_PER_CALL), LOG_LINES_PER_CALL, "logLinesPerCall"));
+                }
+                if s.log_bytes > LOG_BYTES_PER_CALL {
+                    return Some((format!("logged more than {} bytes", LOG_BYTES_PER_CALL), LOG_BYTES_PER_CALL, "logBytesPerCall"));
+                }
+            }
+            s.log.push(format!("{} {}", name, text(b)));
+            None
+        });
+        if let Some((what, limit, key)) = over {
+            over_budget(what, limit, key)
+        }
     }
 
     pub fn publish(key: &[u8], val: &[u8]) -> i32 {
@@ -350,20 +469,39 @@ pub(crate) mod host {
                 return CODE_DENIED;
             }
             match key_code(key) {
-                STATUS_OK => s.kv.get(&text(key)).map_or(CODE_NOT_FOUND, |v| copy_out(buf, v)),
+                STATUS_OK => s.stores.get(&s.plugin_type).and_then(|m| m.get(&text(key))).map_or(CODE_NOT_FOUND, |v| copy_out(buf, v)),
                 code => code,
             }
         })
     }
 
-    /// set stores val under key, as the daemon's store does: CODE_TOO_LARGE, with the reason,
-    /// when the key is new in a full store.
+    /// set stores val under key in the store of the call's plugin type, as the daemon's
+    /// store does (internal/host/budget.go): CODE_TOO_LARGE, with the reason, when the key is
+    /// new in a full store or the handler's quotas would go over.
     fn set(s: &mut State, key: String, val: &[u8]) -> i32 {
-        if !s.kv.contains_key(&key) && s.kv.len() >= MAX_KV_ENTRIES {
+        let old = s.stores.get(&s.plugin_type).map(|m| (m.len(), m.get(&key).map(Vec::len)));
+        let (keys, old) = old.unwrap_or((0, None));
+        if old.is_none() && keys >= MAX_KV_ENTRIES {
             s.error = format!("the store of this plugin type has {} keys, the most (abi.MaxKVEntries)", MAX_KV_ENTRIES);
             return CODE_TOO_LARGE;
         }
-        s.kv.insert(key, val.to_vec());
+        let more = match old {
+            None => key.len() + val.len(),
+            Some(n) => val.len().saturating_sub(n),
+        };
+        if old.is_none() && s.kv_keys + 1 > KV_KEYS_PER_HANDLER {
+            s.error = format!("handler {} holds {} keys in its stores, the most (handlers.limits.kvKeysPerHandler)", HANDLER_FILE, s.kv_keys);
+            return CODE_TOO_LARGE;
+        }
+        if more > 0 && s.kv_bytes + more > KV_BYTES_PER_HANDLER {
+            s.error = format!(
+                "handler {} holds {} bytes in its stores; {} more would go over {} (handlers.limits.kvBytesPerHandler)",
+                HANDLER_FILE, s.kv_bytes, more, KV_BYTES_PER_HANDLER
+            );
+            return CODE_TOO_LARGE;
+        }
+        let t = s.plugin_type.clone();
+        s.put(&t, key, val.to_vec());
         STATUS_OK
     }
 
@@ -387,7 +525,8 @@ pub(crate) mod host {
             }
             match key_code(key) {
                 STATUS_OK => {
-                    s.kv.remove(&text(key));
+                    let t = s.plugin_type.clone();
+                    s.remove(&t, &text(key));
                     STATUS_OK
                 }
                 code => code,
@@ -408,12 +547,13 @@ pub(crate) mod host {
                 return CODE_TOO_LARGE;
             }
             let key = text(key);
-            if s.kv.get(&key).map(|v| v.as_slice()) != old {
+            if s.stores.get(&s.plugin_type).and_then(|m| m.get(&key)).map(|v| v.as_slice()) != old {
                 return CODE_CONFLICT;
             }
             match val {
                 None => {
-                    s.kv.remove(&key);
+                    let t = s.plugin_type.clone();
+                    s.remove(&t, &key);
                     STATUS_OK
                 }
                 Some(v) => set(s, key, v),
@@ -438,7 +578,7 @@ pub(crate) mod host {
             }
             s.plugin_calls += 1;
             if s.plugin_calls > PLUGIN_CALLS_PER_CALL {
-                // The daemon ends the call (a budget fault): so does the fake, with a panic.
+                // The daemon ends the call (a budget fault): so does the fake.
                 return Ok(None);
             }
             match &s.last {
@@ -448,10 +588,7 @@ pub(crate) mod host {
         });
         let out = match answer {
             Err(code) => return code,
-            Ok(None) => panic!(
-                "wasmhost fake host: plugin_call: the handler made more than {} plugin calls in one call: the daemon ends the call (handlers.limits.pluginCallsPerCall)",
-                PLUGIN_CALLS_PER_CALL
-            ),
+            Ok(None) => over_budget(format!("made more than {} plugin_call calls", PLUGIN_CALLS_PER_CALL), PLUGIN_CALLS_PER_CALL, "pluginCallsPerCall"),
             Ok(Some(Ok(out))) => Ok(out),
             Ok(Some(Err(mut f))) => {
                 // Called outside the borrow: the test's function may look at the Fake.

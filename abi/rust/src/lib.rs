@@ -27,7 +27,7 @@
 //! ```
 //!
 //! In a build for another target (`rustc --test`), the host functions are those of an in-memory
-//! host, [`fake::Fake`], which makes the daemon's calls to a handler and shows the store, the
+//! host, [`fake::Fake`], which makes the daemon's calls to a handler and shows the stores, the
 //! published keys and the log, so that a handler's logic can be unit tested natively.
 //!
 //! The host pools instances of a module and throws one away after any trap or timeout (a panic

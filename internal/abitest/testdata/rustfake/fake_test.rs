@@ -6,7 +6,8 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-use wasmhost::fake::{Fake, MAX_KV_ENTRIES, NO_REASON, PLUGIN_CALLS_PER_CALL, PUBLISH_KEYS};
+use wasmhost::fake::{Fake, KV_BYTES_PER_HANDLER, KV_KEYS_PER_HANDLER, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, MAX_KV_ENTRIES, NO_REASON};
+use wasmhost::fake::{PLUGIN_CALLS_PER_CALL, PUBLISH_KEYS};
 use wasmhost::{kv, Error, Handler, HostError, Level, Plugin};
 use wasmhost::{CODE_BAD_REQUEST, CODE_DENIED, CODE_FAILED, CODE_TOO_LARGE, MAX_KEY_BYTES, MAX_LOG_LINE_BYTES, MAX_VALUE_BYTES};
 
@@ -49,6 +50,34 @@ impl Handler for Test {
                 wasmhost::log(Level::Error, &"é".repeat(MAX_LOG_LINE_BYTES)); // cut between characters
                 Ok(())
             }
+            "log-lines" => {
+                for _ in 0..LOG_LINES_PER_CALL {
+                    wasmhost::log(Level::Info, "line");
+                }
+                wasmhost::log(Level::Info, "one line too many");
+                kv::set("after", b"the call went on")?;
+                Ok(())
+            }
+            "log-bytes" => {
+                let line = "b".repeat(MAX_LOG_LINE_BYTES);
+                for _ in 0..LOG_BYTES_PER_CALL / MAX_LOG_LINE_BYTES {
+                    wasmhost::log(Level::Info, &line);
+                }
+                wasmhost::log(Level::Info, "b");
+                kv::set("after", b"the call went on")?;
+                Ok(())
+            }
+            "log-most" => {
+                for _ in 0..LOG_LINES_PER_CALL {
+                    wasmhost::log(Level::Info, "line");
+                }
+                Ok(())
+            }
+            // The plugin name of the store its type has.
+            "read" => match kv::get("plugin")? {
+                Some(v) => Err(Error::reject(String::from_utf8_lossy(&v).into_owned())),
+                None => Err(Error::reject("none")),
+            },
             "panic" => panic!("the handler panicked"),
             _ => Ok(()),
         }
@@ -82,6 +111,30 @@ impl Handler for Test {
                 let e = kv::set("new", b"x").unwrap_err();
                 expect("kv::set in a full store", e.code, CODE_TOO_LARGE)?;
                 expect("its reason", e.reason.as_str(), "the store of this plugin type has 16384 keys, the most (abi.MaxKVEntries)")
+            }
+            "a" | "b" => kv::set("plugin", p.name.as_bytes()).map_err(Error::from),
+            "quota-keys" => {
+                kv::set("there", b"again")?; // an existing key may change
+                let e = kv::set("new", b"x").unwrap_err();
+                expect("kv::set past kvKeysPerHandler", e.code, CODE_TOO_LARGE)?;
+                expect("its reason", e.reason.as_str(), "handler handler.wasm holds 16384 keys in its stores, the most (handlers.limits.kvKeysPerHandler)")?;
+                let e = kv::compare_and_set("new", None, Some(b"x")).unwrap_err();
+                expect("compare_and_set past kvKeysPerHandler", e.code, CODE_TOO_LARGE)?;
+                kv::delete("there")?;
+                kv::set("new", b"x")?; // a key deleted makes room
+                Ok(())
+            }
+            "quota-bytes" => {
+                kv::set("there", b"")?; // smaller
+                let e = kv::set("new", b"0123456789").unwrap_err();
+                expect("kv::set past kvBytesPerHandler", e.code, CODE_TOO_LARGE)?;
+                expect(
+                    "its reason",
+                    e.reason.as_str(),
+                    "handler handler.wasm holds 16777211 bytes in its stores; 13 more would go over 16777216 (handlers.limits.kvBytesPerHandler)",
+                )?;
+                kv::set("new", b"01")?; // 5 bytes fit
+                expect("one byte more", code(kv::compare_and_set("new", Some(b"01"), Some(b"012"))), CODE_TOO_LARGE)
             }
             "publish" => {
                 wasmhost::publish("k", "v1")?;
@@ -133,8 +186,11 @@ impl Handler for Test {
         }
     }
 
-    fn deregister(&self, _: &Plugin) -> Result<(), Error> {
+    fn deregister(&self, p: &Plugin) -> Result<(), Error> {
         kv::delete("a")?;
+        if p.name == "b" {
+            kv::delete("plugin")?;
+        }
         Ok(())
     }
 }
@@ -170,22 +226,72 @@ fn reasons() {
 fn store() {
     let host = Fake::new(Test);
     assert_eq!(host.register(&plugin("kv")), Ok(()));
-    let store = host.store();
+    let store = host.store("t");
     assert_eq!(store.keys().collect::<Vec<_>>(), ["a", "big"]);
-    assert_eq!(host.kv("a"), Some(b"2".to_vec()));
+    assert_eq!(host.kv("t", "a"), Some(b"2".to_vec()));
     assert_eq!(host.deregister(&plugin("kv")), Ok(()));
-    assert_eq!(host.kv("a"), None);
+    assert_eq!(host.kv("t", "a"), None);
+}
+
+fn typed(plugin_type: &str, name: &str) -> Plugin {
+    Plugin { plugin_type: plugin_type.into(), ..plugin(name) }
+}
+
+// The daemon keeps a store per plugin type: a handler serving two types sees the store of
+// the plugin's type in each call, never the other's.
+#[test]
+fn a_store_per_type() {
+    let host = Fake::new(Test);
+    assert_eq!(host.register(&typed("t", "a")), Ok(()));
+    assert_eq!(host.register(&typed("u", "b")), Ok(()));
+    assert_eq!(host.kv("t", "plugin"), Some(b"a".to_vec()));
+    assert_eq!(host.kv("u", "plugin"), Some(b"b".to_vec()));
+    assert_eq!(host.validate(&typed("t", "read")), Err(Error::reject("a")));
+    assert_eq!(host.validate(&typed("u", "read")), Err(Error::reject("b")));
+    assert_eq!(host.validate(&typed("v", "read")), Err(Error::reject("none")));
+    assert_eq!(host.deregister(&typed("u", "b")), Ok(()));
+    assert_eq!(host.kv("u", "plugin"), None);
+    assert_eq!(host.kv("t", "plugin"), Some(b"a".to_vec()));
+    host.kv_put("v", "plugin", b"put");
+    assert_eq!(host.validate(&typed("v", "read")), Err(Error::reject("put")));
+    assert!(host.store("w").is_empty());
 }
 
 #[test]
 fn full_store() {
     let host = Fake::new(Test);
     for i in 0..MAX_KV_ENTRIES - 1 {
-        host.kv_put(&format!("k{}", i), b"");
+        host.kv_put("t", &format!("k{}", i), b"");
     }
-    host.kv_put("there", b"");
+    host.kv_put("t", "there", b"");
     assert_eq!(host.register(&plugin("full")), Ok(()));
-    assert_eq!(host.kv("there"), Some(b"again".to_vec()));
+    assert_eq!(host.kv("t", "there"), Some(b"again".to_vec()));
+}
+
+// The quotas of one handler file (handlers.limits.kvKeysPerHandler, kvBytesPerHandler) count
+// the stores of all its types together.
+#[test]
+fn handler_quotas() {
+    let host = Fake::new(Test);
+    for i in 0..KV_KEYS_PER_HANDLER - 2 {
+        host.kv_put("u", &format!("k{}", i), b"");
+    }
+    host.kv_put("t", "there", b"");
+    host.kv_put("v", "one", b"");
+    assert_eq!(host.register(&plugin("quota-keys")), Ok(()));
+    assert_eq!(host.kv("t", "new"), Some(b"x".to_vec()));
+    assert_eq!(host.store("t").len() + host.store("u").len() + host.store("v").len(), KV_KEYS_PER_HANDLER);
+
+    let host = {
+        drop(host);
+        Fake::new(Test)
+    };
+    // Two types' stores holding 16 MiB but 4 bytes (6 in "there" = "x" and 3 in the key
+    // "big"), and 5 once "there" is emptied: room for "new" = "01", not one byte more.
+    host.kv_put("t", "there", b"x");
+    host.kv_put("u", "big", &vec![0; KV_BYTES_PER_HANDLER - 4 - 6 - 3]);
+    assert_eq!(host.register(&plugin("quota-bytes")), Ok(()));
+    assert_eq!(host.kv("t", "new"), Some(b"01".to_vec()));
 }
 
 #[test]
@@ -230,10 +336,13 @@ fn plugin_calls() {
         other => panic!("register of a plugin without an endpoint: {:?}", other),
     }
 
-    // The daemon ends a call over handlers.limits.pluginCallsPerCall: the fake panics.
-    let r = catch_unwind(AssertUnwindSafe(|| host.register(&plugin("many-calls"))));
-    let msg = r.expect_err("17 plugin calls in one call").downcast::<String>().unwrap();
-    assert!(msg.contains("more than 16 plugin calls"), "panic {:?}", msg);
+    // The daemon ends a call over handlers.limits.pluginCallsPerCall, and so does the fake.
+    assert_eq!(
+        host.register(&plugin("many-calls")),
+        Err(Error::fail(
+            "host: budget exceeded: handler.wasm wasmhost_register for plugin \"many-calls\" made more than 16 plugin_call calls in one call (the limit is 16, handlers.limits.pluginCallsPerCall)"
+        ))
+    );
     // and the call is over: the host functions are denied outside one.
     assert_eq!(kv::set("a", b"1").unwrap_err().code, CODE_DENIED);
 }
@@ -248,13 +357,44 @@ fn log() {
     assert_eq!(log[2], format!("ERROR {}", "é".repeat(MAX_LOG_LINE_BYTES / 2)));
 }
 
+// The daemon ends a call that logs over handlers.limits.logLinesPerCall or logBytesPerCall,
+// dropping the line over, and so does the fake.
+#[test]
+fn log_budget() {
+    let host = Fake::new(Test);
+    assert_eq!(
+        host.validate(&plugin("log-lines")),
+        Err(Error::fail(
+            "host: budget exceeded: handler.wasm wasmhost_validate for plugin \"log-lines\" logged more than 1000 lines in one call (the limit is 1000, handlers.limits.logLinesPerCall)"
+        ))
+    );
+    assert_eq!(host.log().len(), LOG_LINES_PER_CALL);
+    assert_eq!(host.log().last().map(String::as_str), Some("INFO line"));
+    assert!(host.store("t").is_empty(), "the call went on after the budget: {:?}", host.store("t"));
+    assert_eq!(kv::set("a", b"1").unwrap_err().code, CODE_DENIED);
+
+    // Each call has a budget of its own.
+    assert_eq!(host.validate(&plugin("log-most")), Ok(()));
+    assert_eq!(host.validate(&plugin("log-most")), Ok(()));
+    assert_eq!(host.log().len(), 3 * LOG_LINES_PER_CALL);
+
+    assert_eq!(
+        host.validate(&plugin("log-bytes")),
+        Err(Error::fail(
+            "host: budget exceeded: handler.wasm wasmhost_validate for plugin \"log-bytes\" logged more than 65536 bytes in one call (the limit is 65536, handlers.limits.logBytesPerCall)"
+        ))
+    );
+    assert_eq!(host.log().len(), 3 * LOG_LINES_PER_CALL + 16);
+    assert!(host.store("t").is_empty());
+}
+
 #[test]
 fn outside_a_call() {
     let host = Fake::new(Test);
     assert_eq!(kv::get("a").unwrap_err().code, CODE_DENIED);
     assert_eq!(wasmhost::publish("k", "v").unwrap_err().code, CODE_DENIED);
     assert_eq!(wasmhost::plugin_call("/pkg.Svc/Get", b"").unwrap_err().code, CODE_DENIED);
-    assert!(host.store().is_empty());
+    assert!(host.store("t").is_empty());
 }
 
 #[test]
@@ -270,12 +410,12 @@ fn a_panic_ends_the_call() {
 fn a_new_fake_starts_empty() {
     {
         let host = Fake::new(Test);
-        host.kv_put("a", b"1");
+        host.kv_put("t", "a", b"1");
         assert_eq!(host.register(&plugin("publish")), Ok(()));
         wasmhost::log(Level::Info, "x");
     }
     let host = Fake::new(Test);
-    assert!(host.store().is_empty() && host.published().is_empty() && host.log().is_empty());
+    assert!(host.store("t").is_empty() && host.published().is_empty() && host.log().is_empty());
 }
 
 #[test]
@@ -288,12 +428,12 @@ fn one_fake_per_thread() {
 #[test]
 fn threads_have_their_own() {
     let host = Fake::new(Test);
-    host.kv_put("a", b"1");
+    host.kv_put("t", "a", b"1");
     std::thread::spawn(|| {
         let other = Fake::new(Test);
-        assert!(other.store().is_empty());
+        assert!(other.store("t").is_empty());
     })
     .join()
     .unwrap();
-    assert_eq!(host.kv("a"), Some(b"1".to_vec()));
+    assert_eq!(host.kv("t", "a"), Some(b"1".to_vec()));
 }
