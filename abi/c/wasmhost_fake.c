@@ -6,6 +6,7 @@
  */
 #include "wasmhost_fake.h"
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +34,6 @@ int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void
 int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void *req, uint32_t req_len, void *resp,
                             uint32_t resp_cap);
 int32_t wh_host_error_read(void *ptr, uint32_t cap);
-
-/* The limit on the keys one register call publishes (abi.MaxPublishedKeys, the daemon's default
- * handlers.limits.publishKeys). */
-#define WH_FAKE_MAX_PUBLISHED 64
-
-/* The most keys the store holds (abi.MaxKVEntries, the daemon's default
- * handlers.limits.kvKeysPerHandler): a new key past it is refused, as the daemon refuses it. */
-#define WH_FAKE_MAX_KV_ENTRIES 16384
 
 /* A byte string the fake owns, NUL-terminated. */
 typedef struct fake_bytes {
@@ -121,16 +114,29 @@ static void fake_clear(fake_map *m) {
     m->len = 0;
 }
 
+/* The stores, one per plugin type: the value of the entry of a type is a fake_map. */
+typedef struct fake_store {
+    fake_bytes type;
+    fake_map kv;
+} fake_store;
+
 /* The fake's state. */
 enum fake_call { FAKE_NONE, FAKE_VALIDATE, FAKE_REGISTER, FAKE_DEREGISTER };
 
 static struct {
-    fake_map kv, published, pending; /* pending: published in the register call in progress */
+    fake_store *stores;
+    size_t n_stores, stores_cap;
+    size_t kv_keys, kv_bytes; /* in every store: the handler's quotas */
+    fake_map published, pending; /* pending: published in the register call in progress */
+    size_t pending_bytes;
     fake_bytes *log;
     size_t log_len, log_cap;
     enum fake_call call;
     fake_bytes request, reason, error;
     bool reason_set;
+    const char *type, *plugin, *endpoint; /* the call's plugin's (type: whose store) */
+    size_t log_lines, log_bytes, plugin_calls; /* the call's budgets, used */
+    jmp_buf budget;                            /* where a call over a budget ends */
     wh_fake_plugin_call_fn plugin_call;
     fake_bytes last_method, last_req, last_resp; /* the last plugin call's, in this call */
     int32_t last_code;
@@ -142,8 +148,82 @@ static void fake_set(fake_bytes *b, const void *p, size_t n) {
     *b = fake_copy(p, n);
 }
 
+/* fake_setf sets b to the text format makes. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void fake_setf(fake_bytes *b, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(NULL, 0, format, ap);
+    va_end(ap);
+    char *p = malloc(n < 0 ? 1 : (size_t)n + 1);
+    if (p == NULL) {
+        fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+        abort();
+    }
+    va_start(ap, format);
+    vsnprintf(p, n < 0 ? 1 : (size_t)n + 1, format, ap);
+    va_end(ap);
+    free(b->ptr);
+    *b = (fake_bytes){p, n < 0 ? 0 : (size_t)n};
+}
+
+/* fake_store_of returns the store of plugin type t (NULL: ""), made empty if there is none
+ * and make is true, else NULL. */
+static fake_map *fake_store_of(const char *t, bool make) {
+    t = t == NULL ? "" : t;
+    for (size_t i = 0; i < fake.n_stores; i++) {
+        if (strcmp(fake.stores[i].type.ptr, t) == 0) {
+            return &fake.stores[i].kv;
+        }
+    }
+    if (!make) {
+        return NULL;
+    }
+    if (fake.n_stores == fake.stores_cap) {
+        fake.stores_cap = fake.stores_cap == 0 ? 4 : 2 * fake.stores_cap;
+        fake.stores = realloc(fake.stores, fake.stores_cap * sizeof *fake.stores);
+        if (fake.stores == NULL) {
+            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
+            abort();
+        }
+    }
+    fake.stores[fake.n_stores] = (fake_store){fake_copy(t, strlen(t)), {0}};
+    return &fake.stores[fake.n_stores++].kv;
+}
+
+/* fake_kv_put sets key in the store kv, counting it in the handler's quotas. */
+static void fake_kv_put(fake_map *kv, const void *key, size_t kn, const void *val, size_t vn) {
+    fake_entry *e = fake_find(kv, key, kn);
+    if (e == NULL) {
+        fake.kv_keys++;
+        fake.kv_bytes += kn + vn;
+    } else {
+        fake.kv_bytes = fake.kv_bytes - e->val.len + vn;
+    }
+    fake_put(kv, key, kn, val, vn);
+}
+
+/* fake_kv_del deletes key from the store kv, giving its room back to the quotas. */
+static void fake_kv_del(fake_map *kv, const void *key, size_t kn) {
+    fake_entry *e = fake_find(kv, key, kn);
+    if (e != NULL) {
+        fake.kv_keys--;
+        fake.kv_bytes -= kn + e->val.len;
+        fake_del(kv, key, kn);
+    }
+}
+
 void wh_fake_reset(void) {
-    fake_clear(&fake.kv);
+    for (size_t i = 0; i < fake.n_stores; i++) {
+        fake_clear(&fake.stores[i].kv);
+        free(fake.stores[i].kv.e);
+        free(fake.stores[i].type.ptr);
+    }
+    fake.n_stores = 0;
+    fake.kv_keys = 0;
+    fake.kv_bytes = 0;
     fake_clear(&fake.published);
     fake_clear(&fake.pending);
     for (size_t i = 0; i < fake.log_len; i++) {
@@ -208,8 +288,18 @@ static int32_t fake_call(enum fake_call call, const wh_fake_plugin *p, int32_t (
     fake.reason_set = false;
     fake.last_valid = false;
     fake_clear(&fake.pending);
+    fake.pending_bytes = 0;
+    fake.type = p->type == NULL ? "" : p->type;
+    fake.plugin = p->name == NULL ? "" : p->name;
+    fake.endpoint = p->endpoint == NULL ? "" : p->endpoint;
+    fake.log_lines = fake.log_bytes = fake.plugin_calls = 0;
     fake.call = call;
-    int32_t status = export((int32_t)req.len);
+    int32_t status;
+    if (setjmp(fake.budget) == 0) {
+        status = export((int32_t)req.len);
+    } else {
+        status = WH_ERROR; /* ended over a budget: the reason is the daemon's error */
+    }
     fake.call = FAKE_NONE;
     if (status == WH_OK) {
         fake_set(&fake.reason, "", 0); /* a result set in a call that returns WH_OK is ignored */
@@ -235,8 +325,9 @@ int32_t wh_fake_deregister(const wh_fake_plugin *p) { return fake_call(FAKE_DERE
 
 const char *wh_fake_reason(void) { return fake.reason.ptr == NULL ? "" : fake.reason.ptr; }
 
-bool wh_fake_kv(const char *key, wh_str *value) {
-    fake_entry *e = fake_find(&fake.kv, key, strlen(key));
+bool wh_fake_kv(const char *type, const char *key, wh_str *value) {
+    fake_map *kv = fake_store_of(type, false);
+    fake_entry *e = kv == NULL ? NULL : fake_find(kv, key, strlen(key));
     if (e == NULL) {
         return false;
     }
@@ -244,9 +335,14 @@ bool wh_fake_kv(const char *key, wh_str *value) {
     return true;
 }
 
-size_t wh_fake_kv_len(void) { return fake.kv.len; }
+size_t wh_fake_kv_len(const char *type) {
+    fake_map *kv = fake_store_of(type, false);
+    return kv == NULL ? 0 : kv->len;
+}
 
-void wh_fake_kv_put(const char *key, wh_str value) { fake_put(&fake.kv, key, strlen(key), value.ptr, value.len); }
+void wh_fake_kv_put(const char *type, const char *key, wh_str value) {
+    fake_kv_put(fake_store_of(type, true), key, strlen(key), value.ptr, value.len);
+}
 
 const char *wh_fake_published(const char *key) {
     fake_entry *e = fake_find(&fake.published, key, strlen(key));
@@ -264,6 +360,22 @@ void wh_fake_set_plugin_call(wh_fake_plugin_call_fn fn) { fake.plugin_call = fn;
 /* The host functions. */
 
 static bool in_handler_call(void) { return fake.call != FAKE_NONE; }
+
+/* over_budget ends the call in progress, as the daemon ends one that did more than limit of
+ * what ("logged", "lines") in one call, over handlers.limits.key: the call returns WH_ERROR
+ * with the daemon's error as its reason. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noreturn))
+#endif
+static void over_budget(const char *did, size_t limit, const char *what, const char *key) {
+    static const char *const exports[] = {"", "wasmhost_validate", "wasmhost_register", "wasmhost_deregister"};
+    fake_setf(&fake.reason,
+              "host: budget exceeded: %s %s%s%s%s %s more than %zu %s in one call (the limit is %zu, handlers.limits.%s)",
+              WH_FAKE_HANDLER_FILE, exports[fake.call], *fake.plugin ? " for plugin \"" : "", fake.plugin,
+              *fake.plugin ? "\"" : "", did, limit, what, limit, key);
+    fake.reason_set = true;
+    longjmp(fake.budget, 1);
+}
 
 /* check_key returns WH_OK or the code the host returns for key. */
 static int32_t check_key(uint32_t n) {
@@ -306,6 +418,16 @@ void wh_host_log(int32_t level, const void *ptr, uint32_t len) {
     if (len > WH_MAX_LOG_LINE_BYTES) {
         len = WH_MAX_LOG_LINE_BYTES;
     }
+    if (in_handler_call()) { /* a line past the call's budget is dropped, and the call ends */
+        fake.log_lines++;
+        fake.log_bytes += len;
+        if (fake.log_lines > WH_FAKE_LOG_LINES_PER_CALL) {
+            over_budget("logged", WH_FAKE_LOG_LINES_PER_CALL, "lines", "logLinesPerCall");
+        }
+        if (fake.log_bytes > WH_FAKE_LOG_BYTES_PER_CALL) {
+            over_budget("logged", WH_FAKE_LOG_BYTES_PER_CALL, "bytes", "logBytesPerCall");
+        }
+    }
     fake_bytes line = fake_copy(name, strlen(name));
     fake_add(&line, " ", 1);
     fake_add(&line, ptr, len);
@@ -328,11 +450,22 @@ int32_t wh_host_publish(const void *key, uint32_t key_len, const void *val, uint
     if (rc != WH_OK) {
         return rc;
     }
-    if (val_len > WH_MAX_VALUE_BYTES ||
-        (fake_find(&fake.pending, key, key_len) == NULL && fake.pending.len >= WH_FAKE_MAX_PUBLISHED)) {
+    if (val_len > WH_MAX_VALUE_BYTES) {
+        return WH_TOO_LARGE;
+    }
+    fake_entry *old = fake_find(&fake.pending, key, key_len);
+    size_t size = fake.pending_bytes + val_len + (old == NULL ? key_len : 0) - (old == NULL ? 0 : old->val.len);
+    if (old == NULL && fake.pending.len >= WH_FAKE_PUBLISH_KEYS) {
+        fake_setf(&fake.error, "%zu keys published, the most in one call (handlers.limits.publishKeys)", fake.pending.len);
+        return WH_TOO_LARGE;
+    }
+    if (size > WH_FAKE_PUBLISH_BYTES) {
+        fake_setf(&fake.error, "%zu bytes published would go over %d (handlers.limits.publishBytes)", size,
+                  WH_FAKE_PUBLISH_BYTES);
         return WH_TOO_LARGE;
     }
     fake_put(&fake.pending, key, key_len, val, val_len);
+    fake.pending_bytes = size;
     return WH_OK;
 }
 
@@ -344,8 +477,36 @@ int32_t wh_host_kv_get(const void *key, uint32_t key_len, void *buf, uint32_t ca
     if (rc != WH_OK) {
         return rc;
     }
-    fake_entry *e = fake_find(&fake.kv, key, key_len);
+    fake_map *kv = fake_store_of(fake.type, false);
+    fake_entry *e = kv == NULL ? NULL : fake_find(kv, key, key_len);
     return e == NULL ? WH_NOT_FOUND : copy_out(buf, cap, e->val);
+}
+
+/* kv_store sets key in the store of the call's plugin type, as the daemon's store does
+ * (internal/host/budget.go): WH_TOO_LARGE, with the daemon's reason, when the key is new in a
+ * full store or the handler's quotas would go over. */
+static int32_t kv_store(const void *key, size_t kn, const void *val, size_t vn) {
+    fake_map *kv = fake_store_of(fake.type, true);
+    fake_entry *e = fake_find(kv, key, kn);
+    if (e == NULL && kv->len >= WH_FAKE_MAX_KV_ENTRIES) {
+        fake_setf(&fake.error, "the store of this plugin type has %d keys, the most (abi.MaxKVEntries)",
+                  WH_FAKE_MAX_KV_ENTRIES);
+        return WH_TOO_LARGE;
+    }
+    size_t more = e == NULL ? kn + vn : vn > e->val.len ? vn - e->val.len : 0;
+    if (e == NULL && fake.kv_keys + 1 > WH_FAKE_KV_KEYS_PER_HANDLER) {
+        fake_setf(&fake.error, "handler %s holds %zu keys in its stores, the most (handlers.limits.kvKeysPerHandler)",
+                  WH_FAKE_HANDLER_FILE, fake.kv_keys);
+        return WH_TOO_LARGE;
+    }
+    if (more > 0 && fake.kv_bytes + more > WH_FAKE_KV_BYTES_PER_HANDLER) {
+        fake_setf(&fake.error,
+                  "handler %s holds %zu bytes in its stores; %zu more would go over %d (handlers.limits.kvBytesPerHandler)",
+                  WH_FAKE_HANDLER_FILE, fake.kv_bytes, more, WH_FAKE_KV_BYTES_PER_HANDLER);
+        return WH_TOO_LARGE;
+    }
+    fake_kv_put(kv, key, kn, val, vn);
+    return WH_OK;
 }
 
 int32_t wh_host_kv_set(const void *key, uint32_t key_len, const void *val, uint32_t val_len) {
@@ -359,11 +520,7 @@ int32_t wh_host_kv_set(const void *key, uint32_t key_len, const void *val, uint3
     if (val_len > WH_MAX_VALUE_BYTES) {
         return WH_TOO_LARGE;
     }
-    if (fake_find(&fake.kv, key, key_len) == NULL && fake.kv.len >= WH_FAKE_MAX_KV_ENTRIES) {
-        return WH_TOO_LARGE;
-    }
-    fake_put(&fake.kv, key, key_len, val, val_len);
-    return WH_OK;
+    return kv_store(key, key_len, val, val_len);
 }
 
 int32_t wh_host_kv_delete(const void *key, uint32_t key_len) {
@@ -374,7 +531,10 @@ int32_t wh_host_kv_delete(const void *key, uint32_t key_len) {
     if (rc != WH_OK) {
         return rc;
     }
-    fake_del(&fake.kv, key, key_len);
+    fake_map *kv = fake_store_of(fake.type, false);
+    if (kv != NULL) {
+        fake_kv_del(kv, key, key_len);
+    }
     return WH_OK;
 }
 
@@ -387,25 +547,27 @@ int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void
     if (rc != WH_OK) {
         return rc;
     }
-    if (old_len < -1 || val_len < -1) {
-        return WH_BAD_REQUEST;
+    /* Each operand: -1 (absent) or a length up to WH_MAX_VALUE_BYTES, the old one first. */
+    int32_t lens[] = {old_len, val_len};
+    for (int i = 0; i < 2; i++) {
+        if (lens[i] < -1) {
+            return WH_BAD_REQUEST;
+        }
+        if (lens[i] > WH_MAX_VALUE_BYTES) {
+            return WH_TOO_LARGE;
+        }
     }
-    if (val_len > WH_MAX_VALUE_BYTES) {
-        return WH_TOO_LARGE;
-    }
-    fake_entry *e = fake_find(&fake.kv, key, key_len);
+    fake_map *kv = fake_store_of(fake.type, true);
+    fake_entry *e = fake_find(kv, key, key_len);
     bool same = old_len == -1 ? e == NULL : e != NULL && fake_eq(e->val, old, (size_t)old_len);
     if (!same) {
         return WH_CONFLICT;
     }
     if (val_len == -1) {
-        fake_del(&fake.kv, key, key_len);
-    } else if (e == NULL && fake.kv.len >= WH_FAKE_MAX_KV_ENTRIES) {
-        return WH_TOO_LARGE;
-    } else {
-        fake_put(&fake.kv, key, key_len, val, (size_t)val_len);
+        fake_kv_del(kv, key, key_len);
+        return WH_OK;
     }
-    return WH_OK;
+    return kv_store(key, key_len, val, (size_t)val_len);
 }
 
 int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void *req, uint32_t req_len, void *resp,
@@ -422,6 +584,16 @@ int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void 
     if (method_len == 0) {
         return WH_BAD_REQUEST;
     }
+    if (req_len > WH_MAX_REQUEST_BYTES) {
+        return WH_TOO_LARGE;
+    }
+    if (*fake.endpoint == 0) {
+        fake_set(&fake.error, "the plugin has no endpoint", strlen("the plugin has no endpoint"));
+        return WH_FAILED;
+    }
+    if (++fake.plugin_calls > WH_FAKE_PLUGIN_CALLS_PER_CALL) {
+        over_budget("made", WH_FAKE_PLUGIN_CALLS_PER_CALL, "plugin_call calls", "pluginCallsPerCall");
+    }
     /* The SDK calls again with a larger buffer when the response did not fit: that is the same
      * call, answered from the first. */
     if (!(fake.last_valid && fake_eq(fake.last_method, method, method_len) && fake_eq(fake.last_req, req, req_len))) {
@@ -436,6 +608,11 @@ int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void 
         fake_set(&fake.error, fake.last_resp.ptr, fake.last_resp.len);
         fake.last_valid = false;
         return fake.last_code;
+    }
+    if (fake.last_resp.len > WH_FAKE_PLUGIN_CALL_RESPONSE_SIZE) {
+        fake_setf(&fake.error, "response of %zu bytes over the limit of %d (handlers.limits.pluginCallResponseSize)",
+                  fake.last_resp.len, WH_FAKE_PLUGIN_CALL_RESPONSE_SIZE);
+        return WH_TOO_LARGE;
     }
     return copy_out(resp, resp_cap, fake.last_resp);
 }

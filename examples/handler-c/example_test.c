@@ -16,9 +16,12 @@ static int str_is(const char *got, const char *want) { return got != NULL && str
 /* last_log is the last line logged, or "". */
 static const char *last_log(void) { return wh_fake_log_len() == 0 ? "" : wh_fake_log(wh_fake_log_len() - 1); }
 
+/* The plugin type of the plugins below, whose store the fake host shows. */
+#define TYPE "example.wasmhost.dev"
+
 static const wh_fake_plugin demo = {
     .socket = "/var/lib/wasmhost/plugins_registry/demo-reg.sock",
-    .type = "example.wasmhost.dev",
+    .type = TYPE,
     .name = "demo",
     .endpoint = "/var/lib/wasmhost/plugins/demo.sock",
     .versions = WH_TYPES("v1beta1", "v1"),
@@ -31,18 +34,19 @@ static void test_register_and_deregister(void) {
     WH_CHECK(str_is(last_log(), "INFO registering demo at /var/lib/wasmhost/plugins/demo.sock"), "register logged %s",
              last_log());
     wh_str v;
-    WH_CHECK(wh_fake_kv("plugin/demo", &v) && wh_str_eq(v, wh_cstr(demo.endpoint)), "the store has no plugin/demo");
+    WH_CHECK(wh_fake_kv(TYPE, "plugin/demo", &v) && wh_str_eq(v, wh_cstr(demo.endpoint)), "the store has no plugin/demo");
     WH_CHECK(str_is(wh_fake_published("endpoint"), demo.endpoint) && wh_fake_published_len() == 1,
              "register published endpoint = %s, %zu keys", wh_fake_published("endpoint"), wh_fake_published_len());
 
     /* The daemon may register a plugin again (after a restart): same outcome. */
     WH_CHECK(wh_fake_register(&demo) == WH_OK, "register demo again: %s", wh_fake_reason());
-    WH_CHECK(wh_fake_kv_len() == 1, "%zu keys in the store after registering twice, want 1", wh_fake_kv_len());
+    WH_CHECK(wh_fake_kv_len(TYPE) == 1, "%zu keys in the store after registering twice, want 1",
+             wh_fake_kv_len(TYPE));
 
     WH_CHECK(wh_fake_deregister(&demo) == WH_OK, "deregister demo: %s", wh_fake_reason());
     WH_CHECK(str_is(last_log(), "INFO deregistering demo, registered at /var/lib/wasmhost/plugins/demo.sock"),
              "deregister logged %s", last_log());
-    WH_CHECK(wh_fake_kv_len() == 0, "%zu keys left in the store after deregister", wh_fake_kv_len());
+    WH_CHECK(wh_fake_kv_len(TYPE) == 0, "%zu keys left in the store after deregister", wh_fake_kv_len(TYPE));
 }
 
 static void test_reject(void) {
@@ -69,7 +73,7 @@ static void test_deregister_unknown(void) {
 /* What the store holds is what deregister goes by, whichever instance registered the plugin. */
 static void test_deregister_from_store(void) {
     wh_fake_reset();
-    wh_fake_kv_put("plugin/demo", WH_STR("/elsewhere.sock"));
+    wh_fake_kv_put(TYPE, "plugin/demo", WH_STR("/elsewhere.sock"));
     WH_CHECK(wh_fake_deregister(&demo) == WH_OK, "deregister: %s", wh_fake_reason());
     WH_CHECK(str_is(last_log(), "INFO deregistering demo, registered at /elsewhere.sock"), "logged %s", last_log());
 }
