@@ -23,11 +23,13 @@ func runRustTests(t *testing.T, bin string) {
 
 // TestRustFakeHost builds testdata/rustfake/fake_test.rs natively with the Rust SDK, whose host
 // functions are then its fake host (abi/rust/src/fake.rs), and runs its tests: the fake encodes
-// the request as the daemon does, answers each host function with the daemon's codes and
-// reasons (the ABI's limits and the daemon's default ones, compare-and-set, publish only in
-// register and kept only when register succeeds, plugin_call answered once from the test's
-// function, denied without one, ended past the calls allowed), says "(no reason given)" for a
-// failure without one, ends a call its handler panics in, and keeps one state per thread.
+// the request as the daemon does, keeps a store per plugin type, answers each host function
+// with the daemon's codes and reasons (the ABI's limits and the daemon's default ones, the
+// handler's store quotas over every type's store, compare-and-set, publish only in register
+// and kept only when register succeeds, plugin_call answered once from the test's function,
+// denied without one), ends a call over its log or plugin call budget with the daemon's error,
+// says "(no reason given)" for a failure without one, ends a call its handler panics in, and
+// keeps one state per thread.
 func TestRustFakeHost(t *testing.T) {
 	runRustTests(t, guestbuild.RustTest(t, "internal/abitest/testdata/rustfake/fake_test.rs"))
 }
