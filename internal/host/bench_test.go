@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -153,6 +154,56 @@ func BenchmarkLoad(b *testing.B) {
 							b.Fatal(err)
 						}
 						if _, err := h.LoadFile(ctx, path); err != nil {
+							b.Fatal(err)
+						}
+						h.Close(ctx)
+					}
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkInspect measures Inspect (what `handler inspect` and a pulled module's admission
+// run) in a new Host: with no cache entry of the module (it compiles), and with the cache
+// directory a load of the same bytes left (a pulled module admitted again when the daemon
+// restarts).
+func BenchmarkInspect(b *testing.B) {
+	modules := map[string]func(b *testing.B) string{"wat": func(*testing.B) string { return fixture("ok") }}
+	for _, lang := range sdks {
+		modules[lang] = exampleHandler[lang]
+	}
+	for _, name := range append([]string{"wat"}, sdks...) {
+		b.Run(name, func(b *testing.B) {
+			path := modules[name](b)
+			bin, err := os.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, loaded := range []bool{false, true} {
+				mode := "no-cache-entry"
+				if loaded {
+					mode = "cache-entry"
+				}
+				b.Run(mode, func(b *testing.B) {
+					ctx := context.Background()
+					cache := filepath.Join(tempDir(b), "cache")
+					if loaded {
+						h, err := New(ctx, Config{CacheDir: cache})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := h.LoadFile(ctx, path); err != nil {
+							b.Fatal(err)
+						}
+						h.Close(ctx)
+					}
+					for b.Loop() {
+						h, err := New(ctx, Config{CacheDir: cache})
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := h.Inspect(ctx, path, bin); err != nil {
 							b.Fatal(err)
 						}
 						h.Close(ctx)

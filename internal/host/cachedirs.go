@@ -11,6 +11,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,34 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 	if h.cfg.CacheDir == "" {
 		return h.rtCfg, func() {}, nil
 	}
+	return h.cacheDirRuntimeConfig(sum, false)
+}
+
+// describeRuntimeConfig returns the runtime configuration to describe the module whose bytes
+// have sha256 sum (Inspect), and its release. The module is described, not kept: it compiles
+// with no cache unless the directory of these bytes is in the cache already (the module is
+// loaded, or was before a restart, as a pulled module is when the daemon starts again), whose
+// entry it then reads rather than compiling again. The directory is neither made nor removed
+// for a description.
+func (h *Host) describeRuntimeConfig(sum string) (wazero.RuntimeConfig, func()) {
+	none := h.rtCfg.WithCompilationCache(nil)
+	if h.cfg.CacheDir == "" {
+		return none, func() {}
+	}
+	rtCfg, release, err := h.cacheDirRuntimeConfig(sum, true)
+	if err != nil {
+		return none, func() {}
+	}
+	return rtCfg, release
+}
+
+// errNoCacheDir: a description found no cache directory of its module's bytes.
+var errNoCacheDir = errors.New("host: no compile cache directory of these bytes")
+
+// cacheDirRuntimeConfig returns the runtime configuration with the cache directory of sum,
+// made unless describe (errNoCacheDir then when there is none), and its release, which
+// removes the directory when its last user goes, unless describe.
+func (h *Host) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeConfig, func(), error) {
 	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
 	// Counted before the directory is made or opened: the last module of these bytes closing
 	// meanwhile (a rollback or a revision put back right after it was replaced) must not
@@ -51,6 +80,12 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 			delete(h.mcache.users, sum)
 		}
 		h.mcache.mu.Unlock()
+	}
+	if describe {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			unuse()
+			return nil, nil, errNoCacheDir
+		}
 	}
 	if err := ensurePrivateDir(dir); err != nil {
 		unuse()
@@ -83,6 +118,9 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 				return
 			}
 			delete(h.mcache.users, sum)
+			if describe {
+				return // a description leaves the directory as it found it
+			}
 			select {
 			case <-h.closing:
 				// The host closes: what it had loaded is kept for the next start.

@@ -112,18 +112,26 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	// Described, not kept: compiled without the cache on disk.
-	rtCfg := h.rtCfg.WithCompilationCache(nil)
+	// Described, not kept: compiled without the cache on disk, unless a module of these bytes
+	// left its entry there (cachedirs.go).
+	rtCfg, release := h.describeRuntimeConfig(r.SHA256)
 	if info.MemMin > uint64(h.limitPages) {
 		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
 		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.MemMin, 65536)))
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
-	defer rt.Close(context.Background())
-	cm, err := rt.CompileModule(ctx, guarded)
+	cm, abandoned, err := h.compile(rt, release, name, guarded)
 	if err != nil {
-		return nil, badModule(name, nil, "module not valid WebAssembly: %v", err)
+		if !abandoned {
+			_ = rt.Close(context.Background())
+			release()
+		}
+		return nil, err
 	}
+	defer func() {
+		_ = rt.Close(context.Background())
+		release()
+	}()
 
 	for n, def := range cm.ExportedFunctions() {
 		r.Exports = append(r.Exports, Export{Name: n, Kind: "function", Signature: sigString(def.ParamTypes(), def.ResultTypes())})
