@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wasmhost/wasmhost/internal/k8sname"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -132,14 +133,14 @@ func attributeValue(v string) error {
 	return printable(v, "an attribute value")
 }
 
+// printable returns nil if s holds nothing that the daemon's text policy (safetext) escapes:
+// a feature file holds it as it is, one line of it, shown as it is by whoever reads it.
 func printable(s, what string) error {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '\uFFFD' || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
-			return fmt.Errorf("%s must not hold control characters or invalid UTF-8 (%q)", what, r)
-		}
-		if r == ' ' && what == "an attribute name" {
-			return fmt.Errorf("%s must not hold spaces", what)
-		}
+	if bad, ok := safetext.FirstUnsafe(s); ok {
+		return fmt.Errorf("%s must not hold control characters, bidirectional formatting characters or invalid UTF-8 (%s)", what, bad)
+	}
+	if what == "an attribute name" && strings.Contains(s, " ") {
+		return fmt.Errorf("%s must not hold spaces", what)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@
 package safetext
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -59,6 +60,24 @@ func UTF8All(ss []string) []string {
 		}
 	}
 	return ss
+}
+
+// FirstUnsafe returns what Show would escape first in s, as text for a message: a byte that is
+// not UTF-8 ("byte 0xff"), or a control or bidirectional formatting character ("U+202E"); ok
+// is false when s has nothing to escape. A value refused for holding such text (a published
+// attribute, say) is refused by the rule Show applies, not one of its own.
+func FirstUnsafe(s string) (what string, ok bool) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return fmt.Sprintf("byte 0x%02x, not UTF-8", s[i]), true
+		}
+		if unsafe(r) {
+			return fmt.Sprintf("%U", r), true
+		}
+		i += n
+	}
+	return "", false
 }
 
 // unsafe reports whether r may not be shown as it is: a control character (C0, DEL, C1) or a

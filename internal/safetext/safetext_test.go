@@ -97,3 +97,25 @@ func FuzzShow(f *testing.F) {
 	}
 	f.Fuzz(check)
 }
+
+// FirstUnsafe names the first thing Show escapes, and finds something exactly when Show
+// changes the text.
+func TestFirstUnsafe(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"café \\ plain", ""},
+		{"a\nb", "U+000A"},
+		{"\x1b[31m", "U+001B"},
+		{"left\u200fright", "U+200F"},
+		{"x\u202ey", "U+202E"},
+		{"ok\xffno", "byte 0xff, not UTF-8"},
+		{"carried \uFFFD", ""},
+	} {
+		got, ok := safetext.FirstUnsafe(tc.in)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("safetext.FirstUnsafe(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+		}
+		if _, ok := safetext.FirstUnsafe(tc.in); ok != (safetext.Show(tc.in) != tc.in) {
+			t.Errorf("%q: FirstUnsafe finds %v, but Show changes it: %v", tc.in, ok, safetext.Show(tc.in) != tc.in)
+		}
+	}
+}
