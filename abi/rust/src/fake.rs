@@ -55,9 +55,13 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
-use crate::{Error, Handler, Plugin, CODE_BAD_REQUEST, CODE_CONFLICT, CODE_DENIED, CODE_FAILED, CODE_NOT_FOUND, CODE_TOO_LARGE};
 use crate::{
-    MAX_KEY_BYTES, MAX_LOG_LINE_BYTES, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_VALUE_BYTES, STATUS_ERROR, STATUS_OK, STATUS_REJECTED,
+    Error, Handler, Plugin, CODE_BAD_REQUEST, CODE_CONFLICT, CODE_DENIED, CODE_FAILED,
+    CODE_NOT_FOUND, CODE_TOO_LARGE,
+};
+use crate::{
+    MAX_KEY_BYTES, MAX_LOG_LINE_BYTES, MAX_REQUEST_BYTES, MAX_RESULT_BYTES, MAX_VALUE_BYTES,
+    STATUS_ERROR, STATUS_OK, STATUS_REJECTED,
 };
 
 // The limits below are the daemon's (abi, and the defaults of handlers.limits in
@@ -111,8 +115,8 @@ struct State {
     result: Option<Vec<u8>>,
     error: String, // the reason error_read returns
     stores: BTreeMap<String, BTreeMap<String, Vec<u8>>>, // by plugin type
-    kv_keys: usize,                                     // in every store
-    kv_bytes: usize,                                    // of their keys and values
+    kv_keys: usize, // in every store
+    kv_bytes: usize, // of their keys and values
     published: BTreeMap<String, String>,
     pending: BTreeMap<String, String>, // published in the register call in progress
     pending_bytes: usize,
@@ -196,7 +200,15 @@ struct Budget(String);
 /// over_budget ends the call in progress, as the daemon ends one over a budget of
 /// handlers.limits (key): with its error, which the call returns.
 fn over_budget(what: String, limit: usize, key: &str) -> ! {
-    let why = with(|s| format!("host: budget exceeded: {} {} in one call (the limit is {}, handlers.limits.{})", s.what(), what, limit, key));
+    let why = with(|s| {
+        format!(
+            "host: budget exceeded: {} {} in one call (the limit is {}, handlers.limits.{})",
+            s.what(),
+            what,
+            limit,
+            key
+        )
+    });
     std::panic::resume_unwind(Box::new(Budget(why)))
 }
 
@@ -229,7 +241,10 @@ impl<H: Handler> Fake<H> {
             *s = State::new();
             s.live = true;
         });
-        Fake { handler, _thread: PhantomData }
+        Fake {
+            handler,
+            _thread: PhantomData,
+        }
     }
 
     /// The daemon's validate call for p: Ok, or the refusal or failure with the reason the
@@ -251,7 +266,12 @@ impl<H: Handler> Fake<H> {
         self.call(Call::Deregister, p, |h, p| h.deregister(p))
     }
 
-    fn call(&self, call: Call, p: &Plugin, f: impl FnOnce(&H, &Plugin) -> Result<(), Error>) -> Result<(), Error> {
+    fn call(
+        &self,
+        call: Call,
+        p: &Plugin,
+        f: impl FnOnce(&H, &Plugin) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let req = p.encode();
         let n = req.len() as i32;
         with(|s| {
@@ -283,7 +303,9 @@ impl<H: Handler> Fake<H> {
         let end = End;
         // A call over a budget ends with the daemon's error (the Budget the host function
         // unwinds with); any other panic goes on to the test.
-        let status = match catch_unwind(AssertUnwindSafe(|| crate::rt::serve(n, |q| f(&self.handler, q)))) {
+        let status = match catch_unwind(AssertUnwindSafe(|| {
+            crate::rt::serve(n, |q| f(&self.handler, q))
+        })) {
             Ok(status) => status,
             Err(e) => match e.downcast::<Budget>() {
                 Ok(b) => {
@@ -303,7 +325,13 @@ impl<H: Handler> Fake<H> {
             _ => NO_REASON.to_string(),
         };
         if call == Call::Register {
-            with(|s| s.published = if status == STATUS_OK { published } else { BTreeMap::new() });
+            with(|s| {
+                s.published = if status == STATUS_OK {
+                    published
+                } else {
+                    BTreeMap::new()
+                }
+            });
         }
         match status {
             STATUS_OK => Ok(()),
@@ -344,7 +372,10 @@ impl<H: Handler> Fake<H> {
     /// why the call failed, which [`plugin_call`](crate::plugin_call) returns as a
     /// [`CODE_FAILED`](crate::CODE_FAILED) error with that reason. Without it, plugin calls
     /// are denied, as by a daemon that did not grant them.
-    pub fn answer_plugin_calls(&self, f: impl FnMut(&str, &[u8]) -> Result<Vec<u8>, String> + 'static) {
+    pub fn answer_plugin_calls(
+        &self,
+        f: impl FnMut(&str, &[u8]) -> Result<Vec<u8>, String> + 'static,
+    ) {
         with(|s| s.answer = Some(Box::new(f)));
     }
 }
@@ -389,7 +420,13 @@ pub(crate) mod host {
     }
 
     pub fn request_read(buf: &mut [u8]) -> i32 {
-        with(|s| if in_call(s) { copy_out(buf, &s.request) } else { 0 })
+        with(|s| {
+            if in_call(s) {
+                copy_out(buf, &s.request)
+            } else {
+                0
+            }
+        })
     }
 
     pub fn result_set(b: &[u8]) -> i32 {
@@ -422,10 +459,18 @@ pub(crate) mod host {
                 s.log_lines += 1;
                 s.log_bytes += b.len();
                 if s.log_lines > LOG_LINES_PER_CALL {
-                    return Some((format!("logged more than {} lines", LOG_LINES_PER_CALL), LOG_LINES_PER_CALL, "logLinesPerCall"));
+                    return Some((
+                        format!("logged more than {} lines", LOG_LINES_PER_CALL),
+                        LOG_LINES_PER_CALL,
+                        "logLinesPerCall",
+                    ));
                 }
                 if s.log_bytes > LOG_BYTES_PER_CALL {
-                    return Some((format!("logged more than {} bytes", LOG_BYTES_PER_CALL), LOG_BYTES_PER_CALL, "logBytesPerCall"));
+                    return Some((
+                        format!("logged more than {} bytes", LOG_BYTES_PER_CALL),
+                        LOG_BYTES_PER_CALL,
+                        "logBytesPerCall",
+                    ));
                 }
             }
             s.log.push(format!("{} {}", name, text(b)));
@@ -448,13 +493,20 @@ pub(crate) mod host {
             }
             let (key, val) = (text(key), text(val));
             let old = s.pending.get(&key).map(|v| v.len());
-            let size = s.pending_bytes + val.len() + if old.is_none() { key.len() } else { 0 } - old.unwrap_or(0);
+            let size = s.pending_bytes + val.len() + if old.is_none() { key.len() } else { 0 }
+                - old.unwrap_or(0);
             if old.is_none() && s.pending.len() >= PUBLISH_KEYS {
-                s.error = format!("{} keys published, the most in one call (handlers.limits.publishKeys)", s.pending.len());
+                s.error = format!(
+                    "{} keys published, the most in one call (handlers.limits.publishKeys)",
+                    s.pending.len()
+                );
                 return CODE_TOO_LARGE;
             }
             if size > PUBLISH_BYTES {
-                s.error = format!("{} bytes published would go over {} (handlers.limits.publishBytes)", size, PUBLISH_BYTES);
+                s.error = format!(
+                    "{} bytes published would go over {} (handlers.limits.publishBytes)",
+                    size, PUBLISH_BYTES
+                );
                 return CODE_TOO_LARGE;
             }
             s.pending.insert(key, val);
@@ -469,7 +521,11 @@ pub(crate) mod host {
                 return CODE_DENIED;
             }
             match key_code(key) {
-                STATUS_OK => s.stores.get(&s.plugin_type).and_then(|m| m.get(&text(key))).map_or(CODE_NOT_FOUND, |v| copy_out(buf, v)),
+                STATUS_OK => s
+                    .stores
+                    .get(&s.plugin_type)
+                    .and_then(|m| m.get(&text(key)))
+                    .map_or(CODE_NOT_FOUND, |v| copy_out(buf, v)),
                 code => code,
             }
         })
@@ -479,10 +535,16 @@ pub(crate) mod host {
     /// store does (internal/host/budget.go): CODE_TOO_LARGE, with the reason, when the key is
     /// new in a full store or the handler's quotas would go over.
     fn set(s: &mut State, key: String, val: &[u8]) -> i32 {
-        let old = s.stores.get(&s.plugin_type).map(|m| (m.len(), m.get(&key).map(Vec::len)));
+        let old = s
+            .stores
+            .get(&s.plugin_type)
+            .map(|m| (m.len(), m.get(&key).map(Vec::len)));
         let (keys, old) = old.unwrap_or((0, None));
         if old.is_none() && keys >= MAX_KV_ENTRIES {
-            s.error = format!("the store of this plugin type has {} keys, the most (abi.MaxKVEntries)", MAX_KV_ENTRIES);
+            s.error = format!(
+                "the store of this plugin type has {} keys, the most (abi.MaxKVEntries)",
+                MAX_KV_ENTRIES
+            );
             return CODE_TOO_LARGE;
         }
         let more = match old {
@@ -543,11 +605,18 @@ pub(crate) mod host {
             if code != STATUS_OK {
                 return code;
             }
-            if old.map_or(0, |o| o.len()) > MAX_VALUE_BYTES || val.map_or(0, |v| v.len()) > MAX_VALUE_BYTES {
+            if old.map_or(0, |o| o.len()) > MAX_VALUE_BYTES
+                || val.map_or(0, |v| v.len()) > MAX_VALUE_BYTES
+            {
                 return CODE_TOO_LARGE;
             }
             let key = text(key);
-            if s.stores.get(&s.plugin_type).and_then(|m| m.get(&key)).map(|v| v.as_slice()) != old {
+            if s.stores
+                .get(&s.plugin_type)
+                .and_then(|m| m.get(&key))
+                .map(|v| v.as_slice())
+                != old
+            {
                 return CODE_CONFLICT;
             }
             match val {
@@ -582,13 +651,19 @@ pub(crate) mod host {
                 return Ok(None);
             }
             match &s.last {
-                Some((m, r, out)) if m.as_bytes() == method && r.as_slice() == req => Ok(Some(Ok(out.clone()))),
+                Some((m, r, out)) if m.as_bytes() == method && r.as_slice() == req => {
+                    Ok(Some(Ok(out.clone())))
+                }
                 _ => Ok(Some(Err(s.answer.take().unwrap()))),
             }
         });
         let out = match answer {
             Err(code) => return code,
-            Ok(None) => over_budget(format!("made more than {} plugin_call calls", PLUGIN_CALLS_PER_CALL), PLUGIN_CALLS_PER_CALL, "pluginCallsPerCall"),
+            Ok(None) => over_budget(
+                format!("made more than {} plugin_call calls", PLUGIN_CALLS_PER_CALL),
+                PLUGIN_CALLS_PER_CALL,
+                "pluginCallsPerCall",
+            ),
             Ok(Some(Ok(out))) => Ok(out),
             Ok(Some(Err(mut f))) => {
                 // Called outside the borrow: the test's function may look at the Fake.

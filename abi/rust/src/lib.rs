@@ -103,7 +103,12 @@ impl Plugin {
     /// Encodes it as a `PluginRequest`, as the host does.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
-        for (num, s) in [(1, &self.socket), (2, &self.plugin_type), (3, &self.name), (4, &self.endpoint)] {
+        for (num, s) in [
+            (1, &self.socket),
+            (2, &self.plugin_type),
+            (3, &self.name),
+            (4, &self.endpoint),
+        ] {
             if !s.is_empty() {
                 wire::append_bytes(&mut b, num, s.as_bytes());
             }
@@ -266,7 +271,12 @@ pub fn log(level: Level, msg: &str) {
 
 /// Publishes a key and value about the plugin being registered (only in `register`).
 pub fn publish(key: &str, value: &str) -> Result<(), HostError> {
-    check("publish", key, host::publish(key.as_bytes(), value.as_bytes())).map(|_| ())
+    check(
+        "publish",
+        key,
+        host::publish(key.as_bytes(), value.as_bytes()),
+    )
+    .map(|_| ())
 }
 
 /// The key-value store of the plugin type of the current call: shared by every instance of the
@@ -291,7 +301,12 @@ pub mod kv {
             }
             buf = vec![0u8; n];
         }
-        Err(HostError { function: "kv_get", key: key.to_string(), code: super::CODE_FAILED, reason: "the value kept changing size while being read".to_string() })
+        Err(HostError {
+            function: "kv_get",
+            key: key.to_string(),
+            code: super::CODE_FAILED,
+            reason: "the value kept changing size while being read".to_string(),
+        })
     }
 
     /// Sets `key` to `value`.
@@ -307,7 +322,11 @@ pub mod kv {
     /// Sets `key` to `value` if its value is still `old`, atomically (ABI v1.1). `old` None:
     /// only if the key does not exist; `value` None: delete it. Returns false, changing
     /// nothing, when the value was not `old`: read it again and decide again.
-    pub fn compare_and_set(key: &str, old: Option<&[u8]>, value: Option<&[u8]>) -> Result<bool, HostError> {
+    pub fn compare_and_set(
+        key: &str,
+        old: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<bool, HostError> {
         match host::kv_compare_and_set(key.as_bytes(), old, value) {
             CODE_CONFLICT => Ok(false),
             code => check("kv_compare_and_set", key, code).map(|_| true),
@@ -330,7 +349,12 @@ pub fn plugin_call(method: &str, req: &[u8]) -> Result<Vec<u8>, HostError> {
         }
         resp = vec![0u8; n];
     }
-    Err(HostError { function: "plugin_call", key: method.to_string(), code: CODE_FAILED, reason: "the response kept growing".to_string() })
+    Err(HostError {
+        function: "plugin_call",
+        key: method.to_string(),
+        code: CODE_FAILED,
+        reason: "the response kept growing".to_string(),
+    })
 }
 
 /// The host's reason for the last host function that failed in this call (`error_read`).
@@ -352,8 +376,17 @@ fn check(function: &'static str, key: &str, code: i32) -> Result<i32, HostError>
     if code >= 0 {
         return Ok(code);
     }
-    let reason = if code == CODE_FAILED || code == CODE_TOO_LARGE { error_reason() } else { String::new() };
-    Err(HostError { function, key: key.to_string(), code, reason })
+    let reason = if code == CODE_FAILED || code == CODE_TOO_LARGE {
+        error_reason()
+    } else {
+        String::new()
+    };
+    Err(HostError {
+        function,
+        key: key.to_string(),
+        code,
+        reason,
+    })
 }
 
 /// cut cuts b to at most n bytes without splitting a UTF-8 sequence.
@@ -375,11 +408,17 @@ pub mod rt {
 
     pub fn manifest(m: &Manifest) -> i32 {
         if m.plugin_types.is_empty() {
-            return result(STATUS_ERROR, "wasmhost (Rust): the manifest names no plugin type");
+            return result(
+                STATUS_ERROR,
+                "wasmhost (Rust): the manifest names no plugin type",
+            );
         }
         let b = m.encode();
         if b.len() > MAX_RESULT_BYTES {
-            return result(STATUS_ERROR, "wasmhost (Rust): the encoded manifest is over MAX_RESULT_BYTES");
+            return result(
+                STATUS_ERROR,
+                "wasmhost (Rust): the encoded manifest is over MAX_RESULT_BYTES",
+            );
         }
         host::result_set(&b);
         STATUS_OK
@@ -387,15 +426,26 @@ pub mod rt {
 
     pub fn serve(request_len: i32, f: impl FnOnce(&Plugin) -> Result<(), Error>) -> i32 {
         if request_len < 0 || request_len as usize > MAX_REQUEST_BYTES {
-            return result(STATUS_ERROR, "wasmhost (Rust): the request length is out of range");
+            return result(
+                STATUS_ERROR,
+                "wasmhost (Rust): the request length is out of range",
+            );
         }
         let mut buf = vec![0u8; request_len as usize];
         if host::request_read(&mut buf) != request_len {
-            return result(STATUS_ERROR, "wasmhost (Rust): request_read did not return the request length");
+            return result(
+                STATUS_ERROR,
+                "wasmhost (Rust): request_read did not return the request length",
+            );
         }
         let p = match Plugin::decode(&buf) {
             Ok(p) => p,
-            Err(e) => return result(STATUS_ERROR, &format!("wasmhost (Rust): decoding the request: {}", e)),
+            Err(e) => {
+                return result(
+                    STATUS_ERROR,
+                    &format!("wasmhost (Rust): decoding the request: {}", e),
+                )
+            }
         };
         match f(&p) {
             Ok(()) => STATUS_OK,
@@ -432,7 +482,11 @@ pub mod wire {
             if self.field == 0 {
                 write!(f, "malformed protobuf message: {}", self.what)
             } else {
-                write!(f, "malformed protobuf message: field {}: {}", self.field, self.what)
+                write!(
+                    f,
+                    "malformed protobuf message: field {}: {}",
+                    self.field, self.what
+                )
             }
         }
     }
@@ -476,9 +530,15 @@ pub mod wire {
         /// The field as a string, which must be valid UTF-8.
         pub fn text(&self) -> Result<&'a str, Malformed> {
             if self.wire_type != BYTES {
-                return Err(Malformed { field: self.num, what: "unexpected wire type" });
+                return Err(Malformed {
+                    field: self.num,
+                    what: "unexpected wire type",
+                });
             }
-            std::str::from_utf8(self.data).map_err(|_| Malformed { field: self.num, what: "not valid UTF-8" })
+            std::str::from_utf8(self.data).map_err(|_| Malformed {
+                field: self.num,
+                what: "not valid UTF-8",
+            })
         }
     }
 
@@ -509,30 +569,58 @@ pub mod wire {
         }
 
         fn field(&mut self) -> Result<Field<'a>, Malformed> {
-            let tag = self.varint().ok_or(Malformed { field: 0, what: "bad field tag" })?;
+            let tag = self.varint().ok_or(Malformed {
+                field: 0,
+                what: "bad field tag",
+            })?;
             let num = tag >> 3;
             if num == 0 || num > 0x7fff_ffff {
-                return Err(Malformed { field: 0, what: "bad field tag" });
+                return Err(Malformed {
+                    field: 0,
+                    what: "bad field tag",
+                });
             }
-            let mut f = Field { num: num as u32, wire_type: (tag & 7) as u8, varint: 0, data: &[] };
+            let mut f = Field {
+                num: num as u32,
+                wire_type: (tag & 7) as u8,
+                varint: 0,
+                data: &[],
+            };
             let n = match f.wire_type {
                 VARINT => {
-                    f.varint = self.varint().ok_or(Malformed { field: f.num, what: "bad varint" })?;
+                    f.varint = self.varint().ok_or(Malformed {
+                        field: f.num,
+                        what: "bad varint",
+                    })?;
                     return Ok(f);
                 }
                 FIXED64 => 8,
                 FIXED32 => 4,
                 BYTES => {
-                    let size = self.varint().ok_or(Malformed { field: f.num, what: "truncated" })?;
+                    let size = self.varint().ok_or(Malformed {
+                        field: f.num,
+                        what: "truncated",
+                    })?;
                     if size > self.b.len() as u64 {
-                        return Err(Malformed { field: f.num, what: "truncated" });
+                        return Err(Malformed {
+                            field: f.num,
+                            what: "truncated",
+                        });
                     }
                     size as usize
                 }
-                _ => return Err(Malformed { field: f.num, what: "unsupported wire type" }),
+                _ => {
+                    return Err(Malformed {
+                        field: f.num,
+                        what: "unsupported wire type",
+                    })
+                }
             };
             if n > self.b.len() {
-                return Err(Malformed { field: f.num, what: "truncated" });
+                return Err(Malformed {
+                    field: f.num,
+                    what: "truncated",
+                });
             }
             f.data = &self.b[..n];
             self.b = &self.b[n..];
@@ -577,9 +665,23 @@ mod host {
         #[link_name = "kv_delete"]
         fn kv_delete_(key: *const u8, key_len: u32) -> i32;
         #[link_name = "kv_compare_and_set"]
-        fn kv_compare_and_set_(key: *const u8, key_len: u32, old: *const u8, old_len: i32, val: *const u8, val_len: i32) -> i32;
+        fn kv_compare_and_set_(
+            key: *const u8,
+            key_len: u32,
+            old: *const u8,
+            old_len: i32,
+            val: *const u8,
+            val_len: i32,
+        ) -> i32;
         #[link_name = "plugin_call"]
-        fn plugin_call_(method: *const u8, method_len: u32, req: *const u8, req_len: u32, resp: *mut u8, resp_cap: u32) -> i32;
+        fn plugin_call_(
+            method: *const u8,
+            method_len: u32,
+            req: *const u8,
+            req_len: u32,
+            resp: *mut u8,
+            resp_cap: u32,
+        ) -> i32;
         #[link_name = "error_read"]
         fn error_read_(ptr: *mut u8, cap: u32) -> i32;
     }
@@ -597,13 +699,34 @@ mod host {
         unsafe { log_(level, b.as_ptr(), b.len() as u32) }
     }
     pub fn publish(key: &[u8], val: &[u8]) -> i32 {
-        unsafe { publish_(key.as_ptr(), key.len() as u32, val.as_ptr(), val.len() as u32) }
+        unsafe {
+            publish_(
+                key.as_ptr(),
+                key.len() as u32,
+                val.as_ptr(),
+                val.len() as u32,
+            )
+        }
     }
     pub fn kv_get(key: &[u8], buf: &mut [u8]) -> i32 {
-        unsafe { kv_get_(key.as_ptr(), key.len() as u32, buf.as_mut_ptr(), buf.len() as u32) }
+        unsafe {
+            kv_get_(
+                key.as_ptr(),
+                key.len() as u32,
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+        }
     }
     pub fn kv_set(key: &[u8], val: &[u8]) -> i32 {
-        unsafe { kv_set_(key.as_ptr(), key.len() as u32, val.as_ptr(), val.len() as u32) }
+        unsafe {
+            kv_set_(
+                key.as_ptr(),
+                key.len() as u32,
+                val.as_ptr(),
+                val.len() as u32,
+            )
+        }
     }
     pub fn kv_delete(key: &[u8]) -> i32 {
         unsafe { kv_delete_(key.as_ptr(), key.len() as u32) }
@@ -614,7 +737,16 @@ mod host {
         unsafe { kv_compare_and_set_(key.as_ptr(), key.len() as u32, op, ol, vp, vl) }
     }
     pub fn plugin_call(method: &[u8], req: &[u8], resp: &mut [u8]) -> i32 {
-        unsafe { plugin_call_(method.as_ptr(), method.len() as u32, req.as_ptr(), req.len() as u32, resp.as_mut_ptr(), resp.len() as u32) }
+        unsafe {
+            plugin_call_(
+                method.as_ptr(),
+                method.len() as u32,
+                req.as_ptr(),
+                req.len() as u32,
+                resp.as_mut_ptr(),
+                resp.len() as u32,
+            )
+        }
     }
     pub fn error_read(buf: &mut [u8]) -> i32 {
         unsafe { error_read_(buf.as_mut_ptr(), buf.len() as u32) }

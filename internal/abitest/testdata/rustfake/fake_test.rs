@@ -6,17 +6,26 @@ use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
-use wasmhost::fake::{Fake, KV_BYTES_PER_HANDLER, KV_KEYS_PER_HANDLER, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL, MAX_KV_ENTRIES, NO_REASON};
+use wasmhost::fake::{
+    Fake, KV_BYTES_PER_HANDLER, KV_KEYS_PER_HANDLER, LOG_BYTES_PER_CALL, LOG_LINES_PER_CALL,
+    MAX_KV_ENTRIES, NO_REASON,
+};
 use wasmhost::fake::{PLUGIN_CALLS_PER_CALL, PUBLISH_KEYS};
 use wasmhost::{kv, Error, Handler, HostError, Level, Plugin};
-use wasmhost::{CODE_BAD_REQUEST, CODE_DENIED, CODE_FAILED, CODE_TOO_LARGE, MAX_KEY_BYTES, MAX_LOG_LINE_BYTES, MAX_VALUE_BYTES};
+use wasmhost::{
+    CODE_BAD_REQUEST, CODE_DENIED, CODE_FAILED, CODE_TOO_LARGE, MAX_KEY_BYTES, MAX_LOG_LINE_BYTES,
+    MAX_VALUE_BYTES,
+};
 
 struct Test;
 
 /// expect fails the call, naming what, when got is not want.
 fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), Error> {
     if got != want {
-        return Err(Error::fail(format!("{}: got {:?}, want {:?}", what, got, want)));
+        return Err(Error::fail(format!(
+            "{}: got {:?}, want {:?}",
+            what, got, want
+        )));
     }
     Ok(())
 }
@@ -29,7 +38,11 @@ fn code<T>(r: Result<T, HostError>) -> i32 {
 impl Handler for Test {
     fn validate(&self, p: &Plugin) -> Result<(), Error> {
         match p.name.as_str() {
-            "publish" => expect("publish in validate", code(wasmhost::publish("k", "v")), CODE_DENIED),
+            "publish" => expect(
+                "publish in validate",
+                code(wasmhost::publish("k", "v")),
+                CODE_DENIED,
+            ),
             "reject" => Err(Error::reject("not this one")),
             "fail-silently" => Err(Error::fail("")),
             "long-reason" => Err(Error::reject("r".repeat(5000))),
@@ -91,17 +104,61 @@ impl Handler for Test {
                 expect("kv::get", kv::get("a")?, Some(b"1".to_vec()))?;
                 let big = vec![b'x'; MAX_VALUE_BYTES + 1];
                 kv::set("big", &big[..1000])?; // over the SDK's first read buffer
-                expect("kv::get of 1000 bytes", kv::get("big")?, Some(big[..1000].to_vec()))?;
-                expect("compare_and_set of the value there", kv::compare_and_set("a", Some(b"1"), Some(b"2"))?, true)?;
-                expect("compare_and_set of a stale value", kv::compare_and_set("a", Some(b"1"), Some(b"3"))?, false)?;
-                expect("compare_and_set of an absent key", kv::compare_and_set("b", None, Some(b"1"))?, true)?;
-                expect("compare_and_set expecting absent", kv::compare_and_set("b", None, Some(b"2"))?, false)?;
-                expect("compare_and_set deleting", kv::compare_and_set("b", Some(b"1"), None)?, true)?;
-                expect("kv::set of an empty key", code(kv::set("", b"x")), CODE_BAD_REQUEST)?;
-                expect("kv::set of a key over the limit", code(kv::set(&"k".repeat(MAX_KEY_BYTES + 1), b"x")), CODE_TOO_LARGE)?;
-                expect("kv::set of a key at the limit", code(kv::set(&"k".repeat(MAX_KEY_BYTES), b"x")), 0)?;
-                expect("kv::set of a value over the limit", code(kv::set("c", &big)), CODE_TOO_LARGE)?;
-                expect("kv::set of a value at the limit", code(kv::set("c", &big[..MAX_VALUE_BYTES])), 0)?;
+                expect(
+                    "kv::get of 1000 bytes",
+                    kv::get("big")?,
+                    Some(big[..1000].to_vec()),
+                )?;
+                expect(
+                    "compare_and_set of the value there",
+                    kv::compare_and_set("a", Some(b"1"), Some(b"2"))?,
+                    true,
+                )?;
+                expect(
+                    "compare_and_set of a stale value",
+                    kv::compare_and_set("a", Some(b"1"), Some(b"3"))?,
+                    false,
+                )?;
+                expect(
+                    "compare_and_set of an absent key",
+                    kv::compare_and_set("b", None, Some(b"1"))?,
+                    true,
+                )?;
+                expect(
+                    "compare_and_set expecting absent",
+                    kv::compare_and_set("b", None, Some(b"2"))?,
+                    false,
+                )?;
+                expect(
+                    "compare_and_set deleting",
+                    kv::compare_and_set("b", Some(b"1"), None)?,
+                    true,
+                )?;
+                expect(
+                    "kv::set of an empty key",
+                    code(kv::set("", b"x")),
+                    CODE_BAD_REQUEST,
+                )?;
+                expect(
+                    "kv::set of a key over the limit",
+                    code(kv::set(&"k".repeat(MAX_KEY_BYTES + 1), b"x")),
+                    CODE_TOO_LARGE,
+                )?;
+                expect(
+                    "kv::set of a key at the limit",
+                    code(kv::set(&"k".repeat(MAX_KEY_BYTES), b"x")),
+                    0,
+                )?;
+                expect(
+                    "kv::set of a value over the limit",
+                    code(kv::set("c", &big)),
+                    CODE_TOO_LARGE,
+                )?;
+                expect(
+                    "kv::set of a value at the limit",
+                    code(kv::set("c", &big[..MAX_VALUE_BYTES])),
+                    0,
+                )?;
                 kv::delete("c")?;
                 kv::delete(&"k".repeat(MAX_KEY_BYTES))?;
                 expect("kv::delete of a missing key", code(kv::delete("c")), 0)
@@ -110,7 +167,11 @@ impl Handler for Test {
                 kv::set("there", b"again")?; // an existing key may change
                 let e = kv::set("new", b"x").unwrap_err();
                 expect("kv::set in a full store", e.code, CODE_TOO_LARGE)?;
-                expect("its reason", e.reason.as_str(), "the store of this plugin type has 16384 keys, the most (abi.MaxKVEntries)")
+                expect(
+                    "its reason",
+                    e.reason.as_str(),
+                    "the store of this plugin type has 16384 keys, the most (abi.MaxKVEntries)",
+                )
             }
             "a" | "b" => kv::set("plugin", p.name.as_bytes()).map_err(Error::from),
             "quota-keys" => {
@@ -119,7 +180,11 @@ impl Handler for Test {
                 expect("kv::set past kvKeysPerHandler", e.code, CODE_TOO_LARGE)?;
                 expect("its reason", e.reason.as_str(), "handler handler.wasm holds 16384 keys in its stores, the most (handlers.limits.kvKeysPerHandler)")?;
                 let e = kv::compare_and_set("new", None, Some(b"x")).unwrap_err();
-                expect("compare_and_set past kvKeysPerHandler", e.code, CODE_TOO_LARGE)?;
+                expect(
+                    "compare_and_set past kvKeysPerHandler",
+                    e.code,
+                    CODE_TOO_LARGE,
+                )?;
                 kv::delete("there")?;
                 kv::set("new", b"x")?; // a key deleted makes room
                 Ok(())
@@ -134,12 +199,20 @@ impl Handler for Test {
                     "handler handler.wasm holds 16777211 bytes in its stores; 13 more would go over 16777216 (handlers.limits.kvBytesPerHandler)",
                 )?;
                 kv::set("new", b"01")?; // 5 bytes fit
-                expect("one byte more", code(kv::compare_and_set("new", Some(b"01"), Some(b"012"))), CODE_TOO_LARGE)
+                expect(
+                    "one byte more",
+                    code(kv::compare_and_set("new", Some(b"01"), Some(b"012"))),
+                    CODE_TOO_LARGE,
+                )
             }
             "publish" => {
                 wasmhost::publish("k", "v1")?;
                 wasmhost::publish("k", "v2")?;
-                expect("publish of an empty key", code(wasmhost::publish("", "v")), CODE_BAD_REQUEST)
+                expect(
+                    "publish of an empty key",
+                    code(wasmhost::publish("", "v")),
+                    CODE_BAD_REQUEST,
+                )
             }
             "publish-many" => {
                 for i in 0..PUBLISH_KEYS {
@@ -148,13 +221,21 @@ impl Handler for Test {
                 wasmhost::publish("k0", "again")?; // a key published already may change
                 let e = wasmhost::publish("one-more", "v").unwrap_err();
                 expect("the 65th key", e.code, CODE_TOO_LARGE)?;
-                expect("its reason", e.reason.as_str(), "64 keys published, the most in one call (handlers.limits.publishKeys)")
+                expect(
+                    "its reason",
+                    e.reason.as_str(),
+                    "64 keys published, the most in one call (handlers.limits.publishKeys)",
+                )
             }
             "publish-big" => {
                 wasmhost::publish("a", &"v".repeat(MAX_VALUE_BYTES - 10))?;
                 let e = wasmhost::publish("b", &"v".repeat(100)).unwrap_err();
                 expect("over publishBytes", e.code, CODE_TOO_LARGE)?;
-                expect("its reason", e.reason.as_str(), "65628 bytes published would go over 65536 (handlers.limits.publishBytes)")
+                expect(
+                    "its reason",
+                    e.reason.as_str(),
+                    "65628 bytes published would go over 65536 (handlers.limits.publishBytes)",
+                )
             }
             "publish-then-fail" => {
                 wasmhost::publish("k", "v")?;
@@ -164,8 +245,16 @@ impl Handler for Test {
                 let resp = wasmhost::plugin_call("/pkg.Svc/Get", b"req")?;
                 expect("the response's length", resp.len(), 70_000)?; // over the SDK's first buffer
                 let e = wasmhost::plugin_call("/pkg.Svc/Fail", b"").unwrap_err();
-                expect("a failed call", (e.code, e.reason.as_str()), (CODE_FAILED, "the plugin said no"))?;
-                expect("error_reason", wasmhost::error_reason(), "the plugin said no".to_string())?;
+                expect(
+                    "a failed call",
+                    (e.code, e.reason.as_str()),
+                    (CODE_FAILED, "the plugin said no"),
+                )?;
+                expect(
+                    "error_reason",
+                    wasmhost::error_reason(),
+                    "the plugin said no".to_string(),
+                )?;
                 let e = wasmhost::plugin_call("/pkg.Svc/Huge", b"").unwrap_err();
                 expect("a response over the limit", e.code, CODE_TOO_LARGE)?;
                 expect(
@@ -173,7 +262,11 @@ impl Handler for Test {
                     e.reason.as_str(),
                     "response of 1048577 bytes over the limit of 1048576 (handlers.limits.pluginCallResponseSize)",
                 )?;
-                expect("a call without a method", code(wasmhost::plugin_call("", b"")), CODE_BAD_REQUEST)
+                expect(
+                    "a call without a method",
+                    code(wasmhost::plugin_call("", b"")),
+                    CODE_BAD_REQUEST,
+                )
             }
             "many-calls" => {
                 for _ in 0..=PLUGIN_CALLS_PER_CALL {
@@ -181,7 +274,11 @@ impl Handler for Test {
                 }
                 Ok(())
             }
-            "no-call" => expect("plugin_call without a grant", code(wasmhost::plugin_call("/pkg.Svc/Get", b"")), CODE_DENIED),
+            "no-call" => expect(
+                "plugin_call without a grant",
+                code(wasmhost::plugin_call("/pkg.Svc/Get", b"")),
+                CODE_DENIED,
+            ),
             _ => Ok(()),
         }
     }
@@ -196,7 +293,13 @@ impl Handler for Test {
 }
 
 fn plugin(name: &str) -> Plugin {
-    Plugin { plugin_type: "t".into(), name: name.into(), endpoint: "/e.sock".into(), versions: vec!["v1".into()], ..Plugin::default() }
+    Plugin {
+        plugin_type: "t".into(),
+        name: name.into(),
+        endpoint: "/e.sock".into(),
+        versions: vec!["v1".into()],
+        ..Plugin::default()
+    }
 }
 
 #[test]
@@ -215,10 +318,19 @@ fn request() {
 #[test]
 fn reasons() {
     let host = Fake::new(Test);
-    assert_eq!(host.validate(&plugin("reject")), Err(Error::reject("not this one")));
-    assert_eq!(host.validate(&plugin("fail-silently")), Err(Error::fail(NO_REASON)));
+    assert_eq!(
+        host.validate(&plugin("reject")),
+        Err(Error::reject("not this one"))
+    );
+    assert_eq!(
+        host.validate(&plugin("fail-silently")),
+        Err(Error::fail(NO_REASON))
+    );
     // The SDK cuts a reason to MAX_RESULT_BYTES.
-    assert_eq!(host.validate(&plugin("long-reason")), Err(Error::reject("r".repeat(4096))));
+    assert_eq!(
+        host.validate(&plugin("long-reason")),
+        Err(Error::reject("r".repeat(4096)))
+    );
     assert_eq!(host.validate(&plugin("ok")), Ok(()));
 }
 
@@ -234,7 +346,10 @@ fn store() {
 }
 
 fn typed(plugin_type: &str, name: &str) -> Plugin {
-    Plugin { plugin_type: plugin_type.into(), ..plugin(name) }
+    Plugin {
+        plugin_type: plugin_type.into(),
+        ..plugin(name)
+    }
 }
 
 // The daemon keeps a store per plugin type: a handler serving two types sees the store of
@@ -248,12 +363,18 @@ fn a_store_per_type() {
     assert_eq!(host.kv("u", "plugin"), Some(b"b".to_vec()));
     assert_eq!(host.validate(&typed("t", "read")), Err(Error::reject("a")));
     assert_eq!(host.validate(&typed("u", "read")), Err(Error::reject("b")));
-    assert_eq!(host.validate(&typed("v", "read")), Err(Error::reject("none")));
+    assert_eq!(
+        host.validate(&typed("v", "read")),
+        Err(Error::reject("none"))
+    );
     assert_eq!(host.deregister(&typed("u", "b")), Ok(()));
     assert_eq!(host.kv("u", "plugin"), None);
     assert_eq!(host.kv("t", "plugin"), Some(b"a".to_vec()));
     host.kv_put("v", "plugin", b"put");
-    assert_eq!(host.validate(&typed("v", "read")), Err(Error::reject("put")));
+    assert_eq!(
+        host.validate(&typed("v", "read")),
+        Err(Error::reject("put"))
+    );
     assert!(host.store("w").is_empty());
 }
 
@@ -280,7 +401,10 @@ fn handler_quotas() {
     host.kv_put("v", "one", b"");
     assert_eq!(host.register(&plugin("quota-keys")), Ok(()));
     assert_eq!(host.kv("t", "new"), Some(b"x".to_vec()));
-    assert_eq!(host.store("t").len() + host.store("u").len() + host.store("v").len(), KV_KEYS_PER_HANDLER);
+    assert_eq!(
+        host.store("t").len() + host.store("u").len() + host.store("v").len(),
+        KV_KEYS_PER_HANDLER
+    );
 
     let host = {
         drop(host);
@@ -299,9 +423,19 @@ fn publish() {
     let host = Fake::new(Test);
     assert_eq!(host.validate(&plugin("publish")), Ok(()));
     assert_eq!(host.register(&plugin("publish")), Ok(()));
-    assert_eq!(host.published().into_iter().collect::<Vec<_>>(), [("k".to_string(), "v2".to_string())]);
-    assert_eq!(host.register(&plugin("publish-then-fail")), Err(Error::fail("failed after publishing")));
-    assert!(host.published().is_empty(), "a failed register's keys were kept: {:?}", host.published());
+    assert_eq!(
+        host.published().into_iter().collect::<Vec<_>>(),
+        [("k".to_string(), "v2".to_string())]
+    );
+    assert_eq!(
+        host.register(&plugin("publish-then-fail")),
+        Err(Error::fail("failed after publishing"))
+    );
+    assert!(
+        host.published().is_empty(),
+        "a failed register's keys were kept: {:?}",
+        host.published()
+    );
     assert_eq!(host.register(&plugin("publish-many")), Ok(()));
     assert_eq!(host.published().len(), PUBLISH_KEYS);
     assert_eq!(host.published()["k0"], "again");
@@ -354,7 +488,10 @@ fn log() {
     let log = host.log();
     assert_eq!(log.len(), 3);
     assert_eq!(log[..2], ["DEBUG d".to_string(), "WARN w".to_string()]);
-    assert_eq!(log[2], format!("ERROR {}", "é".repeat(MAX_LOG_LINE_BYTES / 2)));
+    assert_eq!(
+        log[2],
+        format!("ERROR {}", "é".repeat(MAX_LOG_LINE_BYTES / 2))
+    );
 }
 
 // The daemon ends a call that logs over handlers.limits.logLinesPerCall or logBytesPerCall,
@@ -370,7 +507,11 @@ fn log_budget() {
     );
     assert_eq!(host.log().len(), LOG_LINES_PER_CALL);
     assert_eq!(host.log().last().map(String::as_str), Some("INFO line"));
-    assert!(host.store("t").is_empty(), "the call went on after the budget: {:?}", host.store("t"));
+    assert!(
+        host.store("t").is_empty(),
+        "the call went on after the budget: {:?}",
+        host.store("t")
+    );
     assert_eq!(kv::set("a", b"1").unwrap_err().code, CODE_DENIED);
 
     // Each call has a budget of its own.
@@ -393,7 +534,10 @@ fn outside_a_call() {
     let host = Fake::new(Test);
     assert_eq!(kv::get("a").unwrap_err().code, CODE_DENIED);
     assert_eq!(wasmhost::publish("k", "v").unwrap_err().code, CODE_DENIED);
-    assert_eq!(wasmhost::plugin_call("/pkg.Svc/Get", b"").unwrap_err().code, CODE_DENIED);
+    assert_eq!(
+        wasmhost::plugin_call("/pkg.Svc/Get", b"").unwrap_err().code,
+        CODE_DENIED
+    );
     assert!(host.store("t").is_empty());
 }
 
