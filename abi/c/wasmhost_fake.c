@@ -570,6 +570,42 @@ int32_t wh_host_kv_compare_and_set(const void *key, uint32_t key_len, const void
     return kv_store(key, key_len, val, (size_t)val_len);
 }
 
+/* fake_utf8 says whether b[0:n] is valid UTF-8, as Go's utf8.Valid does (no overlong forms, no
+ * surrogates, nothing past U+10FFFF): the daemon refuses a method that is not. */
+static bool fake_utf8(const unsigned char *b, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = b[i];
+        size_t len;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            len = 2, cp = c & 0x1f, min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3, cp = c & 0x0f, min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4, cp = c & 0x07, min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i < len) {
+            return false;
+        }
+        for (size_t k = 1; k < len; k++) {
+            if ((b[i + k] & 0xc0) != 0x80) {
+                return false;
+            }
+            cp = cp << 6 | (b[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
 int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void *req, uint32_t req_len, void *resp,
                             uint32_t resp_cap) {
     if (!in_handler_call()) {
@@ -581,7 +617,7 @@ int32_t wh_host_plugin_call(const void *method, uint32_t method_len, const void 
         fake_set(&fake.error, why, strlen(why));
         return WH_DENIED;
     }
-    if (method_len == 0) {
+    if (method_len == 0 || !fake_utf8(method, method_len)) {
         return WH_BAD_REQUEST;
     }
     if (req_len > WH_MAX_REQUEST_BYTES) {

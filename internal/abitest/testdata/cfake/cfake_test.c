@@ -176,6 +176,14 @@ static int32_t register_plugin(const wh_plugin *p) {
         }
         EXPECT("plugin_call of a response over the limit", wh_plugin_call(WH_STR("/pkg.Svc/Huge"), WH_STR(""), &resp),
                WH_TOO_LARGE);
+        EXPECT("plugin_call without a method", wh_plugin_call(WH_STR(""), WH_STR(""), &resp), WH_BAD_REQUEST);
+        EXPECT("plugin_call of a method not in UTF-8", wh_plugin_call(WH_STR("/pkg.Svc/\xff"), WH_STR(""), &resp),
+               WH_BAD_REQUEST);
+        EXPECT("plugin_call of a method with a surrogate",
+               wh_plugin_call(WH_STR("/pkg.Svc/\xed\xa0\x80"), WH_STR(""), &resp), WH_BAD_REQUEST);
+        static char big[WH_MAX_REQUEST_BYTES + 1];
+        EXPECT("plugin_call of a request over the limit",
+               wh_plugin_call(WH_STR("/pkg.Svc/\xc3\xa9"), (wh_str){big, sizeof big}, &resp), WH_TOO_LARGE);
         EXPECT_REASON("plugin_call of a response over the limit",
                       "response of 1048577 bytes over the limit of 1048576 (handlers.limits.pluginCallResponseSize)");
     }
