@@ -370,7 +370,7 @@ impl<H: Handler> Fake<H> {
 
     /// Grants plugin calls, answered by f(method, request): the encoded response, or Err with
     /// why the call failed, which [`plugin_call`](crate::plugin_call) returns as a
-    /// [`CODE_FAILED`](crate::CODE_FAILED) error with that reason. Without it, plugin calls
+    /// [`CODE_FAILED`] error with that reason. Without it, plugin calls
     /// are denied, as by a daemon that did not grant them.
     pub fn answer_plugin_calls(
         &self,
