@@ -138,9 +138,7 @@ func (h *Host) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		if h.cfg.OnChange != nil {
-			h.cfg.OnChange()
-		}
+		r.stepDone()
 		timer.Reset(r.nextWake(time.Now()))
 		select {
 		case <-ctx.Done():
@@ -408,6 +406,24 @@ func (r *reloader) list() (map[string]os.FileInfo, bool, error) {
 		}
 	}
 	return present, true, nil
+}
+
+// stepDone ends a step of following the directory: the revision store is told what serves
+// now (it records the revisions installed since, and clears the pins of files replaced or
+// gone), then Config.OnChange.
+func (r *reloader) stepDone() {
+	live := make(map[*served]string)
+	r.h.mu.Lock()
+	for _, e := range r.h.files {
+		if e.cur != nil {
+			live[e.cur] = e.path
+		}
+	}
+	r.h.mu.Unlock()
+	r.h.revs.sync(live)
+	if r.h.cfg.OnChange != nil {
+		r.h.cfg.OnChange()
+	}
 }
 
 func (r *reloader) startLoad(e *fileEntry, force bool) {

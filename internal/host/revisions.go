@@ -194,10 +194,9 @@ func (s *served) setPin(t string, ps *served) {
 // revisions is the host's revision store. Its mu guards the maps; pinMu serializes what loads
 // and swaps modules (rollbacks, pins, shadows), which may take a compile.
 type revisions struct {
-	h        *Host
-	cfg      RevisionConfig
-	onChange func() // Config.OnChange
-	pinMu    sync.Mutex
+	h     *Host
+	cfg   RevisionConfig
+	pinMu sync.Mutex
 
 	mu      sync.Mutex
 	bySHA   map[string]*revision
@@ -210,21 +209,13 @@ type revisions struct {
 	mem        map[string][]byte                     // the bytes, when there is no Dir
 }
 
-// newRevisions makes h's store and follows Run's steps through Config.OnChange: after each,
-// sync records the revisions Run installed.
+// newRevisions makes h's store. Run tells it what serves after each of its steps (sync).
 func newRevisions(h *Host) *revisions {
-	rs := &revisions{
-		h: h, cfg: RevisionConfig{}.withDefaults(), onChange: h.cfg.OnChange,
+	return &revisions{
+		h: h, cfg: RevisionConfig{}.withDefaults(),
 		bySHA: make(map[string]*revision), byType: make(map[string][]string), typeAt: make(map[string]time.Time),
 		pins: make(map[string]*pinned), shadows: make(map[string]*shadowRun), mem: make(map[string][]byte),
 	}
-	h.cfg.OnChange = func() {
-		rs.sync()
-		if rs.onChange != nil {
-			rs.onChange()
-		}
-	}
-	return rs
 }
 
 // ConfigureRevisions sets how revisions are kept and rolled back, and reads the index kept in
@@ -627,8 +618,8 @@ func (rs *revisions) autoRollback(s *served, reason string, last error) {
 // changed tells the daemon the handler set changed (a pin, a shadow), as Run does after its
 // steps.
 func (rs *revisions) changed() {
-	if rs.onChange != nil {
-		rs.onChange()
+	if f := rs.h.cfg.OnChange; f != nil {
+		f()
 	}
 }
 
@@ -639,18 +630,11 @@ func (rs *revisions) repinned() {
 	rs.h.cfg.Registry.Touch()
 }
 
-// sync runs after each of Run's steps, on its goroutine: it records the modules Run installed
-// since (installed), and clears the pins of files whose revision changed or that are gone.
-func (rs *revisions) sync() {
+// sync runs after each of Run's steps, on its goroutine, with what serves the handler files
+// now (live: their modules, by file): it records the modules Run installed since (installed),
+// and clears the pins of files whose revision changed or that are gone.
+func (rs *revisions) sync(live map[*served]string) {
 	h := rs.h
-	live := make(map[*served]string)
-	h.mu.Lock()
-	for _, e := range h.files {
-		if e.cur != nil {
-			live[e.cur] = e.path
-		}
-	}
-	h.mu.Unlock()
 	for s, file := range live {
 		if s.rev.Load() == nil {
 			rs.installed(file, s)
