@@ -122,6 +122,27 @@ func BenchmarkInterruption(b *testing.B) {
 // BenchmarkLoad measures LoadFile in a new Host: compiled from scratch (cold) and from a warm
 // on-disk compilation cache (a restarted daemon).
 func BenchmarkLoad(b *testing.B) {
+	benchNewHost(b, [2]string{"cold", "warm-cache"}, func(ctx context.Context, h *Host, path string, _ []byte) error {
+		_, err := h.LoadFile(ctx, path)
+		return err
+	})
+}
+
+// BenchmarkInspect measures Inspect (what `handler inspect` and a pulled module's admission
+// run) in a new Host: with no cache entry of the module (it compiles), and with the cache
+// directory a load of the same bytes left (a pulled module admitted again when the daemon
+// restarts).
+func BenchmarkInspect(b *testing.B) {
+	benchNewHost(b, [2]string{"no-cache-entry", "cache-entry"}, func(ctx context.Context, h *Host, path string, bin []byte) error {
+		_, err := h.Inspect(ctx, path, bin)
+		return err
+	})
+}
+
+// benchNewHost measures op on the WAT fixture and each SDK's example handler, each time in a
+// new Host: without a cache on disk (modes[0]), or with the cache directory a load of the
+// module left (modes[1]).
+func benchNewHost(b *testing.B, modes [2]string, op func(ctx context.Context, h *Host, path string, bin []byte) error) {
 	modules := map[string]func(b *testing.B) string{"wat": func(*testing.B) string { return fixture("ok") }}
 	for _, lang := range sdks {
 		modules[lang] = exampleHandler[lang]
@@ -129,15 +150,15 @@ func BenchmarkLoad(b *testing.B) {
 	for _, name := range append([]string{"wat"}, sdks...) {
 		b.Run(name, func(b *testing.B) {
 			path := modules[name](b) // built once for both modes
-			for _, warm := range []bool{false, true} {
-				mode := "cold"
-				if warm {
-					mode = "warm-cache"
-				}
+			bin, err := os.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i, mode := range modes {
 				b.Run(mode, func(b *testing.B) {
 					ctx := context.Background()
-					cache := ""
-					if warm {
+					cache := "" // modes[0]: no cache on disk
+					if i == 1 {
 						cache = filepath.Join(tempDir(b), "cache")
 						h, err := New(ctx, Config{CacheDir: cache})
 						if err != nil {
@@ -153,57 +174,7 @@ func BenchmarkLoad(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						if _, err := h.LoadFile(ctx, path); err != nil {
-							b.Fatal(err)
-						}
-						h.Close(ctx)
-					}
-				})
-			}
-		})
-	}
-}
-
-// BenchmarkInspect measures Inspect (what `handler inspect` and a pulled module's admission
-// run) in a new Host: with no cache entry of the module (it compiles), and with the cache
-// directory a load of the same bytes left (a pulled module admitted again when the daemon
-// restarts).
-func BenchmarkInspect(b *testing.B) {
-	modules := map[string]func(b *testing.B) string{"wat": func(*testing.B) string { return fixture("ok") }}
-	for _, lang := range sdks {
-		modules[lang] = exampleHandler[lang]
-	}
-	for _, name := range append([]string{"wat"}, sdks...) {
-		b.Run(name, func(b *testing.B) {
-			path := modules[name](b)
-			bin, err := os.ReadFile(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, loaded := range []bool{false, true} {
-				mode := "no-cache-entry"
-				if loaded {
-					mode = "cache-entry"
-				}
-				b.Run(mode, func(b *testing.B) {
-					ctx := context.Background()
-					cache := filepath.Join(tempDir(b), "cache")
-					if loaded {
-						h, err := New(ctx, Config{CacheDir: cache})
-						if err != nil {
-							b.Fatal(err)
-						}
-						if _, err := h.LoadFile(ctx, path); err != nil {
-							b.Fatal(err)
-						}
-						h.Close(ctx)
-					}
-					for b.Loop() {
-						h, err := New(ctx, Config{CacheDir: cache})
-						if err != nil {
-							b.Fatal(err)
-						}
-						if _, err := h.Inspect(ctx, path, bin); err != nil {
+						if err := op(ctx, h, path, bin); err != nil {
 							b.Fatal(err)
 						}
 						h.Close(ctx)

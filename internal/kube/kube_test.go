@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/wasmhost/wasmhost/internal/publish"
@@ -84,22 +85,35 @@ func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(obj)
 }
 
-// TestRecorderAggregatesAndLimits: like Events within the series window are one Event whose
-// series counts them; past the burst, new Events are dropped and counted.
-func TestRecorderAggregatesAndLimits(t *testing.T) {
+// newEventsServer starts an eventsServer for the test and returns it with a client of it.
+func newEventsServer(t *testing.T) (*eventsServer, dynamic.Interface) {
 	srv := &eventsServer{events: map[string]map[string]any{}}
 	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	t.Cleanup(ts.Close)
 	client, err := Dynamic(&rest.Config{Host: ts.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRecorder(client, "node-a", nil)
-	r.Flush = 20 * time.Millisecond
+	return srv, client
+}
+
+// runRecorder runs r until stop is called, or the test ends.
+func runRecorder(t *testing.T, r *Recorder) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestRecorderAggregatesAndLimits: like Events within the series window are one Event whose
+// series counts them; past the burst, new Events are dropped and counted.
+func TestRecorderAggregatesAndLimits(t *testing.T) {
+	srv, client := newEventsServer(t)
+	r := NewRecorder(client, "node-a", nil)
+	r.Flush = 20 * time.Millisecond
+	runRecorder(t, r)
 
 	lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
 	for range 10 {
@@ -147,21 +161,12 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 // rather than creating a second Event that tells the same; a different event is an Event of
 // its own.
 func TestRecorderContinuesAfterRestart(t *testing.T) {
-	srv := &eventsServer{events: map[string]map[string]any{}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	client, err := Dynamic(&rest.Config{Host: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, client := newEventsServer(t)
 	rejected := publish.Event{Warning: true, Reason: publish.ReasonPluginRejected, Action: "Register", Note: "plugin a of type t at /r/a.sock refused by its handler: no"}
 	// run is one run of the daemon: it records es and stops once they are recorded.
 	run := func(es ...publish.Event) publish.EventStats {
 		r := NewRecorder(client, "node-a", nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		defer runRecorder(t, r)()
 		for _, e := range es {
 			r.Record(e)
 		}
@@ -207,21 +212,12 @@ func TestRecorderContinuesAfterRestart(t *testing.T) {
 // TestRecorderNameTakenByAnother: an Event of the same name about another node (planted by
 // another writer) is not continued: the event becomes an Event of its own.
 func TestRecorderNameTakenByAnother(t *testing.T) {
-	srv := &eventsServer{events: map[string]map[string]any{}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	client, err := Dynamic(&rest.Config{Host: ts.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, client := newEventsServer(t)
 	e := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
 	planted := eventName("node-a", eventKey(e))
 	srv.events[planted] = map[string]any{"metadata": map[string]any{"name": planted}, "regarding": map[string]any{"kind": "Node", "name": "node-b"}}
 	r := NewRecorder(client, "node-a", nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runRecorder(t, r)
 	r.Record(e)
 	testwait.Until(t, "the event recorded", func() bool { st := r.Stats(); return st.Recorded+st.Failed > 0 })
 	if st := r.Stats(); st.Recorded != 1 || st.Failed != 0 {
