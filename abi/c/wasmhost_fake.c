@@ -41,12 +41,28 @@ typedef struct fake_bytes {
     size_t len;
 } fake_bytes;
 
-static fake_bytes fake_copy(const void *p, size_t n) {
-    fake_bytes b = {malloc(n + 1), n};
-    if (b.ptr == NULL) {
+/* fake_alloc is realloc that does not fail: out of memory, the test ends there. */
+static void *fake_alloc(void *p, size_t n) {
+    p = realloc(p, n);
+    if (p == NULL) {
         fprintf(stderr, "wasmhost_fake.c: out of memory\n");
         abort();
     }
+    return p;
+}
+
+/* fake_grow returns the array p of len elements of size elem, with room for one more: its
+ * room, *cap, doubled (first, the first time) when it is full. */
+static void *fake_grow(void *p, size_t len, size_t *cap, size_t elem, size_t first) {
+    if (len < *cap) {
+        return p;
+    }
+    *cap = *cap == 0 ? first : 2 * *cap;
+    return fake_alloc(p, *cap * elem);
+}
+
+static fake_bytes fake_copy(const void *p, size_t n) {
+    fake_bytes b = {fake_alloc(NULL, n + 1), n};
     if (n > 0) {
         memcpy(b.ptr, p, n);
     }
@@ -84,14 +100,7 @@ static void fake_put(fake_map *m, const void *key, size_t kn, const void *val, s
         e->val = fake_copy(val, vn);
         return;
     }
-    if (m->len == m->cap) {
-        m->cap = m->cap == 0 ? 8 : 2 * m->cap;
-        m->e = realloc(m->e, m->cap * sizeof *m->e);
-        if (m->e == NULL) {
-            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
-            abort();
-        }
-    }
+    m->e = fake_grow(m->e, m->len, &m->cap, sizeof *m->e, 8);
     m->e[m->len++] = (fake_entry){fake_copy(key, kn), fake_copy(val, vn)};
 }
 
@@ -157,11 +166,7 @@ static void fake_setf(fake_bytes *b, const char *format, ...) {
     va_start(ap, format);
     int n = vsnprintf(NULL, 0, format, ap);
     va_end(ap);
-    char *p = malloc(n < 0 ? 1 : (size_t)n + 1);
-    if (p == NULL) {
-        fprintf(stderr, "wasmhost_fake.c: out of memory\n");
-        abort();
-    }
+    char *p = fake_alloc(NULL, n < 0 ? 1 : (size_t)n + 1);
     va_start(ap, format);
     vsnprintf(p, n < 0 ? 1 : (size_t)n + 1, format, ap);
     va_end(ap);
@@ -181,14 +186,7 @@ static fake_map *fake_store_of(const char *t, bool make) {
     if (!make) {
         return NULL;
     }
-    if (fake.n_stores == fake.stores_cap) {
-        fake.stores_cap = fake.stores_cap == 0 ? 4 : 2 * fake.stores_cap;
-        fake.stores = realloc(fake.stores, fake.stores_cap * sizeof *fake.stores);
-        if (fake.stores == NULL) {
-            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
-            abort();
-        }
-    }
+    fake.stores = fake_grow(fake.stores, fake.n_stores, &fake.stores_cap, sizeof *fake.stores, 4);
     fake.stores[fake.n_stores] = (fake_store){fake_copy(t, strlen(t)), {0}};
     return &fake.stores[fake.n_stores++].kv;
 }
@@ -240,11 +238,7 @@ void wh_fake_reset(void) {
 /* The request: a PluginRequest in the wire format, as the host encodes it (abi/codec.go). */
 
 static void fake_add(fake_bytes *b, const void *p, size_t n) {
-    char *q = realloc(b->ptr, b->len + n + 1);
-    if (q == NULL) {
-        fprintf(stderr, "wasmhost_fake.c: out of memory\n");
-        abort();
-    }
+    char *q = fake_alloc(b->ptr, b->len + n + 1);
     memcpy(q + b->len, p, n);
     b->ptr = q;
     b->len += n;
@@ -431,14 +425,7 @@ void wh_host_log(int32_t level, const void *ptr, uint32_t len) {
     fake_bytes line = fake_copy(name, strlen(name));
     fake_add(&line, " ", 1);
     fake_add(&line, ptr, len);
-    if (fake.log_len == fake.log_cap) {
-        fake.log_cap = fake.log_cap == 0 ? 16 : 2 * fake.log_cap;
-        fake.log = realloc(fake.log, fake.log_cap * sizeof *fake.log);
-        if (fake.log == NULL) {
-            fprintf(stderr, "wasmhost_fake.c: out of memory\n");
-            abort();
-        }
-    }
+    fake.log = fake_grow(fake.log, fake.log_len, &fake.log_cap, sizeof *fake.log, 16);
     fake.log[fake.log_len++] = line;
 }
 
