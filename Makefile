@@ -10,6 +10,9 @@
 GO       ?= go
 RUN_DIR  ?= $(CURDIR)/run
 BIN      := bin/wasmhost
+# VERSION is what `wasmhost version` and `wasmhost status` print: the commit described by git
+# (a build with -buildvcs=false, or from a tarball, knows no other).
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Every directory under handlers-wasm/ is one handler, written in C with the C SDK (abi/c):
 # handlers-wasm/<name>/<name>.c, built to handlers-wasm/<name>.wasm, a WASI reactor of a few
 # tens of KB (docs/benchmarks.md says why C). Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32.
@@ -25,7 +28,7 @@ all: build
 build: $(BIN) handlers
 
 $(BIN): FORCE
-	$(GO) build -o $@ ./cmd/wasmhost
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/wasmhost
 
 handlers: $(HANDLERS)
 
