@@ -15,7 +15,7 @@
 //     hostfuncs.go, and most files beside them);
 //   - the policy layer over it: what serves a plugin type's calls, and the policies of a
 //     handler's revisions and failures, rollback pins, shadow runs and quarantine (serve.go,
-//     which reads the call path in order, revisions.go, shadow.go, quarantine.go);
+//     which reads the call path in order, revisions.go, rollback.go, shadow.go, quarantine.go);
 //   - the reloader: the handler directory followed, its files loaded, swapped and retired
 //     behind their types' handlers (dir.go).
 //
@@ -100,7 +100,7 @@ type Host struct {
 	refusals map[string]uint64 // refused handler files by reason, under mu
 	dirErr   string            // why the handler directory is refused now, under mu
 
-	revs *revisions // revisions kept, rollback pins and shadow runs (revisions.go, shadow.go)
+	revs *revisions // revisions kept, rollback pins and shadow runs (revisions.go, rollback.go, shadow.go)
 
 	compileMu         sync.Mutex
 	abandoned         int

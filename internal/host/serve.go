@@ -21,7 +21,7 @@ import (
 // ValidatePlugin, RegisterPlugin, DeRegisterPlugin, through its own served); then served.serve:
 //
 //  1. a rollback pin: the type is served by an older revision, whose served takes the call
-//     (revisions.go);
+//     (rollback.go);
 //  2. a shadow run: a candidate named for the type validates the same plugin beside the
 //     serving call, in the background (shadow.go);
 //  3. the sandbox begins the call (Module.begin): the request, the call counted and, for the
@@ -30,9 +30,9 @@ import (
 //     probe now and then (quarantine.go);
 //  5. the sandbox runs it (Module.call: an instance, the export run under its deadline, CPU and
 //     budgets, its answer checked and turned into a decision);
-//  6. what the outcome means to the policies: to the quarantine, to the revision's counters and
-//     its probation, which may roll it back (revisions.go), and, for a registration, which
-//     revision registered the plugin;
+//  6. what the outcome means to the policies: to the quarantine, to the revision's counters
+//     (revisions.go) and its probation, which may roll it back (rollback.go), and, for a
+//     registration, which revision registered the plugin;
 //
 // and last the sandbox hands the call's record to the Recorder. The sandbox knows nothing of
 // the policies: the layer reaches it by Module's enter and leave, begin, call, refused and
@@ -47,7 +47,7 @@ type served struct {
 
 	// The revision whose counters its calls add to (nil until the revision store records
 	// it, and for a module of its own), its watch in its first minutes, and the plugin
-	// types a rollback serves with another revision's module (revisions.go).
+	// types a rollback serves with another revision's module (revisions.go, rollback.go).
 	rev       atomic.Pointer[revision]
 	probation atomic.Pointer[probation]
 	pins      atomic.Pointer[map[string]*served]
@@ -213,3 +213,26 @@ func (s *served) quarantineOutcome(probe bool, err error) {
 		h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", s.m.file)
 	}
 }
+
+// registered tells the daemon which revision registered a plugin (Config.OnRegistered).
+func (s *served) registered(fn int, p registration.PluginInfo) {
+	if f := s.m.h.revs.cfg.OnRegistered; fn == fnRegister && !s.shadow && f != nil {
+		f(p.Socket, s.m.file, s.m.sum)
+	}
+}
+
+// typeHandlerOf returns the registered handler of t when it is one of this host's.
+func (h *Host) typeHandlerOf(t string) *typeHandler {
+	hd, ok := h.cfg.Registry.Get(t)
+	if !ok {
+		return nil
+	}
+	th, _ := hd.(*typeHandler)
+	if th == nil || th.cur.Load() == nil || th.cur.Load().m.h != h {
+		return nil
+	}
+	return th
+}
+
+// Serves reports whether a handler of this host serves plugin type t.
+func (h *Host) Serves(t string) bool { return h.typeHandlerOf(t) != nil }
