@@ -108,17 +108,24 @@ func CodeError(code int32) error {
 	return ErrUnknownCode
 }
 
-// callError names the host function and key that a code came back for.
+// callError names the host function and key that a code came back for, and the host's reason
+// when it gave one.
 type callError struct {
 	fn, key string
 	err     error
+	reason  string
 }
 
 func (e *callError) Error() string {
-	if e.key == "" {
-		return "guest: " + e.fn + ": " + e.err.Error()
+	s := "guest: " + e.fn
+	if e.key != "" {
+		s += " " + e.key
 	}
-	return "guest: " + e.fn + " " + e.key + ": " + e.err.Error()
+	s += ": " + e.err.Error()
+	if e.reason != "" {
+		s += ": " + e.reason
+	}
+	return s
 }
 
 func (e *callError) Unwrap() error { return e.err }
@@ -128,7 +135,37 @@ func codeErr(fn, key string, code int32) error {
 	if err == nil {
 		return nil
 	}
-	return &callError{fn: fn, key: key, err: err}
+	return &callError{fn: fn, key: key, err: err, reason: hostReason(code)}
+}
+
+// hostReason is the host's reason for a host function's code, for the codes a host gives one
+// with (CodeTooLarge over a budget, CodeFailed), or "". The reason error_read returns is the last
+// one of the call: after any other code it could be an earlier failure's, and would mislead.
+func hostReason(code int32) string {
+	switch code {
+	case abi.CodeTooLarge, abi.CodeFailed:
+		return ErrorReason()
+	case abi.CodeDenied:
+		return deniedReason()
+	}
+	return ""
+}
+
+// ErrorReason returns the host's reason for the last host function that failed in the current
+// call (the host function error_read), or "" when it gave none. The SDK's errors carry it
+// already where a host gives one (ErrTooLarge over a budget, ErrFailed); it is exported for the
+// subpackages of guest, and handlers do not need it.
+func ErrorReason() string {
+	n := hostErrorRead(nil)
+	if n <= 0 {
+		return ""
+	}
+	buf := make([]byte, n)
+	m := hostErrorRead(buf)
+	if m <= 0 || int(m) > len(buf) {
+		return ""
+	}
+	return string(buf[:m])
 }
 
 // RejectError is the error returned by Reject. A handler method whose error is (or wraps) a
@@ -211,6 +248,9 @@ func dispatch(o op, req []byte) (status int32, reason string) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			if end, ok := r.(*callEnd); ok {
+				panic(end) // the host ends the call: not the handler's panic
+			}
 			status, reason = abi.StatusError, "guest: handler panicked: "+panicString(r)
 		}
 	}()
@@ -224,6 +264,11 @@ func dispatch(o op, req []byte) (status int32, reason string) {
 	}
 	return outcome(err)
 }
+
+// callEnd is the panic value with which the native fake host ends a call that went over one of
+// the daemon's budgets, as the daemon ends it (a WebAssembly call never sees one: the daemon
+// stops the instance). dispatch lets it through to the fake.
+type callEnd struct{ err string }
 
 // outcome maps a handler's error to a status and reason.
 func outcome(err error) (int32, string) {

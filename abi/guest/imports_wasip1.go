@@ -36,9 +36,17 @@ func hostKVDelete(key string) int32
 //go:wasmimport wasmhost kv_compare_and_set
 func kvCompareAndSet(key string, old unsafe.Pointer, oldLen int32, value unsafe.Pointer, valueLen int32) int32
 
+//go:wasmimport wasmhost error_read
+func errorRead(buf unsafe.Pointer, n uint32) int32
+
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
 func hostKVGet(key string, buf []byte) int32 { return kvGet(key, ptr(buf), uint32(len(buf))) }
+
+func hostErrorRead(buf []byte) int32 { return errorRead(ptr(buf), uint32(len(buf))) }
+
+// deniedReason: the daemon gives no reason with CodeDenied that error_read could be trusted for.
+func deniedReason() string { return "" }
 
 func hostKVSet(key string, value []byte) int32 {
 	return kvSet(key, ptr(value), uint32(len(value)))

@@ -1,6 +1,9 @@
 package abitest
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"regexp"
 	"strconv"
@@ -8,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/abi/guest"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
@@ -15,8 +19,50 @@ import (
 // hosts, and compares each with the number the daemon uses: the ABI's (package abi) and the
 // defaults of handlers.limits (limits.Defaults, which `wasmhost config defaults` prints). Every
 // limit constant of a fake must be in the table below, so that one added later is tied too.
+// The Go SDK's fake (guest.FakeHost) is compared by its constants, which this test imports.
 func TestFakeLimits(t *testing.T) {
 	d := limits.Defaults()
+	goFake := map[string][2]int64{ // the fake's, the daemon's
+		"FakeKVKeysPerHandler":       {guest.FakeKVKeysPerHandler, int64(d.KVKeysPerHandler)},
+		"FakeKVBytesPerHandler":      {guest.FakeKVBytesPerHandler, int64(d.KVBytesPerHandler)},
+		"FakeLogLinesPerCall":        {guest.FakeLogLinesPerCall, int64(d.LogLinesPerCall)},
+		"FakeLogBytesPerCall":        {guest.FakeLogBytesPerCall, int64(d.LogBytesPerCall)},
+		"FakePublishKeys":            {guest.FakePublishKeys, int64(d.PublishKeys)},
+		"FakePublishBytes":           {guest.FakePublishBytes, int64(d.PublishBytes)},
+		"FakePluginCallsPerCall":     {guest.FakePluginCallsPerCall, int64(d.PluginCallsPerCall)},
+		"FakePluginCallResponseSize": {guest.FakePluginCallResponseSize, int64(d.PluginCallResponseSize)},
+	}
+	for name, v := range goFake {
+		if v[0] != v[1] {
+			t.Errorf("abi/guest: %s is %d, the daemon's is %d", name, v[0], v[1])
+		}
+	}
+	// Every numeric constant of the Go fake must be in goFake.
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../../abi/guest/fake_other.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					continue
+				}
+				if _, ok := goFake[name.Name]; !ok {
+					t.Errorf("abi/guest/fake_other.go: %s is not tied to the daemon's limits: add it to TestFakeLimits", name.Name)
+				}
+			}
+		}
+	}
 	cDefine := regexp.MustCompile(`(?m)^#define\s+(WH_\w+)\s+(.+?)\s*(?:/\*.*)?$`)
 	rustConst := regexp.MustCompile(`(?m)^pub const (\w+): usize = (.+);`)
 	for _, f := range []struct {

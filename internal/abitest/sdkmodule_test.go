@@ -49,7 +49,7 @@ func run(t *testing.T, m *fakehost.Module, calls []call) {
 func TestExampleModule(t *testing.T) {
 	wasm := guesttest.BuildBytes(t, "github.com/wasmhost/wasmhost/examples/handler-go")
 	conformance.CheckShape(t, wasm, []string{abi.ImportRequestRead, abi.ImportResultSet, abi.ImportLog,
-		abi.ImportPublish, abi.ImportKVGet, abi.ImportKVSet, abi.ImportKVDelete})
+		abi.ImportPublish, abi.ImportKVGet, abi.ImportKVSet, abi.ImportKVDelete, abi.ImportErrorRead})
 
 	m := load(t, wasm)
 	man, _, err := m.Manifest(t.Context())
