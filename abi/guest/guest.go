@@ -29,8 +29,9 @@
 // only what a handler uses (the Go linker drops the rest); calling plugins back needs a grant
 // and lives in the subpackage plugincall.
 //
-// In a native (non-wasip1) build the host functions are backed by an in-memory fake (see Fake),
-// so a handler's logic can be unit tested with go test.
+// In a native (non-wasip1) build the host functions are backed by an in-memory fake (see Fake
+// and FakeHost), which makes the daemon's calls to the handler and answers its host functions
+// as the daemon does, so that a handler's logic can be unit tested with go test.
 package guest
 
 import (

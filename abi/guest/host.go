@@ -15,7 +15,9 @@ func Log(level Level, msg string) {
 
 // Publish publishes a key and value about the plugin being registered; the host shows them with
 // the plugin (for example in its state). It is allowed only in Register; elsewhere it returns an
-// error wrapping ErrDenied. A plugin has at most abi.MaxPublishedKeys keys; publishing a key
+// error wrapping ErrDenied. A register call publishes at most the host's handlers.limits
+// publishKeys keys (abi.MaxPublishedKeys by default) and publishBytes bytes of keys and values;
+// over them, it returns an error wrapping ErrTooLarge with the host's reason. Publishing a key
 // again replaces its value. The host forgets them when the plugin is deregistered.
 func Publish(key, value string) error {
 	return codeErr(abi.ImportPublish, key, hostPublish(key, value))
@@ -24,7 +26,10 @@ func Publish(key, value string) error {
 // KV is the key-value store the host keeps for the plugin type of the current call. It is shared
 // by every instance of the module and outlives them, so it is where a handler keeps what it must
 // remember between calls. Keys are 1 to abi.MaxKeyBytes bytes, values at most abi.MaxValueBytes,
-// and a plugin type's store holds at most abi.MaxKVEntries keys.
+// and a plugin type's store holds at most abi.MaxKVEntries keys; the stores of all the types of
+// one handler file hold at most the host's handlers.limits kvKeysPerHandler keys and
+// kvBytesPerHandler bytes together. A write over a limit returns an error wrapping ErrTooLarge,
+// with the host's reason.
 var KV KVStore
 
 // KVStore is the type of KV.
