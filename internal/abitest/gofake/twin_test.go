@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi/guest"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/internal/harness"
+	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -54,7 +55,10 @@ func TestFakeAgreesWithTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs, err := harness.New(t.Context(), harness.Config{
-		CallTimeout:   time.Minute, // the store fills in one call; under -race on a loaded machine
+		// The store fills in one call (0.1-0.2 s under -race): time and CPU to spare on a loaded
+		// machine. Every other limit is the daemon's default, as the fake's are.
+		CallTimeout:   time.Minute,
+		Limits:        limits.Handler{CallCPU: limits.Duration(time.Minute)},
 		AllowInsecure: true,
 		Caller:        caller{},
 		Grants:        map[string][]string{TypeA: {"plugin_call"}, TypeB: {"plugin_call"}},
