@@ -400,11 +400,50 @@ func (m *Module) refill() {
 	m.idle <- in
 }
 
-// begin is the first step of a handler call in the sandbox: the state of a call of export fn for
-// plugin p of pluginType, its request encoded (ErrInvalidInfo if it is over
+// policy is what the policy layer over the sandbox (serve.go) says around one handler call: the
+// one interface between the two. The sandbox asks it, once the call is begun and counted,
+// whether the call may run, and tells it how the call ended, before the call's record goes to
+// the Recorder.
+type policy interface {
+	// admit lets a call of the module at file run (nil), or fails it at once with the error;
+	// mark is handed back with its outcome (the quarantine's probe).
+	admit(file string) (mark bool, err error)
+	// refused: the call admit failed ended with err, counted as a failure of the file.
+	refused(err error)
+	// outcome: the call of export fn for plugin p that admit let through (with its mark) ran
+	// and ended with err.
+	outcome(fn int, p registration.PluginInfo, mark bool, err error)
+}
+
+// serve is a handler call in the sandbox: module m runs export fn (validate, register,
+// deregister) for plugin p of pluginType, and pol, the policy layer, has its say; the caller
+// has entered m. The steps, in order: the call begins (begin: its request, counted, its record
+// started), pol admits it or fails it at once, it runs (call), pol hears the outcome, and the
+// record is handed to the Recorder (endRecord).
+func (m *Module) serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo, pol policy) (published map[string]string, err error) {
+	st, err := m.begin(fn, pluginType, p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { m.endRecord(st, p, published, err) }()
+	mark, err := pol.admit(m.file)
+	if err != nil {
+		m.stats.failures.Add(1)
+		pol.refused(err)
+		return nil, err
+	}
+	published, err = m.call(ctx, st, fn, p)
+	pol.outcome(fn, p, mark, err)
+	if err != nil {
+		return nil, err
+	}
+	return published, nil
+}
+
+// begin is the first step of a handler call in the sandbox (serve): the state of a call of
+// export fn for plugin p of pluginType, its request encoded (ErrInvalidInfo if it is over
 // abi.MaxRequestBytes), its record started when the host records the type, and the call
-// counted in the file's calls. The caller ends it with call (it runs) or refused (it fails at
-// once), then endRecord.
+// counted in the file's calls.
 func (m *Module) begin(fn int, pluginType string, p registration.PluginInfo) (*callState, error) {
 	req := abi.AppendPluginRequest(nil, abi.PluginRequest{
 		Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions,
@@ -424,10 +463,6 @@ func (m *Module) begin(fn int, pluginType string, p registration.PluginInfo) (*c
 	m.stats.calls.Add(1)
 	return st, nil
 }
-
-// refused ends a call begun and not run: the caller failed it at once (the policy layer's
-// quarantine). It counts as a failure of the file.
-func (m *Module) refused() { m.stats.failures.Add(1) }
 
 // call is the sandbox's side of a handler call: module m runs st's export for plugin p (run),
 // and its answer becomes the decision: nil (accepted, with what a registration published),

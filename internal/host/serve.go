@@ -24,19 +24,23 @@ import (
 //     (rollback.go);
 //  2. a shadow run: a candidate named for the type validates the same plugin beside the
 //     serving call, in the background (shadow.go);
-//  3. the sandbox begins the call (Module.begin): the request, the call counted and, for the
-//     types recorded, its record started (record.go);
-//  4. quarantine: a handler that keeps trapping or timing out fails the call at once, but for a
-//     probe now and then (quarantine.go);
-//  5. the sandbox runs it (Module.call: an instance, the export run under its deadline, CPU and
+//  3. the sandbox serves the call (Module.serve), with the layer as its policy (the interface
+//     policy, module.go), in this order:
+//  4. the call begins (Module.begin): the request, the call counted and, for the types
+//     recorded, its record started (record.go);
+//  5. quarantine admits it (served.admit): a handler that keeps trapping or timing out fails
+//     the call at once, but for a probe now and then (quarantine.go);
+//  6. the sandbox runs it (Module.call: an instance, the export run under its deadline, CPU and
 //     budgets, its answer checked and turned into a decision);
-//  6. what the outcome means to the policies: to the quarantine, to the revision's counters
-//     (revisions.go) and its probation, which may roll it back (rollback.go), and, for a
-//     registration, which revision registered the plugin;
+//  7. what the outcome means to the policies (served.outcome, or served.refused for a call the
+//     quarantine failed): to the quarantine, to the revision's counters (revisions.go) and its
+//     probation, which may roll it back (rollback.go), and, for a registration, which
+//     revision registered the plugin;
+//  8. the sandbox hands the call's record to the Recorder (Module.endRecord).
 //
-// and last the sandbox hands the call's record to the Recorder. The sandbox knows nothing of
-// the policies: the layer reaches it by Module's enter and leave, begin, call, refused and
-// endRecord, and by the module's file, digest and plugin types.
+// The sandbox knows nothing of the policies: the layer reaches it by Module's enter, leave and
+// serve, and by the module's file, digest and plugin types; the sandbox reaches the layer only
+// through the policy it is given for the call.
 
 // served is a module serving as a handler, with the policy layer's state of its calls: a
 // handler file's module (made by Run when it installs it), an older revision's loaded for a
@@ -168,30 +172,26 @@ func (s *served) serve(ctx context.Context, fn int, pluginType string, p registr
 		done := m.h.startShadow(pluginType, p)
 		defer func() { done(err) }()
 	}
-	// 3. The sandbox begins the call: the request, counted, and its record for a type recorded.
-	st, err := m.begin(fn, pluginType, p)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { m.endRecord(st, p, published, err) }()
-	// 4. A quarantined handler fails the call at once, unless it is let through as a probe.
-	probe, err := s.q.admit(time.Now(), m.file)
-	if err != nil {
-		m.refused()
-		s.observe(err)
-		return nil, err
-	}
-	// 5. The sandbox runs it.
-	published, err = m.call(ctx, st, fn, p)
-	// 6. The outcome: to the quarantine, to the revision's counters and probation (which may
-	// roll it back), and who registered the plugin.
+	// 3. The sandbox serves the call, and s has its say as its policy (steps 4 to 8).
+	return m.serve(ctx, fn, pluginType, p, s)
+}
+
+// admit is the quarantine's say on a call the sandbox began (step 5): a quarantined handler
+// fails the call at once, unless it is let through as a probe (mark).
+func (s *served) admit(file string) (mark bool, err error) { return s.q.admit(time.Now(), file) }
+
+// refused: the quarantine failed the call at once; it counts for the revision (step 7).
+func (s *served) refused(err error) { s.observe(err) }
+
+// outcome is what the end of a call the sandbox ran means to the policies (step 7): to the
+// quarantine (probe: it was let through as a probe), to the revision's counters and probation
+// (which may roll it back), and who registered the plugin.
+func (s *served) outcome(fn int, p registration.PluginInfo, probe bool, err error) {
 	s.quarantineOutcome(probe, err)
 	s.observe(err)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		s.registered(fn, p)
 	}
-	s.registered(fn, p)
-	return published, nil
 }
 
 // quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
