@@ -33,7 +33,7 @@ func (in *instance) chargeOutput(st *callState, n int) *budgetFault {
 	if st != nil && st.over != nil {
 		return st.over
 	}
-	lim := &in.m.h.cfg.Limits
+	lim := &in.m.sb.cfg.Limits
 	in.outLines++
 	in.outBytes += n
 	var f *budgetFault
@@ -81,7 +81,7 @@ func (kv *kvStore) set(m *Module, key string, val []byte) (int32, string) {
 
 // setLocked is set with kv.mu held.
 func (kv *kvStore) setLocked(m *Module, key string, val []byte) (int32, string) {
-	lim := &m.h.cfg.Limits
+	lim := &m.sb.cfg.Limits
 	q := &m.stats.kv
 	if kv.m == nil {
 		return abi.CodeDenied, "the store of this plugin type was freed: its handler was retired"
@@ -145,11 +145,11 @@ func (kv *kvStore) deleteLocked(key string) {
 
 // dropStore frees the store of pluginType, when no handler serves the type any more: its room
 // goes back to the quota it was charged to.
-func (h *Host) dropStore(pluginType string) {
-	h.mu.Lock()
-	kv := h.kv[pluginType]
-	delete(h.kv, pluginType)
-	h.mu.Unlock()
+func (sb *sandbox) dropStore(pluginType string) {
+	sb.mu.Lock()
+	kv := sb.kv[pluginType]
+	delete(sb.kv, pluginType)
+	sb.mu.Unlock()
 	if kv == nil {
 		return
 	}

@@ -35,11 +35,11 @@ type moduleCaches struct {
 // moduleRuntimeConfig returns the runtime configuration to compile and run the module whose
 // bytes have sha256 sum, and release, which the caller calls once after closing the runtime.
 // Without CacheDir, the host's in-memory cache serves every module.
-func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), error) {
-	if h.cfg.CacheDir == "" {
-		return h.rtCfg, func() {}, nil
+func (sb *sandbox) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), error) {
+	if sb.cfg.CacheDir == "" {
+		return sb.rtCfg, func() {}, nil
 	}
-	return h.cacheDirRuntimeConfig(sum, false)
+	return sb.cacheDirRuntimeConfig(sum, false)
 }
 
 // describeRuntimeConfig returns the runtime configuration to describe the module whose bytes
@@ -48,12 +48,12 @@ func (h *Host) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), er
 // loaded, or was before a restart, as a pulled module is when the daemon starts again), whose
 // entry it then reads rather than compiling again. The directory is neither made nor removed
 // for a description.
-func (h *Host) describeRuntimeConfig(sum string) (wazero.RuntimeConfig, func()) {
-	none := h.rtCfg.WithCompilationCache(nil)
-	if h.cfg.CacheDir == "" {
+func (sb *sandbox) describeRuntimeConfig(sum string) (wazero.RuntimeConfig, func()) {
+	none := sb.rtCfg.WithCompilationCache(nil)
+	if sb.cfg.CacheDir == "" {
 		return none, func() {}
 	}
-	rtCfg, release, err := h.cacheDirRuntimeConfig(sum, true)
+	rtCfg, release, err := sb.cacheDirRuntimeConfig(sum, true)
 	if err != nil {
 		return none, func() {}
 	}
@@ -66,20 +66,20 @@ var errNoCacheDir = errors.New("host: no compile cache directory of these bytes"
 // cacheDirRuntimeConfig returns the runtime configuration with the cache directory of sum,
 // made unless describe (errNoCacheDir then when there is none), and its release, which
 // removes the directory when its last user goes, unless describe.
-func (h *Host) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeConfig, func(), error) {
-	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
+func (sb *sandbox) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeConfig, func(), error) {
+	dir := filepath.Join(sb.cfg.CacheDir, moduleCacheDir, sum)
 	// Counted before the directory is made or opened: the last module of these bytes closing
 	// meanwhile (a rollback or a revision put back right after it was replaced) must not
 	// remove the directory under this load.
-	h.mcache.mu.Lock()
-	h.mcache.users[sum]++
-	h.mcache.mu.Unlock()
+	sb.mcache.mu.Lock()
+	sb.mcache.users[sum]++
+	sb.mcache.mu.Unlock()
 	unuse := func() {
-		h.mcache.mu.Lock()
-		if h.mcache.users[sum]--; h.mcache.users[sum] <= 0 {
-			delete(h.mcache.users, sum)
+		sb.mcache.mu.Lock()
+		if sb.mcache.users[sum]--; sb.mcache.users[sum] <= 0 {
+			delete(sb.mcache.users, sum)
 		}
-		h.mcache.mu.Unlock()
+		sb.mcache.mu.Unlock()
 	}
 	if describe {
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
@@ -92,7 +92,7 @@ func (h *Host) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeC
 		return nil, nil, err
 	}
 	for _, p := range sweepIrregular(dir) {
-		h.log.Warn("removed from the compile cache: not a regular file", "path", p)
+		sb.log.Warn("removed from the compile cache: not a regular file", "path", p)
 	}
 	cache, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
@@ -112,64 +112,64 @@ func (h *Host) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeC
 	release := func() {
 		once.Do(func() {
 			_ = cache.Close(context.Background())
-			h.mcache.mu.Lock()
-			defer h.mcache.mu.Unlock()
-			if h.mcache.users[sum]--; h.mcache.users[sum] > 0 {
+			sb.mcache.mu.Lock()
+			defer sb.mcache.mu.Unlock()
+			if sb.mcache.users[sum]--; sb.mcache.users[sum] > 0 {
 				return
 			}
-			delete(h.mcache.users, sum)
+			delete(sb.mcache.users, sum)
 			if describe {
 				return // a description leaves the directory as it found it
 			}
 			select {
-			case <-h.closing:
+			case <-sb.closing:
 				// The host closes: what it had loaded is kept for the next start.
 			default:
-				h.removeModuleCache(sum)
+				sb.removeModuleCache(sum)
 			}
 		})
 	}
-	return h.rtCfg.WithCompilationCache(cache), release, nil
+	return sb.rtCfg.WithCompilationCache(cache), release, nil
 }
 
 // removeModuleCache removes the cache directory of sum; the caller holds mcache.mu and has
 // checked that nothing uses it.
-func (h *Host) removeModuleCache(sum string) {
-	dir := filepath.Join(h.cfg.CacheDir, moduleCacheDir, sum)
+func (sb *sandbox) removeModuleCache(sum string) {
+	dir := filepath.Join(sb.cfg.CacheDir, moduleCacheDir, sum)
 	if err := os.RemoveAll(dir); err != nil {
-		h.log.Warn("removing a compile cache directory no module uses", "dir", dir, "error", err)
+		sb.log.Warn("removing a compile cache directory no module uses", "dir", dir, "error", err)
 		return
 	}
-	h.log.Debug("compile cache directory removed: no module of these bytes is loaded", "sha256", sum)
+	sb.log.Debug("compile cache directory removed: no module of these bytes is loaded", "sha256", sum)
 }
 
 // PruneCache removes the cache directories of the modules that are not loaded, nor being
 // loaded, and what the cache's former layout left at its top (wazero's own subdirectories).
 // Run calls it once the handlers present at start have loaded. It returns how many
 // directories it removed.
-func (h *Host) PruneCache() int {
-	if h.cfg.CacheDir == "" {
+func (sb *sandbox) PruneCache() int {
+	if sb.cfg.CacheDir == "" {
 		return 0
 	}
 	n := 0
-	legacy, _ := filepath.Glob(filepath.Join(h.cfg.CacheDir, "wazero-*"))
+	legacy, _ := filepath.Glob(filepath.Join(sb.cfg.CacheDir, "wazero-*"))
 	for _, dir := range legacy {
 		if os.RemoveAll(dir) == nil {
 			n++
 		}
 	}
-	ents, _ := os.ReadDir(filepath.Join(h.cfg.CacheDir, moduleCacheDir))
-	h.mcache.mu.Lock()
-	defer h.mcache.mu.Unlock()
+	ents, _ := os.ReadDir(filepath.Join(sb.cfg.CacheDir, moduleCacheDir))
+	sb.mcache.mu.Lock()
+	defer sb.mcache.mu.Unlock()
 	for _, e := range ents {
-		if !sumName.MatchString(e.Name()) || h.mcache.users[e.Name()] > 0 {
+		if !sumName.MatchString(e.Name()) || sb.mcache.users[e.Name()] > 0 {
 			continue
 		}
-		h.removeModuleCache(e.Name())
+		sb.removeModuleCache(e.Name())
 		n++
 	}
 	if n > 0 {
-		h.sums.record() // forget the entries removed
+		sb.sums.record() // forget the entries removed
 	}
 	return n
 }

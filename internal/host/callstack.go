@@ -9,8 +9,8 @@ import (
 
 // instrument is wasmbin.Instrument with the host's call-stack bound, its failures
 // refusals of file.
-func (h *Host) instrument(file string, bin []byte) ([]byte, error) {
-	guarded, err := wasmbin.Instrument(bin, uint64(h.cfg.Limits.MaxCallStack))
+func (sb *sandbox) instrument(file string, bin []byte) ([]byte, error) {
+	guarded, err := wasmbin.Instrument(bin, uint64(sb.cfg.Limits.MaxCallStack))
 	switch {
 	case errors.Is(err, wasmbin.ErrReservedExport) || errors.Is(err, wasmbin.ErrReservedImport):
 		return nil, refuse(file, RefusedABI, nil, "%v", err)

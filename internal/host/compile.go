@@ -27,15 +27,15 @@ const maxAbandonedCompiles = 1
 
 // compile compiles bin in rt within Limits.CompileTimeout. When it gives up, abandoned is true
 // and rt belongs to the abandoned compile, which closes it and then calls release.
-func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
-	h.compileMu.Lock()
-	if h.abandoned >= maxAbandonedCompiles {
-		n := h.abandoned
-		h.compileMu.Unlock()
+func (sb *sandbox) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
+	sb.compileMu.Lock()
+	if sb.abandoned >= maxAbandonedCompiles {
+		n := sb.abandoned
+		sb.compileMu.Unlock()
 		return nil, false, refuse(file, RefusedCompileBusy, nil,
 			"not compiled for now: %d abandoned compiles of other files are still running (their bound is a constant: docs/configuration.md, \"Constants\"); it is tried again at the next re-scan", n)
 	}
-	h.compileMu.Unlock()
+	sb.compileMu.Unlock()
 
 	type result struct {
 		cm  wazero.CompiledModule
@@ -43,51 +43,51 @@ func (h *Host) compile(rt wazero.Runtime, release func(), file string, bin []byt
 	}
 	done := make(chan result, 1)
 	t0 := time.Now()
-	h.sums.verify() // before wazero may read an entry of the cache
+	sb.sums.verify() // before wazero may read an entry of the cache
 	go func() {
 		// The context is not what stops it: nothing does. It must not be canceled under it.
 		cm, err := rt.CompileModule(context.Background(), bin)
 		done <- result{cm, err}
 	}()
-	timer := time.NewTimer(time.Duration(h.cfg.Limits.CompileTimeout))
+	timer := time.NewTimer(time.Duration(sb.cfg.Limits.CompileTimeout))
 	defer timer.Stop()
 	select {
 	case r := <-done:
 		if r.err != nil {
 			return nil, false, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", r.err)
 		}
-		h.sums.record()
+		sb.sums.record()
 		return r.cm, false, nil
 	case <-timer.C:
 	}
-	h.compileMu.Lock()
-	h.abandoned++
-	h.abandonedTotal++
-	h.compileMu.Unlock()
-	h.log.Error("handler compile abandoned; it runs on in the background and is thrown away when it ends",
-		"handler", file, "compile_timeout", time.Duration(h.cfg.Limits.CompileTimeout))
+	sb.compileMu.Lock()
+	sb.abandoned++
+	sb.abandonedTotal++
+	sb.compileMu.Unlock()
+	sb.log.Error("handler compile abandoned; it runs on in the background and is thrown away when it ends",
+		"handler", file, "compile_timeout", time.Duration(sb.cfg.Limits.CompileTimeout))
 	go func() {
 		<-done
 		_ = rt.Close(context.Background())
 		release()
-		h.log.Warn("abandoned handler compile ended", "handler", file, "after", time.Since(t0).Round(time.Millisecond))
-		h.compileMu.Lock()
-		h.abandoned--
-		closeCache := h.abandoned == 0 && h.cacheClosePending
-		h.cacheClosePending = h.cacheClosePending && !closeCache
-		h.compileMu.Unlock()
+		sb.log.Warn("abandoned handler compile ended", "handler", file, "after", time.Since(t0).Round(time.Millisecond))
+		sb.compileMu.Lock()
+		sb.abandoned--
+		closeCache := sb.abandoned == 0 && sb.cacheClosePending
+		sb.cacheClosePending = sb.cacheClosePending && !closeCache
+		sb.compileMu.Unlock()
 		if closeCache {
-			_ = h.cache.Close(context.Background())
+			_ = sb.cache.Close(context.Background())
 		}
 	}()
 	return nil, true, refuse(file, RefusedCompileTimeout, nil,
-		"compile did not finish within %v (handlers.limits.compileTimeout); abandoned", time.Duration(h.cfg.Limits.CompileTimeout))
+		"compile did not finish within %v (handlers.limits.compileTimeout); abandoned", time.Duration(sb.cfg.Limits.CompileTimeout))
 }
 
 // AbandonedCompiles returns how many compiles were abandoned at their deadline and are still
 // running, and how many were abandoned since the host was made.
-func (h *Host) AbandonedCompiles() (running int, total uint64) {
-	h.compileMu.Lock()
-	defer h.compileMu.Unlock()
-	return h.abandoned, h.abandonedTotal
+func (sb *sandbox) AbandonedCompiles() (running int, total uint64) {
+	sb.compileMu.Lock()
+	defer sb.compileMu.Unlock()
+	return sb.abandoned, sb.abandonedTotal
 }

@@ -622,7 +622,7 @@ func (r *reloader) apply(res loadResult) {
 			return
 		}
 		e.conflict, e.failedSHA = "", ""
-		r.install(e, &served{m: m, q: &e.q, bin: res.bin})
+		r.install(e, &served{h: r.h, m: m, q: &e.q, bin: res.bin})
 	}
 }
 

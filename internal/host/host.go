@@ -10,9 +10,10 @@
 //
 // The package does three jobs, in files of their own:
 //
-//   - the sandbox: a module loaded, its pool of instances, a call of one of its exports under
-//     its deadline, CPU and budgets, and the host functions (module.go, sandbox.go,
-//     hostfuncs.go, and most files beside them);
+//   - the sandbox: what a host's modules share (loader.go: the compile cache, the turns to run
+//     guest code, instance memory, the key-value stores), a module loaded, its pool of
+//     instances, a call of one of its exports under its deadline, CPU and budgets, and the
+//     host functions (module.go, sandbox.go, hostfuncs.go, and most files beside them);
 //   - the policy layer over it: what serves a plugin type's calls, and the policies of a
 //     handler's revisions and failures, rollback pins, shadow runs and quarantine (serve.go,
 //     which reads the call path in order, revisions.go, rollback.go, shadow.go, quarantine.go);
@@ -25,17 +26,11 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"maps"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -65,47 +60,23 @@ var (
 )
 
 // Host loads and runs handler modules. Create it with New; it is safe for concurrent use.
+//
+// It is the sandbox (loader.go: what its modules share) with the handler directory's reloader
+// (dir.go) and the policy layer's revision store (revisions.go) beside it.
 type Host struct {
-	cfg        Config
-	log        *slog.Logger
-	cache      wazero.CompilationCache
-	sums       *cacheSums   // the compile cache's integrity list (cacheintegrity.go); nil without CacheDir
-	mcache     moduleCaches // the users of each module's cache directory (cachedirs.go)
-	rtCfg      wazero.RuntimeConfig
-	limitPages uint32
-
-	gate   *cpuGate       // turns to run guest code, and CPU by plugin type (sandbox.go)
-	memory instanceMemory // the memory of live instances (memory.go)
-
-	ctx    context.Context // background work (instance refills); canceled by Close
-	cancel context.CancelFunc
+	*sandbox
 
 	ready     chan struct{}
 	readyOnce sync.Once
-	closing   chan struct{}
-	closeOnce sync.Once
-	closeErr  error
 	running   atomic.Bool
 
-	mu      sync.Mutex
-	closed  bool                  // Close was called: no new modules
-	drained bool                  // Close is waiting for work: no new work
-	wg      sync.WaitGroup        // work in progress: loads, refills, runtime closes
-	modules map[*Module]struct{}  // open modules
-	files   map[string]*fileEntry // Run's handler files by name
-	kv      map[string]*kvStore   // per plugin type
-
-	// Abandoned compiles (compile.go). The compilation cache is closed by the last of them
-	// when Close found some still running: it must outlive their compile.
-	refusals map[string]uint64 // refused handler files by reason, under mu
-	dirErr   string            // why the handler directory is refused now, under mu
+	// The reloader's (dir.go), under mu; the sandbox's state is under a mutex of its own.
+	mu       sync.Mutex
+	files    map[string]*fileEntry // Run's handler files by name
+	refusals map[string]uint64     // refused handler files by reason
+	dirErr   string                // why the handler directory is refused now
 
 	revs *revisions // revisions kept, rollback pins and shadow runs (revisions.go, rollback.go, shadow.go)
-
-	compileMu         sync.Mutex
-	abandoned         int
-	abandonedTotal    uint64
-	cacheClosePending bool
 }
 
 // New returns a Host for cfg. ctx is used only while New runs.
@@ -114,35 +85,17 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	ensureProcs(cfg.Logger)
+	sb, err := newSandbox(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	h := &Host{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		limitPages: uint32(cfg.MemoryLimit / pageSize),
-		ready:      make(chan struct{}),
-		closing:    make(chan struct{}),
-		modules:    make(map[*Module]struct{}),
-		files:      make(map[string]*fileEntry),
-		kv:         make(map[string]*kvStore),
-		refusals:   make(map[string]uint64),
-		gate:       newCPUGate(cfg.Limits.GuestThreads),
+		sandbox:  sb,
+		ready:    make(chan struct{}),
+		files:    make(map[string]*fileEntry),
+		refusals: make(map[string]uint64),
 	}
 	h.revs = newRevisions(h)
-	if cfg.CacheDir != "" {
-		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
-			return nil, err
-		}
-		h.sums = newCacheSums(cfg.CacheDir, cfg.Logger)
-		h.sums.verify()
-		h.mcache.users = make(map[string]int)
-	}
-	// On disk, each module has a cache of its own (cachedirs.go); this one, in memory, serves
-	// a host without CacheDir.
-	h.cache = wazero.NewCompilationCache()
-	h.rtCfg = wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(h.limitPages)
-	h.ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return h, nil
 }
 
@@ -170,179 +123,13 @@ func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.own = &served{m: m, q: new(quarantine)}
+	m.own = &served{h: h, m: m, q: new(quarantine)}
 	return m, nil
-}
-
-// readHandlerFile reads a handler file after checking that only the daemon's user may change
-// it (unless AllowInsecure). It never blocks on what is not a regular file: the path is
-// stat'ed first (a FIFO, device or socket named .wasm is refused without being opened), then
-// opened with O_NONBLOCK and checked again on the open file, so that a FIFO swapped in between
-// cannot hold the loader in open() or read(). At most Limits.MaxModuleSize are read.
-func (h *Host) readHandlerFile(path string) ([]byte, error) {
-	fi, err := os.Stat(path) // follows the symlinks of ConfigMap volumes
-	if err != nil {
-		return nil, unreadable(path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(fi.Mode()))
-	}
-	f, err := openNonBlocking(path)
-	if err != nil {
-		return nil, unreadable(path, err)
-	}
-	defer f.Close()
-	ofi, err := f.Stat()
-	if err != nil {
-		return nil, unreadable(path, err)
-	}
-	if !ofi.Mode().IsRegular() {
-		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(ofi.Mode()))
-	}
-	if !h.cfg.AllowInsecure {
-		if err := checkNotShared(path, "handler file", ofi); err != nil {
-			return nil, &moduleError{file: path, reason: RefusedInsecure, plain: err}
-		}
-	}
-	limit := int64(h.cfg.Limits.MaxModuleSize)
-	if ofi.Size() > limit {
-		return nil, refuse(path, RefusedTooLarge, nil, "file of %d bytes over the limit of %d bytes (handlers.limits.maxModuleSize)", ofi.Size(), limit)
-	}
-	bin, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, unreadable(path, err)
-	}
-	if int64(len(bin)) > limit {
-		return nil, refuse(path, RefusedTooLarge, nil, "file over the limit of %d bytes (handlers.limits.maxModuleSize)", limit)
-	}
-	return bin, nil
-}
-
-// unreadable is the refusal of a handler file that could not be read.
-func unreadable(path string, err error) error {
-	return &moduleError{file: path, reason: RefusedUnreadable, plain: fmt.Errorf("host: handler file %s: %w", path, err)}
-}
-
-// fileKind names the type of a file that is not a regular file.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "mode " + m.String()
 }
 
 // Close stops Run, closes every module (waiting until ctx is done for calls in progress
 // to return, then closing them anyway) and the compilation cache. It is idempotent.
-func (h *Host) Close(ctx context.Context) error {
-	h.closeOnce.Do(func() {
-		close(h.closing)
-		h.mu.Lock()
-		h.closed = true
-		mods := make([]*Module, 0, len(h.modules))
-		for m := range h.modules {
-			mods = append(mods, m)
-		}
-		h.mu.Unlock()
-		for _, m := range mods {
-			m.retire()
-		}
-		for _, m := range mods {
-			select {
-			case <-m.done:
-			case <-ctx.Done():
-			}
-		}
-		for _, m := range mods {
-			m.forceClose()
-		}
-		h.cancel()
-		h.mu.Lock()
-		h.drained = true
-		h.mu.Unlock()
-		h.wg.Wait()
-		for _, m := range mods {
-			<-m.done
-		}
-		h.compileMu.Lock()
-		pending := h.abandoned > 0
-		h.cacheClosePending = pending
-		h.compileMu.Unlock()
-		if !pending {
-			h.closeErr = h.cache.Close(context.Background())
-		}
-	})
-	return h.closeErr
-}
-
-// beginWork counts work the host must wait for on Close; false once Close waits.
-func (h *Host) beginWork() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.drained {
-		return false
-	}
-	h.wg.Add(1)
-	return true
-}
-
-// goAsync runs f in a goroutine Close waits for; after Close began waiting, it runs f now.
-func (h *Host) goAsync(f func()) {
-	if !h.beginWork() {
-		f()
-		return
-	}
-	go func() {
-		defer h.wg.Done()
-		f()
-	}()
-}
-
-func (h *Host) track(m *Module) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return ErrClosed
-	}
-	h.modules[m] = struct{}{}
-	return nil
-}
-
-func (h *Host) forget(m *Module) {
-	h.mu.Lock()
-	delete(h.modules, m)
-	h.mu.Unlock()
-}
-
-func (h *Host) kvStore(pluginType string) *kvStore {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	kv := h.kv[pluginType]
-	if kv == nil {
-		kv = &kvStore{m: make(map[string][]byte)}
-		h.kv[pluginType] = kv
-	}
-	return kv
-}
-
-func (h *Host) grantedAnywhere(capName string) bool {
-	for t := range h.cfg.Grants {
-		if h.cfg.granted(t, capName) {
-			return true
-		}
-	}
-	return false
-}
+func (h *Host) Close(ctx context.Context) error { return h.sandbox.close(ctx) }
 
 // HandlerStatus describes one handler file of the handler directory.
 type HandlerStatus struct {

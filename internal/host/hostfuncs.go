@@ -184,7 +184,7 @@ func (m *Module) hostPublish(ctx context.Context, mod api.Module, stack []uint64
 	case len(key) > abi.MaxKeyBytes || len(val) > abi.MaxValueBytes:
 		ret(stack, abi.CodeTooLarge)
 	default:
-		lim := &m.h.cfg.Limits
+		lim := &m.sb.cfg.Limits
 		old, ok := st.published[string(key)]
 		size := st.publishedBytes + len(val) - len(old)
 		if !ok {
@@ -211,7 +211,7 @@ func (m *Module) kvFor(st *callState) *kvStore {
 	if st == nil || st.pluginType == "" {
 		return nil
 	}
-	return m.h.kvStore(st.pluginType)
+	return m.sb.kvStore(st.pluginType)
 }
 
 // kvKeyCode checks a kv call's store and key: the code to return, or StatusOK to go on.
@@ -313,10 +313,10 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	req := guestBytes(mod, abi.ImportPluginCall, "request", arg(stack, 2), arg(stack, 3))
 	resp := guestBytes(mod, abi.ImportPluginCall, "response buffer", arg(stack, 4), arg(stack, 5))
 	st := stateOf(ctx)
-	caller := m.h.cfg.PluginCaller
+	caller := m.sb.cfg.PluginCaller
 	switch {
 	case st == nil || st.pluginType == "" || caller == nil ||
-		!m.h.cfg.granted(st.pluginType, abi.CapabilityPluginCall):
+		!m.sb.cfg.granted(st.pluginType, abi.CapabilityPluginCall):
 		ret(stack, abi.CodeDenied)
 		return
 	case len(method) == 0 || !utf8.Valid(method):
@@ -331,12 +331,12 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		return
 	}
 	endpoint := st.endpoint
-	if policy := m.h.cfg.PluginCallPolicy; policy != nil {
+	if policy := m.sb.cfg.PluginCallPolicy; policy != nil {
 		ep, err := policy(st.pluginType, st.socket, st.endpoint)
 		if err != nil {
 			st.pluginCallErr = err.Error()
 			st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeDenied, Error: err.Error()})
-			m.h.log.LogAttrs(ctx, slog.LevelWarn, "plugin_call refused",
+			m.sb.log.LogAttrs(ctx, slog.LevelWarn, "plugin_call refused",
 				slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 				slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
 			ret(stack, abi.CodeDenied)
@@ -344,22 +344,22 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		}
 		endpoint = ep
 	}
-	maxResp := int(m.h.cfg.Limits.PluginCallResponseSize)
-	if st.pluginCalls++; st.pluginCalls > m.h.cfg.Limits.PluginCallsPerCall {
-		lim := m.h.cfg.Limits.PluginCallsPerCall
+	maxResp := int(m.sb.cfg.Limits.PluginCallResponseSize)
+	if st.pluginCalls++; st.pluginCalls > m.sb.cfg.Limits.PluginCallsPerCall {
+		lim := m.sb.cfg.Limits.PluginCallsPerCall
 		panic(&budgetFault{what: fmt.Sprintf("made more than %d plugin_call calls", lim), key: "pluginCallsPerCall", limit: lim})
 	}
 	// The guest's memory may move while the call runs (it cannot: the instance is blocked
 	// here), but the caller must not retain req, so pass a copy.
 	var out []byte
 	var err error
-	m.h.offCPU(ctx, func() {
+	m.sb.offCPU(ctx, func() {
 		out, err = caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
 	})
 	if err != nil {
 		st.pluginCallErr = err.Error()
 		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeFailed, Error: err.Error()})
-		m.h.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
+		m.sb.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
 			slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 			slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
 		ret(stack, abi.CodeFailed)
@@ -452,6 +452,6 @@ func (in *instance) emit(ctx context.Context, st *callState, level slog.Level, s
 	if cut {
 		attrs = append(attrs, slog.Bool("cut", true))
 	}
-	m.h.log.LogAttrs(ctx, level, printable(string(line)), attrs...)
+	m.sb.log.LogAttrs(ctx, level, printable(string(line)), attrs...)
 	return nil
 }

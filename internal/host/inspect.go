@@ -24,10 +24,10 @@ import (
 
 // Store returns a copy of the key-value store of pluginType as its handlers see it (nil when
 // nothing was ever stored for that type). It is for tools and tests; the daemon does not use it.
-func (h *Host) Store(pluginType string) map[string][]byte {
-	h.mu.Lock()
-	kv := h.kv[pluginType]
-	h.mu.Unlock()
+func (sb *sandbox) Store(pluginType string) map[string][]byte {
+	sb.mu.Lock()
+	kv := sb.kv[pluginType]
+	sb.mu.Unlock()
 	if kv == nil {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (h *Host) Store(pluginType string) map[string][]byte {
 // kv_set (charged to m, within the same limits): for tests and tools that start a handler from
 // a given store, or change it while a call runs (a PluginCaller may). The daemon does not use it.
 func (m *Module) SetStore(pluginType, key string, value []byte) error {
-	if code, why := m.h.kvStore(pluginType).set(m, key, value); code != abi.StatusOK {
+	if code, why := m.sb.kvStore(pluginType).set(m, key, value); code != abi.StatusOK {
 		return fmt.Errorf("host: setting %s in the store of %s: %s", key, pluginType, why)
 	}
 	return nil
@@ -92,11 +92,11 @@ type Import struct {
 // result and otherwise answer abi.CodeDenied). Unlike LoadFile it neither checks grants nor
 // permissions, and a module it can describe may still be refused: load it to know. The error
 // (ErrBadModule) is for bytes that are not a WebAssembly module at all.
-func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
-	if !h.beginWork() {
+func (sb *sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
+	if !sb.beginWork() {
 		return nil, ErrClosed
 	}
-	defer h.wg.Done()
+	defer sb.wg.Done()
 	sum := sha256.Sum256(bin)
 	r := &Report{Size: int64(len(bin)), SHA256: hex.EncodeToString(sum[:])}
 	info, err := wasmbin.Scan(bin)
@@ -104,23 +104,23 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 		return nil, badModule(name, nil, "%v", err)
 	}
 	// A compile cannot be stopped: what would make it slow is refused before, as at load.
-	if _, bad := wasmbin.Check(bin, h.cfg.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, sb.cfg.structure()); bad != "" {
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
 	}
 	// Its calls run as at load: with the call stack bounded (callstack.go).
-	guarded, err := h.instrument(name, bin)
+	guarded, err := sb.instrument(name, bin)
 	if err != nil {
 		return nil, err
 	}
 	// Described, not kept: compiled without the cache on disk, unless a module of these bytes
 	// left its entry there (cachedirs.go).
-	rtCfg, release := h.describeRuntimeConfig(r.SHA256)
-	if info.MemMin > uint64(h.limitPages) {
+	rtCfg, release := sb.describeRuntimeConfig(r.SHA256)
+	if info.MemMin > uint64(sb.limitPages) {
 		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
 		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.MemMin, 65536)))
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
-	cm, abandoned, err := h.compile(rt, release, name, guarded)
+	cm, abandoned, err := sb.compile(rt, release, name, guarded)
 	if err != nil {
 		if !abandoned {
 			_ = rt.Close(context.Background())
@@ -175,9 +175,9 @@ func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, e
 	if msg := commandExport(cm.ExportedFunctions()); msg != "" {
 		// Its exports cannot be called (a Go command traps in them): say why, and how to build it.
 		r.DescribeError = "not instantiated: " + msg
-	} else if info.MemMin > uint64(h.limitPages) {
-		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.MemMin, h.limitPages)
-	} else if err := h.describe(ctx, rt, cm, r); err != nil {
+	} else if info.MemMin > uint64(sb.limitPages) {
+		r.DescribeError = fmt.Sprintf("not instantiated: its memory minimum of %d pages is over the limit of %d pages", info.MemMin, sb.limitPages)
+	} else if err := sb.describe(ctx, rt, cm, r); err != nil {
 		r.DescribeError = err.Error()
 	}
 	return r, nil
@@ -198,7 +198,7 @@ type describeKey struct{}
 
 // describe instantiates cm in rt with stub host functions and reads its ABI version and
 // manifest into r.
-func (h *Host) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Report) error {
+func (sb *sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Report) error {
 	hostNames := map[string]bool{}
 	wasi := false
 	for _, def := range cm.ImportedFunctions() {
@@ -238,7 +238,7 @@ func (h *Host) describe(ctx context.Context, rt wazero.Runtime, cm wazero.Compil
 		cfg = cfg.WithStartFunctions(abi.ExportInitialize)
 	}
 	// As in the host, result_set is denied while _initialize runs.
-	initCtx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	initCtx, cancel := context.WithTimeout(ctx, sb.cfg.CallTimeout)
 	defer cancel()
 	mod, err := rt.InstantiateModule(initCtx, cm, cfg)
 	if err != nil {
@@ -257,12 +257,12 @@ func (h *Host) describe(ctx context.Context, rt wazero.Runtime, cm wazero.Compil
 			return 0, fmt.Errorf("export %s has signature %s want () -> (i32)", name, sigString(d.ParamTypes(), d.ResultTypes()))
 		}
 		st.result = nil
-		ctx, cancel := context.WithTimeout(context.WithValue(ctx, describeKey{}, st), h.cfg.CallTimeout)
+		ctx, cancel := context.WithTimeout(context.WithValue(ctx, describeKey{}, st), sb.cfg.CallTimeout)
 		defer cancel()
 		res, err := fn.Call(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return 0, fmt.Errorf("%s timed out after %v", name, h.cfg.CallTimeout.Round(time.Millisecond))
+				return 0, fmt.Errorf("%s timed out after %v", name, sb.cfg.CallTimeout.Round(time.Millisecond))
 			}
 			return 0, fmt.Errorf("%s failed: %w", name, err)
 		}

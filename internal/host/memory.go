@@ -51,11 +51,11 @@ func (in *instance) noteMemory() {
 }
 
 // memoryUsed returns the memory of the live instances of every open module, as last read.
-func (h *Host) memoryUsed() int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (sb *sandbox) memoryUsed() int64 {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
 	var n int64
-	for m := range h.modules {
+	for m := range sb.modules {
 		n += m.mem.Load()
 	}
 	return n
@@ -64,31 +64,31 @@ func (h *Host) memoryUsed() int64 {
 // closed takes a closed instance's memory off the count.
 func (in *instance) closed() {
 	in.m.mem.Add(-in.mem)
-	in.m.h.memory.freed.Add(in.mem)
+	in.m.sb.memory.freed.Add(in.mem)
 	in.mem = 0
-	in.m.h.returnMemory()
+	in.m.sb.returnMemory()
 }
 
 // moduleClosed takes what the instances of a closed module still counted off the count.
-func (h *Host) moduleClosed(m *Module) {
-	h.memory.freed.Add(m.mem.Swap(0))
-	h.returnMemory()
+func (sb *sandbox) moduleClosed(m *Module) {
+	sb.memory.freed.Add(m.mem.Swap(0))
+	sb.returnMemory()
 }
 
 // trimMemory closes idle instances, largest first, while the live ones hold more than
 // Limits.InstanceMemory.
-func (h *Host) trimMemory() {
-	limit := int64(h.cfg.Limits.InstanceMemory)
-	for h.memoryUsed() > limit {
-		h.mu.Lock()
+func (sb *sandbox) trimMemory() {
+	limit := int64(sb.cfg.Limits.InstanceMemory)
+	for sb.memoryUsed() > limit {
+		sb.mu.Lock()
 		var biggest *Module
 		var size int64
-		for m := range h.modules {
+		for m := range sb.modules {
 			if len(m.idle) > 0 && m.mem.Load() > size {
 				biggest, size = m, m.mem.Load()
 			}
 		}
-		h.mu.Unlock()
+		sb.mu.Unlock()
 		if biggest == nil || !biggest.closeIdle() {
 			return
 		}
@@ -127,37 +127,37 @@ func (m *Module) closeIdle() bool {
 	_ = victim.mod.Close(context.Background())
 	victim.closed()
 	<-m.slots
-	m.h.log.Debug("idle handler instance closed: instances over handlers.limits.instanceMemory", "handler", m.file, "memory", victim.mem)
+	m.sb.log.Debug("idle handler instance closed: instances over handlers.limits.instanceMemory", "handler", m.file, "memory", victim.mem)
 	return true
 }
 
 // returnMemory hands the memory of closed instances back to the system, in the background and
 // at most every freeMemoryEvery, once at least freeMemoryAfter bytes were freed.
-func (h *Host) returnMemory() {
-	if h.memory.freed.Load() < freeMemoryAfter {
+func (sb *sandbox) returnMemory() {
+	if sb.memory.freed.Load() < freeMemoryAfter {
 		return
 	}
-	h.memory.mu.Lock()
-	if h.memory.pending {
-		h.memory.mu.Unlock()
+	sb.memory.mu.Lock()
+	if sb.memory.pending {
+		sb.memory.mu.Unlock()
 		return
 	}
-	h.memory.pending = true
-	wait := time.Until(h.memory.lastFree.Add(freeMemoryEvery))
-	h.memory.mu.Unlock()
-	h.goAsync(func() {
+	sb.memory.pending = true
+	wait := time.Until(sb.memory.lastFree.Add(freeMemoryEvery))
+	sb.memory.mu.Unlock()
+	sb.goAsync(func() {
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-h.ctx.Done():
+			case <-sb.ctx.Done():
 				t.Stop()
 			}
 		}
-		h.memory.freed.Store(0)
+		sb.memory.freed.Store(0)
 		debug.FreeOSMemory()
-		h.memory.mu.Lock()
-		h.memory.lastFree, h.memory.pending = time.Now(), false
-		h.memory.mu.Unlock()
+		sb.memory.mu.Lock()
+		sb.memory.lastFree, sb.memory.pending = time.Now(), false
+		sb.memory.mu.Unlock()
 	})
 }

@@ -44,7 +44,7 @@ var exportNames = [numExports]string{
 // the registry; a Module returned by LoadFile implements registration.Handler for the plugin
 // types its manifest declares, and belongs to the caller, who closes it.
 type Module struct {
-	h          *Host
+	sb         *sandbox
 	file       string
 	sum        string
 	size       int64
@@ -142,7 +142,7 @@ func (m *Module) leave() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.h.goAsync(m.closeRuntime)
+		m.sb.goAsync(m.closeRuntime)
 	}
 }
 
@@ -160,7 +160,7 @@ func (m *Module) retire() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.h.goAsync(m.closeRuntime)
+		m.sb.goAsync(m.closeRuntime)
 	}
 }
 
@@ -185,13 +185,13 @@ func (m *Module) isClosing() bool {
 
 func (m *Module) closeRuntime() {
 	if err := m.rt.Close(context.Background()); err != nil {
-		m.h.log.Warn("closing handler runtime", "handler", m.file, "error", err)
+		m.sb.log.Warn("closing handler runtime", "handler", m.file, "error", err)
 	}
 	m.releaseCache()
-	m.h.forget(m)
-	m.h.moduleClosed(m)
+	m.sb.forget(m)
+	m.sb.moduleClosed(m)
 	close(m.done)
-	m.h.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
+	m.sb.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
 }
 
 // instance is one instantiation of a module; it runs one call at a time.
@@ -237,9 +237,9 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithStartFunctions() // _initialize is called below, so that its traps are told apart
 	st := &callState{m: m, inst: in, export: abi.ExportInitialize}
 	in.st, in.outLines, in.outBytes = st, 0, 0
-	ctx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.sb.cfg.CallTimeout)
 	defer cancel()
-	run, err := m.h.begin(ctx, m.file, m.stats)
+	run, err := m.sb.begin(ctx, m.file, m.stats)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
 	}
@@ -252,7 +252,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		}
 		if _, err = mod.ExportedFunction(name).Call(sctx); err != nil {
 			in.mod = mod
-			if lim := int64(m.h.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
+			if lim := int64(m.sb.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
 				err = &callStackFault{limit: lim, err: err}
 			}
 			in.mod = nil
@@ -260,7 +260,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 			err = fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	m.h.end(run)
+	m.sb.end(run)
 	in.flush()
 	in.st = nil
 	if err == nil && st.over != nil {
@@ -270,7 +270,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	var tf *timeFault
 	if err != nil {
 		if ctx.Err() != nil || (errors.As(err, &tf) && errors.Is(tf, context.DeadlineExceeded)) {
-			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.h.cfg.CallTimeout, context.DeadlineExceeded)
+			return nil, fmt.Errorf("instantiating timed out after %v: %w", m.sb.cfg.CallTimeout, context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("instantiating: %w", err)
 	}
@@ -298,14 +298,14 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 	if key == "" {
 		key = in.m.file
 	}
-	run, err := in.m.h.begin(ctx, key, in.m.stats)
+	run, err := in.m.sb.begin(ctx, key, in.m.stats)
 	if err != nil {
 		in.st = nil
 		return 0, err
 	}
 	st.run = run
 	err = in.fns[fn].CallWithStack(withState(ctx, st), stack)
-	in.m.h.end(run)
+	in.m.sb.end(run)
 	in.flush()
 	in.st = nil
 	if err == nil && st.over != nil { // the last line, flushed after the call, was over
@@ -362,14 +362,14 @@ func (m *Module) release(in *instance) {
 	grown := in.mem > 0 // read before the instance goes back: another call may take it
 	in.idleSince = time.Now()
 	m.idle <- in
-	if grown && m.h.memoryUsed() > int64(m.h.cfg.Limits.InstanceMemory) {
-		m.h.trimMemory()
+	if grown && m.sb.memoryUsed() > int64(m.sb.cfg.Limits.InstanceMemory) {
+		m.sb.trimMemory()
 	}
 }
 
 // discard throws an instance away and replaces it, off the caller's path.
 func (m *Module) discard(in *instance) {
-	m.h.goAsync(func() {
+	m.sb.goAsync(func() {
 		if in.mod != nil {
 			_ = in.mod.Close(context.Background())
 			in.closed()
@@ -390,10 +390,10 @@ func (m *Module) refill() {
 	default:
 		return
 	}
-	in, err := m.newInstance(m.h.ctx)
+	in, err := m.newInstance(m.sb.ctx)
 	if err != nil {
 		<-m.slots
-		m.h.log.Warn("replacing a handler instance failed", "handler", m.file, "error", err)
+		m.sb.log.Warn("replacing a handler instance failed", "handler", m.file, "error", err)
 		return
 	}
 	in.idleSince = time.Now()
@@ -508,11 +508,11 @@ func reason(b []byte) string {
 // failed call (trap, timeout) or a garbage answer (unknown status, oversized result) is an
 // error, and the instance is thrown away.
 func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (int32, error) {
-	limit := m.h.cfg.CallTimeout
+	limit := m.sb.cfg.CallTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
 		limit = time.Until(dl)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, m.h.cfg.CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, m.sb.cfg.CallTimeout)
 	defer cancel()
 	in, err := m.acquire(callCtx)
 	if err != nil {
@@ -521,7 +521,7 @@ func (m *Module) run(ctx context.Context, st *callState, fn int, arg uint64) (in
 	// The code the host added to the guest's (wasmbin.Instrument) ends the call at its deadline.
 	status, err := in.call(callCtx, st, fn, arg)
 	if err != nil {
-		if lim := int64(m.h.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
+		if lim := int64(m.sb.cfg.Limits.MaxCallStack); in.callStackOver(lim) {
 			err = &callStackFault{limit: lim, err: err}
 		}
 		m.discard(in)
@@ -696,16 +696,16 @@ func sigString(params, results []api.ValueType) string {
 
 // load compiles bin, checks its exports and imports, instantiates it once and asks for its
 // ABI version and manifest. Every failure names file and what is wrong.
-func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ *Module, err error) {
+func (sb *sandbox) load(ctx context.Context, file string, bin []byte, st *stats) (_ *Module, err error) {
 	t0 := time.Now()
 	sum := sha256.Sum256(bin)
 	info, err := wasmbin.Scan(bin)
 	if err != nil {
 		return nil, refuse(file, RefusedInvalid, nil, "module not valid WebAssembly: %v", err)
 	}
-	if info.MemMin > uint64(h.limitPages) {
+	if info.MemMin > uint64(sb.limitPages) {
 		return nil, refuse(file, RefusedMemory, nil, "memory minimum %d pages (%d KiB) over the limit %d pages (%d KiB)",
-			info.MemMin, info.MemMin*64, h.limitPages, h.limitPages*64)
+			info.MemMin, info.MemMin*64, sb.limitPages, sb.limitPages*64)
 	}
 	for _, imp := range info.Imports {
 		if imp.Kind != 0 {
@@ -714,15 +714,15 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 		}
 	}
 
-	if _, bad := wasmbin.Check(bin, h.cfg.structure()); bad != "" {
+	if _, bad := wasmbin.Check(bin, sb.cfg.structure()); bad != "" {
 		return nil, refuse(file, RefusedStructure, nil, "refused before compiling: %s", bad)
 	}
-	guarded, err := h.instrument(file, bin)
+	guarded, err := sb.instrument(file, bin)
 	if err != nil {
 		return nil, err
 	}
 
-	rtCfg, release, err := h.moduleRuntimeConfig(hex.EncodeToString(sum[:]))
+	rtCfg, release, err := sb.moduleRuntimeConfig(hex.EncodeToString(sum[:]))
 	if err != nil {
 		return nil, err
 	}
@@ -734,7 +734,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 			release() // a module refused is not kept in the cache
 		}
 	}()
-	cm, abandoned, err := h.compile(rt, release, file, guarded)
+	cm, abandoned, err := sb.compile(rt, release, file, guarded)
 	if err != nil {
 		return nil, err
 	}
@@ -785,7 +785,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
 			}
 			if c := capabilityOf(name); c != "" {
-				if !h.grantedAnywhere(c) {
+				if !sb.grantedAnywhere(c) {
 					return nil, badModule(file, ErrNotGranted, "imports %s.%s which is not granted for any plugin type (capability %q)", mod, name, c)
 				}
 				if !slices.Contains(caps, c) {
@@ -822,10 +822,10 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	}
 
 	m := &Module{
-		h: h, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)),
+		sb: sb, file: file, sum: hex.EncodeToString(sum[:]), size: int64(len(bin)),
 		caps: caps, stats: st, rt: rt, cm: cm, releaseCache: release,
-		slots: make(chan struct{}, h.cfg.PoolSize),
-		idle:  make(chan *instance, h.cfg.PoolSize),
+		slots: make(chan struct{}, sb.cfg.PoolSize),
+		idle:  make(chan *instance, sb.cfg.PoolSize),
 		done:  make(chan struct{}),
 	}
 	if _, ok := exports[abi.ExportInitialize]; ok {
@@ -868,12 +868,12 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	// A first call of each export that describes the module, in the one instance.
 	describe := func(fn int) (int32, []byte, error) {
 		st := &callState{m: m, export: exportNames[fn]}
-		callCtx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, sb.cfg.CallTimeout)
 		defer cancel()
 		status, err := in.call(callCtx, st, fn, 0)
 		switch {
 		case err != nil && callCtx.Err() != nil:
-			return 0, nil, refuse(file, RefusedTimeout, nil, "%s timed out after %v", exportNames[fn], h.cfg.CallTimeout)
+			return 0, nil, refuse(file, RefusedTimeout, nil, "%s timed out after %v", exportNames[fn], sb.cfg.CallTimeout)
 		case err != nil:
 			return 0, nil, badModule(file, ErrTrap, "%s failed: %v", exportNames[fn], err)
 		case st.resultOver > 0:
@@ -908,7 +908,7 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	m.manifest = mf
 	for _, c := range caps {
 		for _, t := range mf.PluginTypes {
-			if !h.cfg.granted(t, c) {
+			if !sb.cfg.granted(t, c) {
 				return nil, badModule(file, ErrNotGranted, "imports %s.%s which is not granted for plugin type %s",
 					abi.ImportModule, strings.Join(abi.CapabilityImports[c], ", "), t)
 			}
@@ -917,10 +917,10 @@ func (h *Host) load(ctx context.Context, file string, bin []byte, st *stats) (_ 
 	in.idleSince = time.Now()
 	m.idle <- in
 	m.loadedAt = time.Now()
-	if err := h.track(m); err != nil {
+	if err := sb.track(m); err != nil {
 		return nil, err
 	}
-	h.log.Info("handler module loaded", "handler", file, "plugin_types", mf.PluginTypes,
+	sb.log.Info("handler module loaded", "handler", file, "plugin_types", mf.PluginTypes,
 		"name", mf.Name, "version", mf.Version, "size", m.size, "sha256", m.sum,
 		"abi_version", m.abiVersion, "capabilities", caps,
 		"compile", compiled.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))

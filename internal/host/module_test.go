@@ -227,9 +227,9 @@ func TestRefusedAtLoad(t *testing.T) {
 				t.Errorf("error %q does not match %v", err, tt.sentinel)
 			}
 			// Nothing of the refused module stays open, and the host still loads good ones.
-			h.mu.Lock()
+			h.sandbox.mu.Lock()
 			open := len(h.modules)
-			h.mu.Unlock()
+			h.sandbox.mu.Unlock()
 			if open != 0 {
 				t.Errorf("%d modules open after a refused load", open)
 			}

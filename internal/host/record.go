@@ -29,7 +29,7 @@ type Recorder interface {
 
 // startRecord starts recording st's call when the host records its type.
 func (m *Module) startRecord(st *callState) {
-	rec := m.h.cfg.Recorder
+	rec := m.sb.cfg.Recorder
 	if rec == nil || m.readOnly || !rec.Records(st.pluginType) {
 		return
 	}
@@ -80,14 +80,14 @@ func (m *Module) endRecord(st *callState, p registration.PluginInfo, published m
 		c.Result = session.Result{Status: session.StatusError, Reason: err.Error()}
 	}
 	p.Versions = slices.Clone(p.Versions)
-	m.h.cfg.Recorder.Record(p, session.Handler{File: m.file, SHA256: m.sum}, *c)
+	m.sb.cfg.Recorder.Record(p, session.Handler{File: m.file, SHA256: m.sum}, *c)
 }
 
 // SetStore replaces the key-value store of pluginType with a copy of kv, as a session recorded
 // it before a call (`wasmhost handler test --replay`). It is for tools; the daemon does not
 // use it. The store is charged to the next handler that writes it.
-func (h *Host) SetStore(pluginType string, kv map[string][]byte) {
-	s := h.kvStore(pluginType)
+func (sb *sandbox) SetStore(pluginType string, kv map[string][]byte) {
+	s := sb.kvStore(pluginType)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kvQuotaMu.Lock()

@@ -86,7 +86,7 @@ func (s *served) observe(err error) {
 	if o.fault() {
 		faults = p.fault.Add(1)
 	}
-	h := s.m.h
+	h := s.h
 	rs := h.revs
 	if calls < int64(rs.cfg.RollbackMinCalls) || float64(faults) < rs.cfg.RollbackThreshold*float64(calls) {
 		return
@@ -177,7 +177,7 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 		m.retire()
 		return nil, fmt.Errorf("%w: revision %s does not declare plugin type %s", ErrNoRevision, short(digest), t)
 	}
-	ps := &served{m: m, q: cur.q} // the file's quarantine
+	ps := &served{h: rs.h, m: m, q: cur.q} // the file's quarantine
 	ps.rev.Store(r)
 	cur.q.reset() // the older revision is not quarantined for what the newer one did
 	rs.mu.Lock()

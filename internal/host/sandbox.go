@@ -210,15 +210,15 @@ type guestRun struct {
 
 // begin waits for a turn for a call to be made under ctx (whose deadline is the call's) on
 // behalf of key, and starts counting its CPU. The caller calls end after the call.
-func (h *Host) begin(ctx context.Context, key string, st *stats) (*guestRun, error) {
+func (sb *sandbox) begin(ctx context.Context, key string, st *stats) (*guestRun, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g := &guestRun{cpuLimit: time.Duration(h.cfg.Limits.CallCPU), t: h.gate.account(key), st: st}
+	g := &guestRun{cpuLimit: time.Duration(sb.cfg.Limits.CallCPU), t: sb.gate.account(key), st: st}
 	if dl, ok := ctx.Deadline(); ok {
 		g.deadline, g.timeout = dl, time.Until(dl)
 	}
-	if err := h.turn(ctx, g); err != nil {
+	if err := sb.turn(ctx, g); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -226,9 +226,9 @@ func (h *Host) begin(ctx context.Context, key string, st *stats) (*guestRun, err
 
 // turn waits for a turn on the CPU for g, counting the wait as throttled, and marks the
 // resumption of its guest code.
-func (h *Host) turn(ctx context.Context, g *guestRun) error {
+func (sb *sandbox) turn(ctx context.Context, g *guestRun) error {
 	start := time.Now()
-	err := h.gate.acquire(ctx, g.t)
+	err := sb.gate.acquire(ctx, g.t)
 	if g.st != nil {
 		g.st.throttled.Add(int64(time.Since(start)))
 	}
@@ -264,7 +264,7 @@ func threadCPU() time.Duration {
 // count adds the time the call ran since the last mark: the thread's CPU time where the mark
 // read it, else the clock's. (A host function in between may have moved the goroutine to
 // another thread: the CPU count is kept within the time elapsed.)
-func (h *Host) count(g *guestRun) {
+func (sb *sandbox) count(g *guestRun) {
 	d := time.Since(g.resumed)
 	if g.cpuAt >= 0 {
 		if now := threadCPU(); now >= 0 {
@@ -272,31 +272,31 @@ func (h *Host) count(g *guestRun) {
 		}
 	}
 	g.cpu += d
-	h.gate.charge(g.t, d)
+	sb.gate.charge(g.t, d)
 	if g.st != nil {
 		g.st.cpu.Add(int64(d))
 	}
 }
 
 // end stops counting and gives the turn back.
-func (h *Host) end(g *guestRun) {
-	h.count(g)
-	h.gate.release()
+func (sb *sandbox) end(g *guestRun) {
+	sb.count(g)
+	sb.gate.release()
 }
 
 // offCPU runs f, which may block (a host function waiting on the network), without the call's
 // turn: another call may run guest code meanwhile.
-func (h *Host) offCPU(ctx context.Context, f func()) {
+func (sb *sandbox) offCPU(ctx context.Context, f func()) {
 	st := stateOf(ctx)
 	if st == nil || st.run == nil {
 		f()
 		return
 	}
 	g := st.run
-	h.count(g)
-	h.gate.release()
+	sb.count(g)
+	sb.gate.release()
 	f()
-	if err := h.turn(ctx, g); err != nil {
+	if err := sb.turn(ctx, g); err != nil {
 		panic(g.fault(ctx, err))
 	}
 	if st.pastDeadline() {
@@ -323,8 +323,8 @@ func (m *Module) yield(ctx context.Context, _ api.Module, stack []uint64) {
 		return
 	}
 	g := st.run
-	h := m.h
-	h.count(g)
+	sb := m.sb
+	sb.count(g)
 	if m.forced.Load() {
 		panic(&timeFault{err: fmt.Errorf("%w: the handler was closed during the call", ErrRetired)})
 	}
@@ -341,10 +341,10 @@ func (m *Module) yield(ctx context.Context, _ api.Module, stack []uint64) {
 	// A call within a slice of its deadline keeps its turn: it ends at one of its next yields,
 	// not when a turn comes back to it after the deadline.
 	nearEnd := !g.deadline.IsZero() && g.deadline.Sub(now) <= guestSlice
-	if now.Sub(g.turnAt) >= guestSlice && !nearEnd && h.gate.contended() {
-		h.gate.release()
+	if now.Sub(g.turnAt) >= guestSlice && !nearEnd && sb.gate.contended() {
+		sb.gate.release()
 		runtime.Gosched()
-		if err := h.turn(ctx, g); err != nil {
+		if err := sb.turn(ctx, g); err != nil {
 			panic(g.fault(ctx, err))
 		}
 		return

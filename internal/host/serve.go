@@ -46,6 +46,7 @@ import (
 // handler file's module (made by Run when it installs it), an older revision's loaded for a
 // rollback pin, a shadow candidate, or a module LoadFile returned.
 type served struct {
+	h *Host // whose layer serves it
 	m *Module
 	q *quarantine // the handler file's: shared by the modules of one file (a pinned revision's too)
 
@@ -169,7 +170,7 @@ func (s *served) serve(ctx context.Context, fn int, pluginType string, p registr
 	m := s.m
 	// 2. A candidate named for the type validates the same plugin in a shadow run.
 	if fn == fnValidate && !s.shadow {
-		done := m.h.startShadow(pluginType, p)
+		done := s.h.startShadow(pluginType, p)
 		defer func() { done(err) }()
 	}
 	// 3. The sandbox serves the call, and s has its say as its policy (steps 4 to 8).
@@ -197,7 +198,7 @@ func (s *served) outcome(fn int, p registration.PluginInfo, probe bool, err erro
 // quarantineOutcome tells the file's quarantine how an admitted call ended, and logs when the
 // handler enters or leaves quarantine.
 func (s *served) quarantineOutcome(probe bool, err error) {
-	h := s.m.h
+	h := s.h
 	fault := errors.Is(err, ErrTrap) || errors.Is(err, context.DeadlineExceeded)
 	neutral := err != nil && !fault && (errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired))
 	reason := ""
@@ -216,7 +217,7 @@ func (s *served) quarantineOutcome(probe bool, err error) {
 
 // registered tells the daemon which revision registered a plugin (Config.OnRegistered).
 func (s *served) registered(fn int, p registration.PluginInfo) {
-	if f := s.m.h.revs.cfg.OnRegistered; fn == fnRegister && !s.shadow && f != nil {
+	if f := s.h.revs.cfg.OnRegistered; fn == fnRegister && !s.shadow && f != nil {
 		f(p.Socket, s.m.file, s.m.sum)
 	}
 }
@@ -228,7 +229,7 @@ func (h *Host) typeHandlerOf(t string) *typeHandler {
 		return nil
 	}
 	th, _ := hd.(*typeHandler)
-	if th == nil || th.cur.Load() == nil || th.cur.Load().m.h != h {
+	if th == nil || th.cur.Load() == nil || th.cur.Load().h != h {
 		return nil
 	}
 	return th

@@ -203,7 +203,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	if err := rs.keepBytes(m.sum, bin); err != nil {
 		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.sum, "error", err)
 	}
-	s := &shadowRun{pluginType: t, cand: &served{m: m, q: new(quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
+	s := &shadowRun{pluginType: t, cand: &served{h: h, m: m, q: new(quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
 	rs.mu.Lock()
 	s.rev = rs.recordLocked(m, file)
 	old := rs.shadows[t]

@@ -78,7 +78,7 @@ func TestEveryCodeShapeHonoursCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() { errc <- m.ValidatePlugin(ctx, info(shape+".example", "p")) }()
-			waitFor(t, "the call to run", func() bool { return m.h.gate.account(shape+".example").cpu.Load() > 0 })
+			waitFor(t, "the call to run", func() bool { return m.sb.gate.account(shape+".example").cpu.Load() > 0 })
 			cancel()
 			noHang(t, shape, func() { errContains(t, <-errc, context.Canceled, "canceled") })
 		})

@@ -1,0 +1,251 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// sandbox is what the modules of a host share: the compile cache and its integrity, the turns
+// to run guest code, the memory of live instances, the key-value stores of the plugin types,
+// the modules open and the work Close waits for. A Module knows its host by it alone; the
+// reloader (dir.go) and the policy layer (serve.go) are the Host's, beside it.
+type sandbox struct {
+	cfg        Config
+	log        *slog.Logger
+	cache      wazero.CompilationCache
+	sums       *cacheSums   // the compile cache's integrity list (cacheintegrity.go); nil without CacheDir
+	mcache     moduleCaches // the users of each module's cache directory (cachedirs.go)
+	rtCfg      wazero.RuntimeConfig
+	limitPages uint32
+
+	gate   *cpuGate       // turns to run guest code, and CPU by plugin type (sandbox.go)
+	memory instanceMemory // the memory of live instances (memory.go)
+
+	ctx    context.Context // background work (instance refills); canceled by Close
+	cancel context.CancelFunc
+
+	closing   chan struct{} // closed when Close begins: Run returns
+	closeOnce sync.Once
+	closeErr  error
+
+	mu      sync.Mutex
+	closed  bool                 // Close was called: no new modules
+	drained bool                 // Close is waiting for work: no new work
+	wg      sync.WaitGroup       // work in progress: loads, refills, runtime closes
+	modules map[*Module]struct{} // open modules
+	kv      map[string]*kvStore  // per plugin type
+
+	// Abandoned compiles (compile.go). The compilation cache is closed by the last of them
+	// when Close found some still running: it must outlive their compile.
+	compileMu         sync.Mutex
+	abandoned         int
+	abandonedTotal    uint64
+	cacheClosePending bool
+}
+
+// newSandbox returns the sandbox of a host for cfg, with its defaults. ctx is used only while
+// it runs.
+func newSandbox(ctx context.Context, cfg Config) (*sandbox, error) {
+	ensureProcs(cfg.Logger)
+	sb := &sandbox{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		limitPages: uint32(cfg.MemoryLimit / pageSize),
+		closing:    make(chan struct{}),
+		modules:    make(map[*Module]struct{}),
+		kv:         make(map[string]*kvStore),
+		gate:       newCPUGate(cfg.Limits.GuestThreads),
+	}
+	if cfg.CacheDir != "" {
+		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
+			return nil, err
+		}
+		sb.sums = newCacheSums(cfg.CacheDir, cfg.Logger)
+		sb.sums.verify()
+		sb.mcache.users = make(map[string]int)
+	}
+	// On disk, each module has a cache of its own (cachedirs.go); this one, in memory, serves
+	// a host without CacheDir.
+	sb.cache = wazero.NewCompilationCache()
+	sb.rtCfg = wazero.NewRuntimeConfig().
+		WithCompilationCache(sb.cache).
+		WithMemoryLimitPages(sb.limitPages)
+	sb.ctx, sb.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return sb, nil
+}
+
+// readHandlerFile reads a handler file after checking that only the daemon's user may change
+// it (unless AllowInsecure). It never blocks on what is not a regular file: the path is
+// stat'ed first (a FIFO, device or socket named .wasm is refused without being opened), then
+// opened with O_NONBLOCK and checked again on the open file, so that a FIFO swapped in between
+// cannot hold the loader in open() or read(). At most Limits.MaxModuleSize are read.
+func (sb *sandbox) readHandlerFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path) // follows the symlinks of ConfigMap volumes
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(fi.Mode()))
+	}
+	f, err := openNonBlocking(path)
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	defer f.Close()
+	ofi, err := f.Stat()
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	if !ofi.Mode().IsRegular() {
+		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(ofi.Mode()))
+	}
+	if !sb.cfg.AllowInsecure {
+		if err := checkNotShared(path, "handler file", ofi); err != nil {
+			return nil, &moduleError{file: path, reason: RefusedInsecure, plain: err}
+		}
+	}
+	limit := int64(sb.cfg.Limits.MaxModuleSize)
+	if ofi.Size() > limit {
+		return nil, refuse(path, RefusedTooLarge, nil, "file of %d bytes over the limit of %d bytes (handlers.limits.maxModuleSize)", ofi.Size(), limit)
+	}
+	bin, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, unreadable(path, err)
+	}
+	if int64(len(bin)) > limit {
+		return nil, refuse(path, RefusedTooLarge, nil, "file over the limit of %d bytes (handlers.limits.maxModuleSize)", limit)
+	}
+	return bin, nil
+}
+
+// unreadable is the refusal of a handler file that could not be read.
+func unreadable(path string, err error) error {
+	return &moduleError{file: path, reason: RefusedUnreadable, plain: fmt.Errorf("host: handler file %s: %w", path, err)}
+}
+
+// fileKind names the type of a file that is not a regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "mode " + m.String()
+}
+
+// close stops Run (closing), closes every module (waiting until ctx is done for calls in
+// progress to return, then closing them anyway) and the compilation cache. It is idempotent.
+func (sb *sandbox) close(ctx context.Context) error {
+	sb.closeOnce.Do(func() {
+		close(sb.closing)
+		sb.mu.Lock()
+		sb.closed = true
+		mods := make([]*Module, 0, len(sb.modules))
+		for m := range sb.modules {
+			mods = append(mods, m)
+		}
+		sb.mu.Unlock()
+		for _, m := range mods {
+			m.retire()
+		}
+		for _, m := range mods {
+			select {
+			case <-m.done:
+			case <-ctx.Done():
+			}
+		}
+		for _, m := range mods {
+			m.forceClose()
+		}
+		sb.cancel()
+		sb.mu.Lock()
+		sb.drained = true
+		sb.mu.Unlock()
+		sb.wg.Wait()
+		for _, m := range mods {
+			<-m.done
+		}
+		sb.compileMu.Lock()
+		pending := sb.abandoned > 0
+		sb.cacheClosePending = pending
+		sb.compileMu.Unlock()
+		if !pending {
+			sb.closeErr = sb.cache.Close(context.Background())
+		}
+	})
+	return sb.closeErr
+}
+
+// beginWork counts work the host must wait for on Close; false once Close waits.
+func (sb *sandbox) beginWork() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.drained {
+		return false
+	}
+	sb.wg.Add(1)
+	return true
+}
+
+// goAsync runs f in a goroutine Close waits for; after Close began waiting, it runs f now.
+func (sb *sandbox) goAsync(f func()) {
+	if !sb.beginWork() {
+		f()
+		return
+	}
+	go func() {
+		defer sb.wg.Done()
+		f()
+	}()
+}
+
+func (sb *sandbox) track(m *Module) error {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.closed {
+		return ErrClosed
+	}
+	sb.modules[m] = struct{}{}
+	return nil
+}
+
+func (sb *sandbox) forget(m *Module) {
+	sb.mu.Lock()
+	delete(sb.modules, m)
+	sb.mu.Unlock()
+}
+
+func (sb *sandbox) kvStore(pluginType string) *kvStore {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	kv := sb.kv[pluginType]
+	if kv == nil {
+		kv = &kvStore{m: make(map[string][]byte)}
+		sb.kv[pluginType] = kv
+	}
+	return kv
+}
+
+func (sb *sandbox) grantedAnywhere(capName string) bool {
+	for t := range sb.cfg.Grants {
+		if sb.cfg.granted(t, capName) {
+			return true
+		}
+	}
+	return false
+}
