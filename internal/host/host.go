@@ -20,12 +20,15 @@
 //   - the reloader: the handler directory followed, its files loaded, swapped and retired
 //     behind their types' handlers (dir.go).
 //
+// The sandbox's files name nothing the layer, the reloader or the Host declare: the sandbox
+// reaches the layer only through the policy it is given for a call (Module.serve), and a test
+// (layers_test.go, which lists the files of each job) keeps it so.
+//
 // This package is part of the wasmhost daemon, not a stable API.
 package host
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"sort"
 	"sync"
@@ -33,30 +36,6 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
-)
-
-// Sentinel errors. Callers decide with errors.Is.
-var (
-	// ErrBadModule: a module was refused at load (not WebAssembly, a missing or mistyped
-	// export, an unsupported ABI version, a bad manifest, an unknown import, ...).
-	ErrBadModule = errors.New("host: bad module")
-	// ErrNotGranted: a module imports a host function of a capability that is not granted to
-	// its plugin types. A load error with it also matches ErrBadModule.
-	ErrNotGranted = errors.New("host: capability not granted")
-	// ErrInsecure: a handler file or directory, or the cache directory, may be changed by
-	// other users (or read, for the cache).
-	ErrInsecure = errors.New("host: insecure permissions")
-	// ErrTrap: the guest trapped (unreachable, out of bounds, out of memory, a Go panic), or
-	// handed a host function a bad pointer. The instance is thrown away.
-	ErrTrap = errors.New("host: wasm trap")
-	// ErrBadResult: the guest returned an unknown status or an oversized result.
-	ErrBadResult = errors.New("host: bad result")
-	// ErrHandlerFailed: the guest returned abi.StatusError; the error carries its reason.
-	ErrHandlerFailed = errors.New("host: handler failed")
-	// ErrRetired: the handler's module was removed (after its grace period) or closed.
-	ErrRetired = errors.New("host: handler retired")
-	// ErrClosed: the host is closed.
-	ErrClosed = errors.New("host: closed")
 )
 
 // Host loads and runs handler modules. Create it with New; it is safe for concurrent use.

@@ -460,7 +460,7 @@ func TestQuarantine(t *testing.T) {
 	if errors.Is(err, ErrTrap) {
 		t.Error("a call failed at once by the quarantine counts as a trap")
 	}
-	q := m.own.q.status()
+	q := m.own.(*served).q.status()
 	if !q.Quarantined || q.Count != 1 || q.FastFailed != 1 || q.Until.IsZero() {
 		t.Errorf("quarantine %+v", q)
 	}
@@ -469,18 +469,18 @@ func TestQuarantine(t *testing.T) {
 	if err := m.DeRegisterPlugin(context.Background(), p); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if q := m.own.q.status(); q.Quarantined || q.Faults != 0 {
+	if q := m.own.(*served).q.status(); q.Quarantined || q.Faults != 0 {
 		t.Errorf("after a good probe: %+v", q)
 	}
 	// Again, and a probe that traps: back for twice as long.
 	for range 2 {
 		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
 	}
-	q = m.own.q.status()
+	q = m.own.(*served).q.status()
 	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
 	probed := time.Now()
 	errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
-	q2 := m.own.q.status()
+	q2 := m.own.(*served).q.status()
 	// The back-off starts when the probe fails, after probed: twice the first, whatever the
 	// load (not measured from now, which a busy machine may have carried past it).
 	if !q2.Quarantined || q2.Count != 3 || q2.Until.Sub(probed) < 200*time.Millisecond {

@@ -42,17 +42,3 @@ func (m *Module) shrink(now time.Time, timeout time.Duration) int {
 	}
 	return closed
 }
-
-// shrinkPools shrinks the pools of the modules Run serves (Run's goroutine).
-func (r *reloader) shrinkPools(now time.Time) {
-	timeout := time.Duration(r.h.cfg.Limits.IdleInstanceTimeout)
-	r.shrinkAt = now.Add(timeout / 2)
-	for _, e := range r.h.files {
-		if e.cur == nil {
-			continue
-		}
-		if n := e.cur.m.shrink(now, timeout); n > 0 {
-			r.h.log.Debug("idle handler instances closed", "handler", e.path, "closed", n, "idle_for", timeout)
-		}
-	}
-}

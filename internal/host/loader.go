@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,30 @@ import (
 	"sync"
 
 	"github.com/tetratelabs/wazero"
+)
+
+// Sentinel errors. Callers decide with errors.Is.
+var (
+	// ErrBadModule: a module was refused at load (not WebAssembly, a missing or mistyped
+	// export, an unsupported ABI version, a bad manifest, an unknown import, ...).
+	ErrBadModule = errors.New("host: bad module")
+	// ErrNotGranted: a module imports a host function of a capability that is not granted to
+	// its plugin types. A load error with it also matches ErrBadModule.
+	ErrNotGranted = errors.New("host: capability not granted")
+	// ErrInsecure: a handler file or directory, or the cache directory, may be changed by
+	// other users (or read, for the cache).
+	ErrInsecure = errors.New("host: insecure permissions")
+	// ErrTrap: the guest trapped (unreachable, out of bounds, out of memory, a Go panic), or
+	// handed a host function a bad pointer. The instance is thrown away.
+	ErrTrap = errors.New("host: wasm trap")
+	// ErrBadResult: the guest returned an unknown status or an oversized result.
+	ErrBadResult = errors.New("host: bad result")
+	// ErrHandlerFailed: the guest returned abi.StatusError; the error carries its reason.
+	ErrHandlerFailed = errors.New("host: handler failed")
+	// ErrRetired: the handler's module was removed (after its grace period) or closed.
+	ErrRetired = errors.New("host: handler retired")
+	// ErrClosed: the host is closed.
+	ErrClosed = errors.New("host: closed")
 )
 
 // sandbox is what the modules of a host share: the compile cache and its integrity, the turns

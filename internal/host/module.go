@@ -77,9 +77,12 @@ type Module struct {
 	// candidate's, shadow.go).
 	readOnly bool
 	// own is the module as a handler of its own (ValidatePlugin, RegisterPlugin,
-	// DeRegisterPlugin of a module LoadFile returned), through the policy layer (serve.go). The
-	// sandbox never reads it; nil for the modules served through the handlers of their types.
-	own *served
+	// DeRegisterPlugin of a module LoadFile returned): the policy layer's (served, serve.go),
+	// which the sandbox never calls; nil for the modules served through the handlers of their
+	// types.
+	own interface {
+		serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (map[string]string, error)
+	}
 }
 
 // File returns the path the module was loaded from.
