@@ -49,7 +49,7 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 			}
 		}
 	}
-	pkgs := []string{"internal/host/wasmbin", "internal/registration/liveness"}
+	pkgs := []string{"internal/host/wasmbin", "internal/host/sandbox", "internal/registration/liveness"}
 	for pkg := range stage {
 		pkgs = append(pkgs, pkg)
 	}
@@ -96,13 +96,49 @@ func TestPublishOnlyReadsTheState(t *testing.T) {
 	}
 }
 
+// TestSandboxBelowTheHost: the host's packages by job (internal/host's doc): the sandbox
+// (internal/host/sandbox) is below the policy layer, the reloader and the Host (internal/host),
+// which reach it through its exported API; it reaches the layer only through the policy it is
+// given for a call (sandbox.Policy). It links none of them, nor the stages before the host:
+// the watcher, the state store, the reconciler.
+func TestSandboxBelowTheHost(t *testing.T) {
+	const module = "github.com/wasmhost/wasmhost/"
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/host/sandbox")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -deps ./internal/host/sandbox: %v\n%s", err, stderr)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"internal/host/sandbox") || !slices.Contains(deps, module+"internal/registration") {
+		t.Fatalf("go list -deps ./internal/host/sandbox lists neither itself nor internal/registration:\n%s", out)
+	}
+	for _, dep := range deps {
+		switch rel, _ := strings.CutPrefix(dep, module); rel {
+		case "internal/host", "internal/watcher", "internal/state", "internal/reconciler":
+			t.Errorf("internal/host/sandbox depends on %s", rel)
+		}
+	}
+	bp, err := build.Import(module+"internal/host", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(bp.Imports, module+"internal/host/sandbox") {
+		t.Errorf("internal/host does not import internal/host/sandbox: imports %v", bp.Imports)
+	}
+}
+
 // TestSandboxLinksNoWatcher: what builds a host only to load modules by path (the public
 // conformance kit, the harness of `wasmhost handler test`, the host itself) links no file
 // watcher: the daemon gives the host its follower of the handler directory (host.Config.
 // FollowDir), and registration does not reach back into the state store, which holds the
 // watcher's types.
 func TestSandboxLinksNoWatcher(t *testing.T) {
-	pkgs := []string{"./conformance", "./internal/harness", "./internal/host"}
+	pkgs := []string{"./conformance", "./internal/harness", "./internal/host", "./internal/host/sandbox"}
 	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	cmd.Dir = "../.."
 	out, err := cmd.Output()

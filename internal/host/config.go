@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,19 +12,14 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // PluginCaller makes the unary gRPC calls of the plugin_call host function
 // (abi.ImportPluginCall) to the endpoint of the plugin a handler is handling.
-type PluginCaller interface {
-	// Call invokes method (a full gRPC method name, "/package.Service/Method") on the plugin
-	// serving at endpoint with the encoded request req, and returns the encoded response. A
-	// response longer than maxResp bytes is an error. ctx carries the handler call's deadline.
-	Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error)
-}
+type PluginCaller = sandbox.PluginCaller
 
 // Config configures a Host. The zero value is usable: every field has a default.
 type Config struct {
@@ -283,16 +277,6 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// structure is what wasmbin.Check bounds of a module's code, from the limits in c.
-func (c *Config) structure() wasmbin.Limits {
-	l := &c.Limits
-	return wasmbin.Limits{
-		Functions: l.MaxFunctions, FunctionBytes: int(l.MaxFunctionSize),
-		Nesting: l.MaxNesting, NestingWork: wasmbin.MaxNestingWork, Locals: l.MaxLocals,
-		TableElements: l.MaxTableElements, Entries: l.MaxEntries,
-	}
-}
-
 func knownCapabilities() []string {
 	out := make([]string, 0, len(abi.CapabilityImports))
 	for k := range abi.CapabilityImports {
@@ -302,18 +286,19 @@ func knownCapabilities() []string {
 	return out
 }
 
-// capabilityOf returns the capability that grants the host function name, or "" when the
-// function needs none.
-func capabilityOf(name string) string {
-	for capName, fns := range abi.CapabilityImports {
-		if slices.Contains(fns, name) {
-			return capName
-		}
+// sandboxConfig is what the sandbox uses of c (with its defaults).
+func (c *Config) sandboxConfig() sandbox.Config {
+	return sandbox.Config{
+		CacheDir:         c.CacheDir,
+		CallTimeout:      c.CallTimeout,
+		MemoryLimit:      c.MemoryLimit,
+		PoolSize:         c.PoolSize,
+		Grants:           c.Grants,
+		AllowInsecure:    c.AllowInsecure,
+		PluginCaller:     c.PluginCaller,
+		PluginCallPolicy: c.PluginCallPolicy,
+		Recorder:         c.Recorder,
+		Limits:           c.Limits,
+		Logger:           c.Logger,
 	}
-	return ""
-}
-
-// granted reports whether capability capName is granted to the handlers of pluginType.
-func (c *Config) granted(pluginType, capName string) bool {
-	return slices.Contains(c.Grants[pluginType], capName)
 }

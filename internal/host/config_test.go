@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
@@ -27,5 +28,32 @@ func TestLimitsDefaults(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("New with MaxNesting -1 and PublishKeys 65: %v; want an error saying %s", err, msg)
 		}
+	}
+}
+
+func TestConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Grants: map[string][]string{"T": {abi.CapabilityPluginCall}}}, `Config.Grants["T"]: capability "plugin_call" needs Config.PluginCaller`},
+		{Config{Grants: map[string][]string{"T": {"fly"}}}, `Config.Grants["T"]: unknown capability "fly"`},
+		{Config{MemoryLimit: 100}, "Config.MemoryLimit 100"},
+		{Config{CallTimeout: -1}, "Config.CallTimeout"},
+	} {
+		if _, err := New(ctx, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want an error with %q", tt.cfg, err, tt.want)
+		}
+	}
+	h, err := New(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	c := h.cfg // the sandbox's memory limit in pages: sandbox's TestMemoryLimitInPages
+	if c.HandlerDir != DefaultHandlerDir || c.CallTimeout != DefaultCallTimeout || c.MemoryLimit != DefaultMemoryLimit ||
+		c.PoolSize < 1 || c.RetireGrace != DefaultRetireGrace || c.Registry == nil || c.Logger == nil {
+		t.Errorf("defaults not applied: %+v", c)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -22,17 +23,17 @@ import (
 type fileEntry struct {
 	name  string
 	path  string
-	stats *stats
+	stats *sandbox.Stats
 	q     quarantine // of the module serving (serve.go): a new version starts afresh
 	cur   *served    // the module serving; written by Run's goroutine under Host.mu
 
 	// Run's goroutine only.
-	types     []string   // the plugin types whose handlers this file's module serves
-	ident     fileIdent  // of the file at the last load attempt
-	tried     bool       // ident is set
-	failedSHA string     // of the last version that failed to load
-	conflict  string     // a plugin type another file held when this one was refused
-	loadErr   *lastError // the last error when it is a refusal of the file, cleared when it loads
+	types     []string           // the plugin types whose handlers this file's module serves
+	ident     fileIdent          // of the file at the last load attempt
+	tried     bool               // ident is set
+	failedSHA string             // of the last version that failed to load
+	conflict  string             // a plugin type another file held when this one was refused
+	loadErr   *sandbox.LastError // the last error when it is a refusal of the file, cleared when it loads
 	loading   bool
 	again     bool // the file changed while it was loading
 
@@ -70,7 +71,7 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	defer h.readyOnce.Do(func() { close(h.ready) })
 	select {
-	case <-h.closing:
+	case <-h.sb.Closing():
 		return ErrClosed
 	default:
 	}
@@ -91,7 +92,7 @@ func (h *Host) Run(ctx context.Context) error {
 		return fmt.Errorf("host: handler directory %s is not a directory", dir)
 	}
 	if !h.cfg.AllowInsecure {
-		if err := checkNotShared(dir, "handler directory", fi); err != nil {
+		if err := sandbox.CheckNotShared(dir, "handler directory", fi); err != nil {
 			return err
 		}
 	}
@@ -143,7 +144,7 @@ func (h *Host) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-h.closing:
+		case <-h.sb.Closing():
 			return nil
 		case _, ok := <-f.Changed():
 			// An event only wakes the pass: what it does depends on what the directory
@@ -301,7 +302,7 @@ func (r *reloader) rescan(now time.Time, initial bool) {
 		fi := present[name]
 		e := r.h.files[name]
 		if e == nil {
-			e = &fileEntry{name: name, path: filepath.Join(r.dir, name), stats: new(stats)}
+			e = &fileEntry{name: name, path: filepath.Join(r.dir, name), stats: new(sandbox.Stats)}
 			r.h.mu.Lock()
 			r.h.files[name] = e
 			r.h.mu.Unlock()
@@ -379,7 +380,7 @@ func (r *reloader) shrinkPools(now time.Time) {
 		if e.cur == nil {
 			continue
 		}
-		if n := e.cur.m.shrink(now, timeout); n > 0 {
+		if n := e.cur.m.Shrink(now, timeout); n > 0 {
 			r.h.log.Debug("idle handler instances closed", "handler", e.path, "closed", n, "idle_for", timeout)
 		}
 	}
@@ -445,7 +446,7 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 	r.inflight++
 	curSHA := ""
 	if e.cur != nil {
-		curSHA = e.cur.m.sum
+		curSHA = e.cur.m.SHA256()
 	}
 	failedSHA, ident := e.failedSHA, e.ident
 	go func() {
@@ -463,12 +464,12 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 
 func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string, force bool) loadResult {
 	res := loadResult{e: e}
-	if !r.h.beginWork() {
+	if !r.h.sb.BeginWork() {
 		res.err = ErrClosed
 		return res
 	}
-	defer r.h.wg.Done()
-	bin, err := r.h.readHandlerFile(e.path)
+	defer r.h.sb.EndWork()
+	bin, err := r.h.sb.ReadHandlerFile(e.path)
 	// The bytes are the file's only if it did not change while they were read (a writer
 	// between two writes, a rename over it): else the result is dropped and the next pass
 	// tries again once the file is complete.
@@ -488,7 +489,7 @@ func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string,
 	case res.sum == failedSHA && !force:
 		res.sameFailure = true
 	default:
-		res.m, res.err = r.h.load(r.ctx, e.path, bin, e.stats)
+		res.m, res.err = r.h.sb.Load(r.ctx, e.path, bin, e.stats)
 		if res.m != nil {
 			res.bin = bin
 		}
@@ -562,8 +563,8 @@ func (r *reloader) flushInitial() {
 			if res.m == nil {
 				continue
 			}
-			for _, t := range res.m.manifest.PluginTypes {
-				byFile, byDigest := r.h.revs.servedBefore(t, res.e.path, res.m.sum)
+			for _, t := range res.m.PluginTypes() {
+				byFile, byDigest := r.h.revs.servedBefore(t, res.e.path, res.m.SHA256())
 				if r.startOwners[t] == nil && ((sameFile && byFile) || (!sameFile && byDigest)) {
 					r.startOwners[t] = res.e
 				}
@@ -584,7 +585,7 @@ func (r *reloader) apply(res loadResult) {
 	if r.h.files[e.name] != e || !e.goneSince.IsZero() || res.changed {
 		// Removed, gone or changed while it loaded: the next pass looks again.
 		if res.m != nil {
-			res.m.retire()
+			res.m.Retire()
 		}
 		return
 	}
@@ -608,7 +609,7 @@ func (r *reloader) apply(res loadResult) {
 		r.h.countRefusal(RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
-				"handler", e.path, "serving_sha256", e.cur.m.sum, "error", res.err)
+				"handler", e.path, "serving_sha256", e.cur.m.SHA256(), "error", res.err)
 		} else {
 			r.h.log.Error("handler file refused", "handler", e.path, "error", res.err)
 		}
@@ -616,7 +617,7 @@ func (r *reloader) apply(res loadResult) {
 	default:
 		m := res.m
 		if t, why, reason, held := r.owner(e, m); why != "" {
-			err := refuse(e.path, reason, nil, "%s", why)
+			err := sandbox.Refuse(e.path, reason, why)
 			e.conflict, e.failedSHA = "", res.sum
 			if held {
 				e.conflict = t // tried again once the type is free
@@ -624,7 +625,7 @@ func (r *reloader) apply(res loadResult) {
 			r.h.countRefusal(reason)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
-					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.m.sum, "error", err)
+					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.m.SHA256(), "error", err)
 			} else if held {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err,
 					"hint", fmt.Sprintf("the first to serve a plugin type keeps it, across restarts; handlers.types.%s.file or .digest in the config decides", t))
@@ -632,7 +633,7 @@ func (r *reloader) apply(res loadResult) {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err)
 			}
 			r.setLoadError(e, err)
-			m.retire()
+			m.Retire()
 			return
 		}
 		e.conflict, e.failedSHA = "", ""
@@ -647,8 +648,8 @@ func (r *reloader) apply(res loadResult) {
 // why (or ""), the refusal's reason (RefusedNotBound or RefusedConflict), and whether it is
 // refused because it is held, which may change.
 func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason string, held bool) {
-	for _, t := range m.manifest.PluginTypes {
-		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.sum); why != "" {
+	for _, t := range m.PluginTypes() {
+		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.SHA256()); why != "" {
 			return t, why, RefusedNotBound, false
 		}
 		if th := r.handlers[t]; th != nil && th.file != e && th.file.goneSince.IsZero() {
@@ -670,7 +671,7 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason strin
 func handlerName(hd registration.Handler) string {
 	if th, ok := hd.(*typeHandler); ok {
 		if s := th.cur.Load(); s != nil {
-			return s.m.file
+			return s.m.File()
 		}
 	}
 	return fmt.Sprintf("another handler (%T)", hd)
@@ -687,14 +688,14 @@ func (r *reloader) free(pluginType string) bool {
 
 // setLoadError records why e's file was not loaded as its last error.
 func (r *reloader) setLoadError(e *fileEntry, err error) {
-	e.loadErr = &lastError{msg: err.Error(), at: time.Now(), refusal: RefusalReason(err)}
-	e.stats.last.Store(e.loadErr)
+	e.loadErr = &sandbox.LastError{Msg: err.Error(), At: time.Now(), Refusal: RefusalReason(err)}
+	e.stats.SetLast(e.loadErr)
 }
 
 // clearLoadError forgets the last error when it is a refusal of e's file (not a failed call).
 func (r *reloader) clearLoadError(e *fileEntry) {
 	if e.loadErr != nil {
-		e.stats.last.CompareAndSwap(e.loadErr, nil)
+		e.stats.ClearLast(e.loadErr)
 		e.loadErr = nil
 	}
 }
@@ -705,7 +706,7 @@ func (r *reloader) install(e *fileEntry, s *served) {
 	m := s.m
 	old := e.cur
 	swapped := false
-	for _, t := range m.manifest.PluginTypes {
+	for _, t := range m.PluginTypes() {
 		s.holders++
 		if th := r.handlers[t]; th != nil {
 			if th.file != e {
@@ -729,7 +730,7 @@ func (r *reloader) install(e *fileEntry, s *served) {
 		r.handlers[t] = th
 	}
 	if s.holders == 0 {
-		m.retire()
+		m.Retire()
 		return
 	}
 	if swapped {
@@ -738,24 +739,24 @@ func (r *reloader) install(e *fileEntry, s *served) {
 		defer r.h.cfg.Registry.Touch()
 	}
 	for _, t := range e.types {
-		if !slices.Contains(m.manifest.PluginTypes, t) {
+		if !slices.Contains(m.PluginTypes(), t) {
 			r.retireType(t, fmt.Sprintf("handler file %s no longer declares it", e.path))
 		}
 	}
-	e.types = slices.Clone(m.manifest.PluginTypes)
+	e.types = m.PluginTypes()
 	r.h.mu.Lock()
 	e.cur = s
 	r.h.mu.Unlock()
 	e.q.reset() // a new version is not quarantined for what the old one did
 	// Nor does it carry what went wrong before it: a refused update, the old version's
 	// failed calls.
-	e.stats.last.Store(nil)
+	e.stats.SetLast(nil)
 	e.loadErr = nil
 	if old != nil {
 		r.h.log.Info("handler replaced", "handler", e.path, "plugin_types", e.types,
-			"old_sha256", old.m.sum, "sha256", m.sum, "size", m.size)
+			"old_sha256", old.m.SHA256(), "sha256", m.SHA256(), "size", m.Size())
 	} else {
-		r.h.log.Info("handler serving", "handler", e.path, "plugin_types", e.types, "sha256", m.sum, "size", m.size)
+		r.h.log.Info("handler serving", "handler", e.path, "plugin_types", e.types, "sha256", m.SHA256(), "size", m.Size())
 	}
 }
 
@@ -783,7 +784,7 @@ func (r *reloader) handOver(th *typeHandler, e *fileEntry) {
 func (r *reloader) release(s *served) {
 	s.holders--
 	if s.holders == 0 {
-		s.m.retire()
+		s.m.Retire()
 	}
 }
 
@@ -815,7 +816,7 @@ func (r *reloader) expire(now time.Time) {
 		}
 		// Its key-value store goes with it, unless another file serves the type now.
 		if r.handlers[rh.t.pluginType] == nil {
-			r.h.dropStore(rh.t.pluginType)
+			r.h.sb.DropStore(rh.t.pluginType)
 		}
 		return true
 	})
@@ -868,7 +869,7 @@ func (r *reloader) rewatch() bool {
 		// hold all along. While it is insecure no file is read from it; the handlers loaded
 		// keep serving (their bytes were read while it was not).
 		if !r.h.cfg.AllowInsecure {
-			if err := checkNotShared(r.dir, "handler directory", fi); err != nil {
+			if err := sandbox.CheckNotShared(r.dir, "handler directory", fi); err != nil {
 				if !r.insecure {
 					r.insecure = true
 					r.h.countRefusal(RefusedDirectory)
@@ -887,7 +888,7 @@ func (r *reloader) rewatch() bool {
 		return true
 	}
 	if !r.h.cfg.AllowInsecure {
-		if err := checkNotShared(r.dir, "handler directory", fi); err != nil {
+		if err := sandbox.CheckNotShared(r.dir, "handler directory", fi); err != nil {
 			if r.refused == nil || !os.SameFile(fi, r.refused) {
 				r.h.log.Error("handler directory refused; keeping the handlers loaded", "dir", r.dir, "error", err)
 				r.h.countRefusal(RefusedDirectory)
@@ -929,7 +930,7 @@ func (r *reloader) nextWake(now time.Time) time.Duration {
 func (r *reloader) checkReady() {
 	if !r.ready && len(r.initial) == 0 {
 		r.ready = true
-		if n := r.h.PruneCache(); n > 0 {
+		if n := r.h.sb.PruneCache(); n > 0 {
 			r.h.log.Info("compile cache pruned: modules no longer loaded", "removed", n)
 		}
 		r.h.readyOnce.Do(func() { close(r.h.ready) })
@@ -947,7 +948,7 @@ func (r *reloader) stop() {
 	}
 	for _, res := range append(r.pending, r.held...) {
 		if res.m != nil {
-			res.m.retire()
+			res.m.Retire()
 		}
 	}
 }

@@ -275,7 +275,7 @@ func TestRunAddReplaceRemove(t *testing.T) {
 	}
 	// The swap is logged once it is done: wait for the line, not only for the new version.
 	waitFor(t, "the swap's log line", func() bool { _, ok := logs.find("handler replaced"); return ok })
-	waitFor(t, "the old module to close", func() bool { h.sandbox.mu.Lock(); defer h.sandbox.mu.Unlock(); return len(h.modules) == 1 })
+	waitFor(t, "the old module to close", func() bool { return h.sb.OpenModules() == 1 })
 
 	// Replaced by a broken file: the last good version keeps serving.
 	v2, _ := status(h, path)
@@ -308,7 +308,7 @@ func TestRunAddReplaceRemove(t *testing.T) {
 	}
 	waitFor(t, "the grace period to end", func() bool { return errors.Is(hd.DeRegisterPlugin(ctx, info("reload.example", "p")), ErrRetired) })
 	errContains(t, hd.ValidatePlugin(ctx, info("reload.example", "p")), ErrRetired, "reload.example", path, "was removed")
-	waitFor(t, "every module to close", func() bool { h.sandbox.mu.Lock(); defer h.sandbox.mu.Unlock(); return len(h.modules) == 0 })
+	waitFor(t, "every module to close", func() bool { return h.sb.OpenModules() == 0 })
 }
 
 // TestRunTypeChange: a new version that declares other plugin types retires the old types and

@@ -12,14 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/internal/limits"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
-
-// noQuarantine turns quarantine off (handlers.quarantine.after: 0).
-var noQuarantine = &limits.Quarantine{}
 
 // followDir is the daemon's follower of the handler directory (internal/daemon's followDir).
 func followDir(dir string, resync, retry time.Duration) (DirFollower, error) {
@@ -92,7 +89,7 @@ func newTestHost(t testing.TB, cfg Config) (*Host, *logs) {
 
 func fixturesShared() bool {
 	fi, err := os.Stat(fixture("ok"))
-	return err != nil || checkNotShared("", "", fi) != nil
+	return err != nil || sandbox.CheckNotShared("", "", fi) != nil
 }
 
 func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
@@ -145,14 +142,6 @@ func tempDir(t testing.TB) string {
 
 func info(pluginType, name string) registration.PluginInfo {
 	return registration.PluginInfo{Type: pluginType, Name: name}
-}
-
-// checkOK asserts that a well-behaved module still serves.
-func checkOK(t testing.TB, m *Module) {
-	t.Helper()
-	if err := m.ValidatePlugin(context.Background(), info("ok.example", "fine")); err != nil {
-		t.Errorf("the ok handler failed after a hostile call: %v", err)
-	}
 }
 
 // waitFor waits until cond holds (testwait.Until).

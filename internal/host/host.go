@@ -8,42 +8,47 @@
 // and a module gets no filesystem, environment, network or real clock; host functions that
 // reach outside (plugin_call) are granted per plugin type by configuration.
 //
-// The package does three jobs, in files of their own:
+// The host does three jobs, in two packages:
 //
-//   - the sandbox: what a host's modules share (loader.go: the compile cache, the turns to run
-//     guest code, instance memory, the key-value stores), a module loaded, its pool of
-//     instances, a call of one of its exports under its deadline, CPU and budgets, and the
-//     host functions (module.go, sandbox.go, hostfuncs.go, and most files beside them);
-//   - the policy layer over it: what serves a plugin type's calls, and the policies of a
+//   - the sandbox (package sandbox, internal/host/sandbox): what a host's modules share (the
+//     compile cache, the turns to run guest code, instance memory, the key-value stores), a
+//     module loaded, its pool of instances, a call of one of its exports under its deadline,
+//     CPU and budgets, and the host functions;
+//   - here, the policy layer over it: what serves a plugin type's calls, and the policies of a
 //     handler's revisions and failures, rollback pins, shadow runs and quarantine (serve.go,
 //     which reads the call path in order, revisions.go, rollback.go, shadow.go, quarantine.go);
-//   - the reloader: the handler directory followed, its files loaded, swapped and retired
-//     behind their types' handlers (dir.go).
+//   - here too, the reloader: the handler directory followed, its files loaded, swapped and
+//     retired behind their types' handlers (dir.go); and the Host that holds the three
+//     (host.go; config.go its configuration, sandbox.go the sandbox's names its API uses).
 //
-// The sandbox's files name nothing the layer, the reloader or the Host declare: the sandbox
-// reaches the layer only through the policy it is given for a call (Module.serve), and a test
-// (layers_test.go, which lists the files of each job) keeps it so.
+// The sandbox imports nothing of this package: it reaches the layer only through the policy it
+// is given for a call (sandbox.Policy, Module.Serve), and a test (internal/daemon's
+// layout_test.go) keeps it so.
 //
 // This package is part of the wasmhost daemon, not a stable API.
 package host
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // Host loads and runs handler modules. Create it with New; it is safe for concurrent use.
 //
-// It is the sandbox (loader.go: what its modules share) with the handler directory's reloader
-// (dir.go) and the policy layer's revision store (revisions.go) beside it.
+// It holds the sandbox (package sandbox: what its modules share) with the handler directory's
+// reloader (dir.go) and the policy layer's revision store (revisions.go) beside it.
 type Host struct {
-	*sandbox
+	sb  *sandbox.Sandbox // the sandbox: what the host's modules share (package sandbox)
+	cfg Config           // with its defaults
+	log *slog.Logger
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -64,12 +69,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := newSandbox(ctx, cfg)
+	sb, err := sandbox.New(ctx, cfg.sandboxConfig())
 	if err != nil {
 		return nil, err
 	}
 	h := &Host{
-		sandbox:  sb,
+		sb:       sb,
+		cfg:      cfg,
+		log:      cfg.Logger,
 		ready:    make(chan struct{}),
 		files:    make(map[string]*fileEntry),
 		refusals: make(map[string]uint64),
@@ -90,25 +97,55 @@ func (h *Host) Ready() <-chan struct{} { return h.ready }
 // manifest. The Module is not registered anywhere; it handles calls for its plugin types
 // until the caller closes it (or the host is closed).
 func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
-	if !h.beginWork() {
+	if !h.sb.BeginWork() {
 		return nil, ErrClosed
 	}
-	defer h.wg.Done()
-	bin, err := h.readHandlerFile(path)
+	defer h.sb.EndWork()
+	bin, err := h.sb.ReadHandlerFile(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := h.load(ctx, path, bin, new(stats))
+	m, err := h.sb.Load(ctx, path, bin, new(sandbox.Stats))
 	if err != nil {
 		return nil, err
 	}
-	m.own = &served{h: h, m: m, q: new(quarantine)}
+	m.SetOwn(&served{h: h, m: m, q: new(quarantine)})
 	return m, nil
 }
 
 // Close stops Run, closes every module (waiting until ctx is done for calls in progress
 // to return, then closing them anyway) and the compilation cache. It is idempotent.
-func (h *Host) Close(ctx context.Context) error { return h.sandbox.close(ctx) }
+func (h *Host) Close(ctx context.Context) error { return h.sb.Close(ctx) }
+
+// The sandbox's, for tools and the daemon: see package sandbox.
+
+// PruneCache removes the cache directories of the modules that are not loaded, nor being
+// loaded, and what the cache's former layout left at its top. Run calls it once the handlers
+// present at start have loaded. It returns how many directories it removed.
+func (h *Host) PruneCache() int { return h.sb.PruneCache() }
+
+// AbandonedCompiles returns how many compiles were abandoned at their deadline and are still
+// running, and how many were abandoned since the host was made.
+func (h *Host) AbandonedCompiles() (running int, total uint64) { return h.sb.AbandonedCompiles() }
+
+// Store returns a copy of the key-value store of pluginType as its handlers see it (nil when
+// nothing was ever stored for that type). It is for tools and tests; the daemon does not use it.
+func (h *Host) Store(pluginType string) map[string][]byte { return h.sb.Store(pluginType) }
+
+// SetStore replaces the key-value store of pluginType with a copy of kv, as a session recorded
+// it before a call (`wasmhost handler test --replay`). It is for tools; the daemon does not
+// use it. The store is charged to the next handler that writes it.
+func (h *Host) SetStore(pluginType string, kv map[string][]byte) { h.sb.SetStore(pluginType, kv) }
+
+// Inspect reads what bin (a module named name in messages) exports and imports, with
+// signatures, and runs its abi_version and manifest exports in a throwaway sandbox (the host's
+// memory limit and call timeout, WASI as the host gives it, and host functions that set the
+// result and otherwise answer abi.CodeDenied). Unlike LoadFile it neither checks grants nor
+// permissions, and a module it can describe may still be refused: load it to know. The error
+// (ErrBadModule) is for bytes that are not a WebAssembly module at all.
+func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
+	return h.sb.Inspect(ctx, name, bin)
+}
 
 // HandlerStatus describes one handler file of the handler directory.
 type HandlerStatus struct {
@@ -157,33 +194,34 @@ func (h *Host) Handlers() []HandlerStatus {
 	defer h.mu.Unlock()
 	out := make([]HandlerStatus, 0, len(h.files))
 	for _, e := range h.files {
+		c := e.stats.Counts()
 		s := HandlerStatus{
 			File:      e.path,
 			PoolSize:  h.cfg.PoolSize,
-			Calls:     e.stats.calls.Load(),
-			Rejected:  e.stats.rejected.Load(),
-			Failures:  e.stats.failures.Load(),
-			Traps:     e.stats.traps.Load(),
-			Timeouts:  e.stats.timeouts.Load(),
-			CPU:       time.Duration(e.stats.cpu.Load()),
-			Throttled: time.Duration(e.stats.throttled.Load()),
+			Calls:     c.Calls,
+			Rejected:  c.Rejected,
+			Failures:  c.Failures,
+			Traps:     c.Traps,
+			Timeouts:  c.Timeouts,
+			CPU:       c.CPU,
+			Throttled: c.Throttled,
 		}
 		if e.cur != nil {
 			m := e.cur.m
 			s.PluginTypes = m.PluginTypes()
-			s.Name, s.Version = m.manifest.Name, m.manifest.Version
-			s.SHA256, s.Size, s.ABIVersion = m.sum, m.size, m.abiVersion
+			s.Name, s.Version = m.Manifest().Name, m.Manifest().Version
+			s.SHA256, s.Size, s.ABIVersion = m.SHA256(), m.Size(), m.ABIVersion()
 			s.Capabilities = m.Capabilities()
-			s.LoadedAt = m.loadedAt
-			s.Instances = len(m.slots)
+			s.LoadedAt = m.LoadedAt()
+			s.Instances = m.Instances()
 			s.Serving = true
 		}
-		if last := e.stats.last.Load(); last != nil {
-			s.LastError, s.LastErrorAt, s.Refusal = last.msg, last.at, last.refusal
+		if last := c.Last; last != nil {
+			s.LastError, s.LastErrorAt, s.Refusal = last.Msg, last.At, last.Refusal
 		}
 		s.GoneSince = e.goneSince
 		s.Quarantine = e.q.status()
-		s.KVKeys, s.KVBytes = kvUsage(&e.stats.kv)
+		s.KVKeys, s.KVBytes = c.KVKeys, c.KVBytes
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })

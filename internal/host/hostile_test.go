@@ -299,110 +299,6 @@ func TestHostileFilesAtStart(t *testing.T) {
 	})
 }
 
-// TestAbandonedCompileOutlivesClose: a host closed while an abandoned compile runs returns at
-// once, and the compile's end (which closes the compilation cache) does not crash.
-func TestAbandonedCompileOutlivesClose(t *testing.T) {
-	dir := tempDir(t)
-	path := filepath.Join(dir, "slow.wasm")
-	writeFile(t, path, bombModule(6000, 1, 0x03))
-	h, err := New(context.Background(), Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.LoadFile(context.Background(), path); RefusalReason(err) != RefusedCompileTimeout {
-		t.Fatalf("LoadFile: %v", err)
-	}
-	if n, _ := h.AbandonedCompiles(); n != 1 {
-		t.Fatalf("%d abandoned compiles running, want 1", n)
-	}
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the abandoned compile to end", func() bool {
-		n, _ := h.AbandonedCompiles()
-		return n == 0
-	})
-}
-
-func TestCompileBusy(t *testing.T) {
-	h, _ := newStrictHost(t, Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
-	dir := tempDir(t)
-	path := filepath.Join(dir, "slow.wasm")
-	writeFile(t, path, bombModule(6000, 1, 0x03))
-	if _, err := h.LoadFile(context.Background(), path); RefusalReason(err) != RefusedCompileTimeout {
-		t.Fatalf("LoadFile: %v", err)
-	}
-	_, err := h.LoadFile(context.Background(), fixture("ok"))
-	if n, _ := h.AbandonedCompiles(); n == 1 { // the first compile may have ended meanwhile
-		errContains(t, err, ErrBadModule, "abandoned compiles of other files are still running (their bound is a constant")
-	}
-	waitFor(t, "the abandoned compile to end", func() bool {
-		n, _ := h.AbandonedCompiles()
-		return n == 0
-	})
-	mustLoad(t, h, "ok")
-}
-
-func TestStructureOfShippedHandlers(t *testing.T) {
-	files, _ := filepath.Glob("../../handlers-wasm/*.wasm")
-	files = append(files, fixture("ok"), fixture("kv"), fixture("deep"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, bad := wasmbin.Check(b, (&Config{Limits: limits.Defaults()}).structure())
-		t.Logf("%s: %+v", f, info)
-		if bad != "" {
-			t.Errorf("%s refused with the default limits: %s", f, bad)
-		}
-	}
-}
-
-func TestLogFlood(t *testing.T) {
-	h, lg := newTestHost(t, Config{})
-	m := mustLoad(t, h, "logflood")
-	err := m.ValidatePlugin(context.Background(), info("logflood.example", "p"))
-	errContains(t, err, ErrBudget, "testdata/logflood.wasm", "logged more than 1000 lines in one call", "handlers.limits.logLinesPerCall")
-	if !errors.Is(err, ErrTrap) {
-		t.Errorf("a budget error does not match ErrTrap: %v", err)
-	}
-	if n := lg.count(""); n > 1100 {
-		t.Errorf("%d records logged", n)
-	}
-	_, err = m.RegisterPlugin(context.Background(), info("logflood.example", "p"))
-	errContains(t, err, ErrBudget, "logged more than 65536 bytes", "handlers.limits.logBytesPerCall")
-	if err := m.DeRegisterPlugin(context.Background(), info("logflood.example", "p")); err != nil {
-		t.Errorf("deregister after the floods: %v", err)
-	}
-}
-
-func TestPublishFlood(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
-	m := mustLoad(t, h, "publishflood")
-	pub, err := m.RegisterPlugin(context.Background(), info("publishflood.example", "p"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := 0
-	for k, v := range pub {
-		size += len(k) + len(v)
-	}
-	if size > int(limits.Defaults().PublishBytes) || len(pub) < 10 {
-		t.Errorf("published %d keys, %d bytes; want at most %d bytes", len(pub), size, limits.Defaults().PublishBytes)
-	}
-}
-
-func TestPluginCallFlood(t *testing.T) {
-	h, _ := newTestHost(t, Config{
-		PluginCaller: fakeCaller{err: errors.New("no")},
-		Grants:       map[string][]string{"pcflood.example": {abi.CapabilityPluginCall}},
-	})
-	m := mustLoad(t, h, "pcflood")
-	err := m.ValidatePlugin(context.Background(), registration.PluginInfo{Type: "pcflood.example", Name: "p", Endpoint: "/x.sock"})
-	errContains(t, err, ErrBudget, "made more than 16 plugin_call calls", "handlers.limits.pluginCallsPerCall")
-}
-
 // TestKVQuotaPerFile: one file declaring four plugin types gets one quota, not four, and its
 // stores are freed when it is retired.
 func TestKVQuotaPerFile(t *testing.T) {
@@ -433,19 +329,6 @@ func TestKVQuotaPerFile(t *testing.T) {
 	stillFine(t, h, dir, done)
 }
 
-func TestKVKeysPerFile(t *testing.T) {
-	h, _ := newTestHost(t, Config{Limits: limits.Handler{KVKeysPerHandler: 5}})
-	m := mustLoad(t, h, "kvfill")
-	for _, typ := range []string{"kvfill.a", "kvfill.b"} {
-		if _, err := m.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if a, b := len(h.Store("kvfill.a")), len(h.Store("kvfill.b")); a != 5 || b != 0 {
-		t.Errorf("stores of %d and %d keys, want 5 and 0", a, b)
-	}
-}
-
 // TestQuarantine: traps in a row quarantine a handler: its calls fail at once with the reason,
 // a probe after the back-off that succeeds ends it, one that fails doubles the back-off.
 func TestQuarantine(t *testing.T) {
@@ -460,7 +343,7 @@ func TestQuarantine(t *testing.T) {
 	if errors.Is(err, ErrTrap) {
 		t.Error("a call failed at once by the quarantine counts as a trap")
 	}
-	q := m.own.(*served).q.status()
+	q := m.Own().(*served).q.status()
 	if !q.Quarantined || q.Count != 1 || q.FastFailed != 1 || q.Until.IsZero() {
 		t.Errorf("quarantine %+v", q)
 	}
@@ -469,18 +352,18 @@ func TestQuarantine(t *testing.T) {
 	if err := m.DeRegisterPlugin(context.Background(), p); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if q := m.own.(*served).q.status(); q.Quarantined || q.Faults != 0 {
+	if q := m.Own().(*served).q.status(); q.Quarantined || q.Faults != 0 {
 		t.Errorf("after a good probe: %+v", q)
 	}
 	// Again, and a probe that traps: back for twice as long.
 	for range 2 {
 		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
 	}
-	q = m.own.(*served).q.status()
+	q = m.Own().(*served).q.status()
 	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
 	probed := time.Now()
 	errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
-	q2 := m.own.(*served).q.status()
+	q2 := m.Own().(*served).q.status()
 	// The back-off starts when the probe fails, after probed: twice the first, whatever the
 	// load (not measured from now, which a busy machine may have carried past it).
 	if !q2.Quarantined || q2.Count != 3 || q2.Until.Sub(probed) < 200*time.Millisecond {
@@ -581,36 +464,39 @@ func mustReadFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestInspectRefusesCompileBomb: the tools' Inspect checks the structure before compiling too.
-func TestInspectRefusesCompileBomb(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
-	_, err := h.Inspect(context.Background(), "bomb.wasm", bombModule(100_000, 1, 0x02))
-	errContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
-}
-
 // TestIdlePoolsShrink: instances idle past Limits.IdleInstanceTimeout are closed, down to one.
 func TestIdlePoolsShrink(t *testing.T) {
-	h, dir, _, done := runningHost(t, Config{PoolSize: 3, Limits: limits.Handler{IdleInstanceTimeout: limits.Duration(100 * time.Millisecond)}})
-	path := filepath.Join(dir, "ok.wasm")
-	h.mu.Lock()
-	m := h.files["ok.wasm"].cur.m
-	h.mu.Unlock()
-	if !m.enter() {
-		t.Fatal("the module is retired")
-	}
-	var ins []*instance
+	pc := &heldCaller{in: make(chan struct{}), release: make(chan struct{})}
+	h, dir, _, done := runningHost(t, Config{
+		PoolSize: 3, CallTimeout: time.Minute, // the calls wait for each other: no deadline of theirs
+		PluginCaller: pc, Grants: map[string][]string{"plain.example": {abi.CapabilityPluginCall}},
+		Limits: limits.Handler{IdleInstanceTimeout: limits.Duration(100 * time.Millisecond)},
+	})
+	path := filepath.Join(dir, "ungranted.wasm")
+	installFile(t, fixture("ungranted"), path)
+	hd := handlerFor(t, h.Registry(), "plain.example")
+	// Three calls at once, each held in its plugin_call until all three are in: three instances.
+	p := registration.PluginInfo{Type: "plain.example", Name: "p", Endpoint: "/run/p.sock"}
+	errs := make(chan error, 3)
 	for range 3 {
-		in, err := m.acquire(context.Background())
-		if err != nil {
-			t.Fatal(err)
+		go func() { errs <- hd.ValidatePlugin(context.Background(), p) }()
+	}
+	for range 3 {
+		select {
+		case <-pc.in:
+		case err := <-errs:
+			close(pc.release)
+			t.Fatalf("a call ended before the three were in: %v", err)
 		}
-		ins = append(ins, in)
 	}
-	for _, in := range ins {
-		m.release(in)
+	s, _ := status(h, path)
+	close(pc.release)
+	for range 3 {
+		if err := <-errs; !errors.Is(err, registration.ErrRejected) {
+			t.Errorf("a call ended with %v, want the rejection of its plugin_call's answer", err)
+		}
 	}
-	m.leave()
-	if s, _ := status(h, path); s.Instances != 3 {
+	if s.Instances != 3 {
 		t.Fatalf("%d instances, want 3", s.Instances)
 	}
 	waitFor(t, "the pool to shrink", func() bool {
@@ -620,17 +506,15 @@ func TestIdlePoolsShrink(t *testing.T) {
 	stillFine(t, h, dir, done)
 }
 
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain text, café":                 "plain text, café",
-		"a tab\tsplits a log line":         `a tab\tsplits a log line`,
-		"\x1b[2Jcleared":                   `\x1b[2Jcleared`,
-		"over\rwritten\x08":                `over\rwritten\x08`,
-		"abc\u202egnp.exe":                 `abc\u202egnp.exe`,
-		"bad \xff utf-8, caf\u00e9 \u0085": `bad \xff utf-8, café \u0085`,
-	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
-		}
+// heldCaller is a PluginCaller whose calls each say they are in (in), then wait for release.
+type heldCaller struct{ in, release chan struct{} }
+
+func (c *heldCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {
+	c.in <- struct{}{}
+	select {
+	case <-c.release:
+		return []byte("pong"), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 )
 
 // Revisions: the host keeps the last few good revisions of the handler of each plugin type,
@@ -171,7 +173,7 @@ func (h *Host) ConfigureRevisions(cfg RevisionConfig) error {
 	if rs.cfg.Dir == "" {
 		return nil
 	}
-	if err := ensurePrivateDir(rs.cfg.Dir); err != nil {
+	if err := sandbox.EnsurePrivateDir(rs.cfg.Dir); err != nil {
 		rs.cfg.Dir = ""
 		return fmt.Errorf("host: revision directory: %w", err)
 	}
@@ -190,7 +192,7 @@ type index struct {
 func (rs *revisions) indexPath() string { return filepath.Join(rs.cfg.Dir, "index.json") }
 
 func (rs *revisions) readIndex() {
-	b, err := readOwnFile(rs.indexPath(), -1)
+	b, err := sandbox.ReadOwnFile(rs.indexPath(), -1)
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -308,7 +310,7 @@ func (rs *revisions) bytesOf(digest string) ([]byte, error) {
 		}
 	} else {
 		var err error
-		if bin, err = readOwnFile(rs.binPath(digest), -1); err != nil {
+		if bin, err = sandbox.ReadOwnFile(rs.binPath(digest), -1); err != nil {
 			return nil, fmt.Errorf("%w: the bytes of revision %s: %w", ErrNoRevision, digest, err)
 		}
 	}
@@ -345,12 +347,12 @@ func (rs *revisions) forgetLocked() {
 
 // recordLocked returns the record of m's digest, made from m if new.
 func (rs *revisions) recordLocked(m *Module, file string) *revision {
-	r := rs.bySHA[m.sum]
+	r := rs.bySHA[m.SHA256()]
 	if r == nil {
 		// Its fields follow from its bytes: they never change (but Bad, under rs.mu).
-		r = &revision{Digest: m.sum, File: file, FirstLoaded: m.loadedAt, Size: m.size,
-			Name: m.manifest.Name, Version: m.manifest.Version, Types: slices.Clone(m.manifest.PluginTypes)}
-		rs.bySHA[m.sum] = r
+		r = &revision{Digest: m.SHA256(), File: file, FirstLoaded: m.LoadedAt(), Size: m.Size(),
+			Name: m.Manifest().Name, Version: m.Manifest().Version, Types: m.PluginTypes()}
+		rs.bySHA[m.SHA256()] = r
 	}
 	return r
 }
@@ -364,28 +366,28 @@ func (rs *revisions) installed(file string, s *served) {
 	bin := s.bin
 	s.bin = nil
 	if bin == nil {
-		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum)
-	} else if err := rs.keepBytes(m.sum, bin); err != nil {
-		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.sum, "error", err)
+		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.SHA256())
+	} else if err := rs.keepBytes(m.SHA256(), bin); err != nil {
+		rs.h.log.Warn("revision not kept: a rollback to it will not be possible", "handler", file, "sha256", m.SHA256(), "error", err)
 	}
 	rs.mu.Lock()
 	r := rs.recordLocked(m, file)
 	s.rev.Store(r)
 	if r.Bad != "" {
 		// Installed again by the operator after it was rolled back: it gets another chance.
-		rs.h.log.Info("handler revision installed again after an automatic rollback", "handler", file, "sha256", m.sum, "rolled_back_because", r.Bad)
+		rs.h.log.Info("handler revision installed again after an automatic rollback", "handler", file, "sha256", m.SHA256(), "rolled_back_because", r.Bad)
 		r.Bad = ""
 	}
 	var probationFor, repin []string
-	for _, t := range m.manifest.PluginTypes {
+	for _, t := range m.PluginTypes() {
 		ds := rs.byType[t]
-		if len(ds) > 0 && ds[0] != m.sum && rs.previousGoodLocked(t, m.sum) != nil {
+		if len(ds) > 0 && ds[0] != m.SHA256() && rs.previousGoodLocked(t, m.SHA256()) != nil {
 			// A new revision where a good one served (not the same one again after a
 			// restart): watched in its first minutes.
 			probationFor = append(probationFor, t)
 		}
-		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return d == m.sum })
-		ds = append([]string{m.sum}, ds...)
+		ds = slices.DeleteFunc(slices.Clone(ds), func(d string) bool { return d == m.SHA256() })
+		ds = append([]string{m.SHA256()}, ds...)
 		if len(ds) > rs.cfg.Keep {
 			ds = ds[:rs.cfg.Keep]
 		}
@@ -393,11 +395,11 @@ func (rs *revisions) installed(file string, s *served) {
 		rs.typeAt[t] = time.Now().UTC()
 		switch p := rs.pins[t]; {
 		case p == nil:
-		case p.FileSHA256 == m.sum && p.SHA256 != m.sum:
+		case p.FileSHA256 == m.SHA256() && p.SHA256 != m.SHA256():
 			repin = append(repin, t)
 		default:
 			rs.h.log.Info("rollback pin cleared: the handler file holds a new revision", "plugin_type", t,
-				"handler", file, "pinned_sha256", p.SHA256, "sha256", m.sum)
+				"handler", file, "pinned_sha256", p.SHA256, "sha256", m.SHA256())
 			rs.unpinLocked(t)
 		}
 	}
@@ -423,7 +425,7 @@ func (rs *revisions) installed(file string, s *served) {
 		if p == nil {
 			continue
 		}
-		if _, err := rs.pinLocked(rs.h.ctx, t, p.SHA256, p.Auto, p.Reason); err != nil {
+		if _, err := rs.pinLocked(rs.h.sb.Context(), t, p.SHA256, p.Auto, p.Reason); err != nil {
 			rs.h.log.Error("rollback pin kept across the restart could not be applied; the file's revision serves",
 				"plugin_type", t, "pinned_sha256", p.SHA256, "error", err)
 		}
@@ -516,13 +518,13 @@ func (rs *revisions) sync(live map[*served]string) {
 // revisionChange begins an operator's change of revisions (a rollback, a pin cleared, a
 // shadow set): Close waits for it, and it runs alone among them. The caller calls done.
 func (h *Host) revisionChange() (done func(), _ error) {
-	if !h.beginWork() {
+	if !h.sb.BeginWork() {
 		return nil, ErrClosed
 	}
 	h.revs.pinMu.Lock()
 	return func() {
 		h.revs.pinMu.Unlock()
-		h.wg.Done()
+		h.sb.EndWork()
 	}, nil
 }
 
@@ -577,9 +579,9 @@ func (rs *revisions) view(t string, r *revision) Revision {
 	rs.mu.Unlock()
 	if th := rs.h.typeHandlerOf(t); th != nil {
 		cur := th.cur.Load()
-		v.InFile = cur != nil && cur.m.sum == r.Digest
+		v.InFile = cur != nil && cur.m.SHA256() == r.Digest
 		if ps := cur.pinFor(t); ps != nil {
-			v.Serving, v.Pinned = ps.m.sum == r.Digest, ps.m.sum == r.Digest
+			v.Serving, v.Pinned = ps.m.SHA256() == r.Digest, ps.m.SHA256() == r.Digest
 		} else {
 			v.Serving = v.InFile
 		}

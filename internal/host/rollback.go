@@ -96,7 +96,7 @@ func (s *served) observe(err error) {
 	}
 	reason := fmt.Sprintf("%d of its first %d calls trapped or timed out (threshold %.0f%% within %v of loading)",
 		faults, calls, rs.cfg.RollbackThreshold*100, rs.cfg.RollbackWindow)
-	h.goAsync(func() { rs.autoRollback(s, reason, err) })
+	h.sb.GoAsync(func() { rs.autoRollback(s, reason, err) })
 }
 
 // autoRollback pins every type s serves to its previous good revision.
@@ -105,30 +105,30 @@ func (rs *revisions) autoRollback(s *served, reason string, last error) {
 	rs.pinMu.Lock()
 	defer rs.pinMu.Unlock()
 	rs.mu.Lock()
-	if r := rs.bySHA[m.sum]; r != nil {
+	if r := rs.bySHA[m.SHA256()]; r != nil {
 		r.Bad = reason
 	}
 	rs.mu.Unlock()
-	for _, t := range m.manifest.PluginTypes {
+	for _, t := range m.PluginTypes() {
 		th := rs.h.typeHandlerOf(t)
 		if th == nil || th.cur.Load() != s || s.pinFor(t) != nil {
 			continue
 		}
 		rs.mu.Lock()
-		prev := rs.previousGoodLocked(t, m.sum)
+		prev := rs.previousGoodLocked(t, m.SHA256())
 		rs.mu.Unlock()
 		if prev == nil {
 			rs.h.log.Error("handler revision fails, and there is no earlier good revision to roll back to",
-				"plugin_type", t, "handler", m.file, "sha256", m.sum, "reason", reason, "last_error", last)
+				"plugin_type", t, "handler", m.File(), "sha256", m.SHA256(), "reason", reason, "last_error", last)
 			continue
 		}
-		if _, err := rs.pinLocked(rs.h.ctx, t, prev.Digest, true, reason); err != nil {
+		if _, err := rs.pinLocked(rs.h.sb.Context(), t, prev.Digest, true, reason); err != nil {
 			rs.h.log.Error("automatic rollback failed; the new revision keeps serving",
-				"plugin_type", t, "handler", m.file, "sha256", m.sum, "to_sha256", prev.Digest, "error", err)
+				"plugin_type", t, "handler", m.File(), "sha256", m.SHA256(), "to_sha256", prev.Digest, "error", err)
 			continue
 		}
-		rs.h.log.Warn("handler revision rolled back automatically", "plugin_type", t, "handler", m.file,
-			"from_sha256", m.sum, "to_sha256", prev.Digest, "to_version", prev.Version, "reason", reason, "last_error", last)
+		rs.h.log.Warn("handler revision rolled back automatically", "plugin_type", t, "handler", m.File(),
+			"from_sha256", m.SHA256(), "to_sha256", prev.Digest, "to_version", prev.Version, "reason", reason, "last_error", last)
 	}
 	rs.repinned()
 }
@@ -155,26 +155,26 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 	if r == nil || !slices.Contains(r.Types, t) {
 		return nil, fmt.Errorf("%w: revision %s is not kept for plugin type %s (see: wasmhost handlers history %s)", ErrNoRevision, short(digest), t, t)
 	}
-	if cur.m.sum == digest {
+	if cur.m.SHA256() == digest {
 		rs.mu.Lock()
 		rs.unpinLocked(t)
 		rs.writeIndexLocked()
 		rs.mu.Unlock()
 		return r, nil
 	}
-	if why := rs.h.cfg.Bindings[t].refusal(t, cur.m.file, digest); why != "" {
+	if why := rs.h.cfg.Bindings[t].refusal(t, cur.m.File(), digest); why != "" {
 		return nil, fmt.Errorf("%w: revision %s may not serve: %s", ErrBadModule, short(digest), why)
 	}
 	bin, err := rs.bytesOf(digest)
 	if err != nil {
 		return nil, fmt.Errorf("plugin type %s, revision %s: %w", t, short(digest), err)
 	}
-	m, err := rs.h.load(ctx, cur.m.file, bin, cur.m.stats)
+	m, err := rs.h.sb.Load(ctx, cur.m.File(), bin, cur.m.Stats())
 	if err != nil {
 		return nil, fmt.Errorf("plugin type %s, revision %s did not load: %w", t, short(digest), err)
 	}
-	if !slices.Contains(m.manifest.PluginTypes, t) {
-		m.retire()
+	if !slices.Contains(m.PluginTypes(), t) {
+		m.Retire()
 		return nil, fmt.Errorf("%w: revision %s does not declare plugin type %s", ErrNoRevision, short(digest), t)
 	}
 	ps := &served{h: rs.h, m: m, q: cur.q} // the file's quarantine
@@ -182,7 +182,7 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 	cur.q.reset() // the older revision is not quarantined for what the newer one did
 	rs.mu.Lock()
 	rs.unpinLocked(t)
-	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.m.sum, Auto: auto, Reason: reason, At: time.Now()}, s: ps, fileS: cur}
+	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.m.SHA256(), Auto: auto, Reason: reason, At: time.Now()}, s: ps, fileS: cur}
 	cur.setPin(t, ps)
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
@@ -200,7 +200,7 @@ func (rs *revisions) unpinLocked(t string) {
 		p.fileS.setPin(t, nil)
 	}
 	if p.s != nil {
-		p.s.m.retire()
+		p.s.m.Retire()
 	}
 }
 
@@ -218,9 +218,9 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 	if th == nil {
 		return Revision{}, fmt.Errorf("%w: plugin type %s has no handler file in this host", ErrNoRevision, t)
 	}
-	serving := th.cur.Load().m.sum
+	serving := th.cur.Load().m.SHA256()
 	if ps := th.cur.Load().pinFor(t); ps != nil {
-		serving = ps.m.sum
+		serving = ps.m.SHA256()
 	}
 	rs.mu.Lock()
 	if digest == "" {
@@ -251,7 +251,7 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 		return Revision{}, err
 	}
 	h.log.Warn("handler rolled back by the operator", "plugin_type", t, "from_sha256", serving, "to_sha256", r.Digest,
-		"to_version", r.Version, "handler", th.cur.Load().m.file)
+		"to_version", r.Version, "handler", th.cur.Load().m.File())
 	rs.repinned()
 	return rs.view(t, r), nil
 }

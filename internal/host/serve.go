@@ -4,43 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
-// The call path of a handler call, in the order a call takes it. The sandbox (module.go) runs a
-// module's export for a plugin; the policies of a handler's revisions and failures sit as a
-// layer over it, here: a served is a module as the layer serves it, with the state of those
-// policies, and its serve is the whole path of one call.
+// The call path of a handler call, in the order a call takes it. The sandbox (package sandbox)
+// runs a module's export for a plugin; the policies of a handler's revisions and failures sit as
+// a layer over it, here: a served is a module as the layer serves it, with the state of those
+// policies, and its Serve is the whole path of one call.
 //
 // A plugin's call reaches the registered handler of its type (typeHandler), which takes the
 // module served for the type now (swapped by Run, dir.go), or a module loaded by path (Module's
-// ValidatePlugin, RegisterPlugin, DeRegisterPlugin, through its own served); then served.serve:
+// ValidatePlugin, RegisterPlugin, DeRegisterPlugin, through its own served: sandbox.Module.SetOwn);
+// then served.Serve:
 //
 //  1. a rollback pin: the type is served by an older revision, whose served takes the call
 //     (rollback.go);
 //  2. a shadow run: a candidate named for the type validates the same plugin beside the
 //     serving call, in the background (shadow.go);
-//  3. the sandbox serves the call (Module.serve), with the layer as its policy (the interface
-//     policy, module.go), in this order:
+//  3. the sandbox serves the call (sandbox.Module.Serve), with the layer as its policy (the
+//     interface sandbox.Policy), in this order:
 //  4. the call begins (Module.begin): the request, the call counted and, for the types
-//     recorded, its record started (record.go);
-//  5. quarantine admits it (served.admit): a handler that keeps trapping or timing out fails
+//     recorded, its record started (sandbox's record.go);
+//  5. quarantine admits it (served.Admit): a handler that keeps trapping or timing out fails
 //     the call at once, but for a probe now and then (quarantine.go);
 //  6. the sandbox runs it (Module.call: an instance, the export run under its deadline, CPU and
 //     budgets, its answer checked and turned into a decision);
-//  7. what the outcome means to the policies (served.outcome, or served.refused for a call the
+//  7. what the outcome means to the policies (served.Outcome, or served.Refused for a call the
 //     quarantine failed): to the quarantine, to the revision's counters (revisions.go) and its
 //     probation, which may roll it back (rollback.go), and, for a registration, which
 //     revision registered the plugin;
 //  8. the sandbox hands the call's record to the Recorder (Module.endRecord).
 //
-// The sandbox knows nothing of the policies: the layer reaches it by Module's enter, leave and
-// serve, and by the module's file, digest and plugin types; the sandbox reaches the layer only
-// through the policy it is given for the call.
+// The sandbox knows nothing of the policies: the layer reaches it by Module's exported API
+// (Enter, Leave, Serve, and the module's file, digest and plugin types); the sandbox reaches the
+// layer only through the policy it is given for the call.
 
 // served is a module serving as a handler, with the policy layer's state of its calls: a
 // handler file's module (made by Run when it installs it), an older revision's loaded for a
@@ -87,12 +88,12 @@ func (t *typeHandler) served() (*served, error) {
 			}
 			return nil, fmt.Errorf("%w: plugin type %s: %s", ErrRetired, t.pluginType, why)
 		}
-		if s.m.enter() {
+		if s.m.Enter() {
 			return s, nil
 		}
 		// s was swapped out and retired between the load and enter: take the new one.
 		if t.cur.Load() == s {
-			return nil, fmt.Errorf("%w: plugin type %s: handler %s is closed", ErrRetired, t.pluginType, s.m.file)
+			return nil, fmt.Errorf("%w: plugin type %s: handler %s is closed", ErrRetired, t.pluginType, s.m.File())
 		}
 	}
 }
@@ -102,8 +103,8 @@ func (t *typeHandler) ValidatePlugin(ctx context.Context, p registration.PluginI
 	if err != nil {
 		return err
 	}
-	defer s.m.leave()
-	_, err = s.serve(ctx, fnValidate, t.pluginType, p)
+	defer s.m.Leave()
+	_, err = s.Serve(ctx, sandbox.FnValidate, t.pluginType, p)
 	return err
 }
 
@@ -112,8 +113,8 @@ func (t *typeHandler) RegisterPlugin(ctx context.Context, p registration.PluginI
 	if err != nil {
 		return nil, err
 	}
-	defer s.m.leave()
-	return s.serve(ctx, fnRegister, t.pluginType, p)
+	defer s.m.Leave()
+	return s.Serve(ctx, sandbox.FnRegister, t.pluginType, p)
 }
 
 func (t *typeHandler) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
@@ -121,73 +122,41 @@ func (t *typeHandler) DeRegisterPlugin(ctx context.Context, p registration.Plugi
 	if err != nil {
 		return err
 	}
-	defer s.m.leave()
-	_, err = s.serve(ctx, fnDeregister, t.pluginType, p)
+	defer s.m.Leave()
+	_, err = s.Serve(ctx, sandbox.FnDeregister, t.pluginType, p)
 	return err
 }
 
-// ValidatePlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) ValidatePlugin(ctx context.Context, p registration.PluginInfo) error {
-	_, err := m.direct(ctx, fnValidate, p)
-	return err
-}
-
-// RegisterPlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error) {
-	return m.direct(ctx, fnRegister, p)
-}
-
-// DeRegisterPlugin implements registration.Handler for a plugin of one of the module's types.
-func (m *Module) DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error {
-	_, err := m.direct(ctx, fnDeregister, p)
-	return err
-}
-
-// direct is a call of the module as a handler of its own, through its own served (LoadFile).
-func (m *Module) direct(ctx context.Context, fn int, p registration.PluginInfo) (map[string]string, error) {
-	if !slices.Contains(m.manifest.PluginTypes, p.Type) {
-		return nil, fmt.Errorf("%w %q: handler %s handles %v", registration.ErrNoHandler, p.Type, m.file, m.manifest.PluginTypes)
-	}
-	if m.own == nil {
-		return nil, fmt.Errorf("%w: handler %s serves through the handlers of its plugin types", ErrRetired, m.file)
-	}
-	if !m.enter() {
-		return nil, fmt.Errorf("%w: handler %s is closed", ErrRetired, m.file)
-	}
-	defer m.leave()
-	return m.own.serve(ctx, fn, p.Type, p)
-}
-
-// serve is one handler call: plugin export fn (validate, register, deregister) for a plugin of
+// Serve is one handler call: plugin export fn (validate, register, deregister) for a plugin of
 // pluginType, on behalf of its handler; the caller has entered s.m. The policies come first, in
 // the order a call meets them, then the sandbox, then what the outcome means to the policies.
-func (s *served) serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
+func (s *served) Serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (published map[string]string, err error) {
 	// 1. A rollback pinned the type to an older revision: its module serves the call.
-	if ps := s.pinFor(pluginType); ps != nil && ps.m.enter() {
-		defer ps.m.leave()
-		return ps.serve(ctx, fn, pluginType, p)
+	if ps := s.pinFor(pluginType); ps != nil && ps.m.Enter() {
+		defer ps.m.Leave()
+		return ps.Serve(ctx, fn, pluginType, p)
 	}
 	m := s.m
 	// 2. A candidate named for the type validates the same plugin in a shadow run.
-	if fn == fnValidate && !s.shadow {
+	if fn == sandbox.FnValidate && !s.shadow {
 		done := s.h.startShadow(pluginType, p)
 		defer func() { done(err) }()
 	}
 	// 3. The sandbox serves the call, and s has its say as its policy (steps 4 to 8).
-	return m.serve(ctx, fn, pluginType, p, s)
+	return m.Serve(ctx, fn, pluginType, p, s)
 }
 
-// admit is the quarantine's say on a call the sandbox began (step 5): a quarantined handler
+// Admit is the quarantine's say on a call the sandbox began (step 5): a quarantined handler
 // fails the call at once, unless it is let through as a probe (mark).
-func (s *served) admit(file string) (mark bool, err error) { return s.q.admit(time.Now(), file) }
+func (s *served) Admit(file string) (mark bool, err error) { return s.q.admit(time.Now(), file) }
 
-// refused: the quarantine failed the call at once; it counts for the revision (step 7).
-func (s *served) refused(err error) { s.observe(err) }
+// Refused: the quarantine failed the call at once; it counts for the revision (step 7).
+func (s *served) Refused(err error) { s.observe(err) }
 
-// outcome is what the end of a call the sandbox ran means to the policies (step 7): to the
+// Outcome is what the end of a call the sandbox ran means to the policies (step 7): to the
 // quarantine (probe: it was let through as a probe), to the revision's counters and probation
 // (which may roll it back), and who registered the plugin.
-func (s *served) outcome(fn int, p registration.PluginInfo, probe bool, err error) {
+func (s *served) Outcome(fn int, p registration.PluginInfo, probe bool, err error) {
 	s.quarantineOutcome(probe, err)
 	s.observe(err)
 	if err == nil {
@@ -209,16 +178,16 @@ func (s *served) quarantineOutcome(probe bool, err error) {
 	switch change {
 	case quarantineEntered:
 		h.log.Warn("handler quarantined: its calls fail at once for a while, then one is let through as a probe",
-			"handler", s.m.file, "backoff", backoff, "probe_failed", probe, "error", err)
+			"handler", s.m.File(), "backoff", backoff, "probe_failed", probe, "error", err)
 	case quarantineLeft:
-		h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", s.m.file)
+		h.log.Info("handler left quarantine: the probe call did not trap or time out", "handler", s.m.File())
 	}
 }
 
 // registered tells the daemon which revision registered a plugin (Config.OnRegistered).
 func (s *served) registered(fn int, p registration.PluginInfo) {
-	if f := s.h.revs.cfg.OnRegistered; fn == fnRegister && !s.shadow && f != nil {
-		f(p.Socket, s.m.file, s.m.sum)
+	if f := s.h.revs.cfg.OnRegistered; fn == sandbox.FnRegister && !s.shadow && f != nil {
+		f(p.Socket, s.m.File(), s.m.SHA256())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -71,28 +72,28 @@ func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving err
 		s.skipped.Add(1)
 		return noShadow
 	}
-	if !s.cand.m.enter() {
+	if !s.cand.m.Enter() {
 		<-s.slots
 		return noShadow
 	}
-	if !h.beginWork() {
-		s.cand.m.leave()
+	if !h.sb.BeginWork() {
+		s.cand.m.Leave()
 		<-s.slots
 		return noShadow
 	}
 	servingErr := make(chan error, 1)
 	go func() {
-		defer h.wg.Done()
+		defer h.sb.EndWork()
 		defer func() { <-s.slots }()
-		defer s.cand.m.leave()
+		defer s.cand.m.Leave()
 		shadowErr := func() error {
-			_, err := s.cand.serve(h.ctx, fnValidate, t, p)
+			_, err := s.cand.Serve(h.sb.Context(), sandbox.FnValidate, t, p)
 			return err
 		}()
 		var served error
 		select {
 		case served = <-servingErr:
-		case <-h.ctx.Done():
+		case <-h.sb.Context().Done():
 			return
 		}
 		s.compare(h, p, served, shadowErr)
@@ -165,7 +166,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 		if old == nil {
 			return ShadowStatus{}, fmt.Errorf("%w: plugin type %s has no shadow", ErrNoRevision, t)
 		}
-		old.cand.m.retire()
+		old.cand.m.Retire()
 		h.log.Info("shadow handler cleared", "plugin_type", t, "shadow_sha256", old.rev.Digest)
 		rs.changed()
 		return ShadowStatus{}, nil
@@ -187,21 +188,21 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 		if bin, err = rs.bytesOf(full); err != nil {
 			return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
 		}
-	} else if bin, err = h.readHandlerFile(candidate); err != nil {
+	} else if bin, err = h.sb.ReadHandlerFile(candidate); err != nil {
 		return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
 	}
-	m, err := h.load(ctx, file, bin, new(stats))
+	m, err := h.sb.Load(ctx, file, bin, new(sandbox.Stats))
 	if err != nil {
 		return ShadowStatus{}, fmt.Errorf("shadow for plugin type %s: %w", t, err)
 	}
-	if !slices.Contains(m.manifest.PluginTypes, t) {
-		m.retire()
+	if !slices.Contains(m.PluginTypes(), t) {
+		m.Retire()
 		return ShadowStatus{}, fmt.Errorf("%w: shadow %s (sha256 %s) does not declare plugin type %s (it declares %v)",
-			ErrBadModule, file, short(m.sum), t, m.manifest.PluginTypes)
+			ErrBadModule, file, short(m.SHA256()), t, m.PluginTypes())
 	}
-	m.readOnly = true
-	if err := rs.keepBytes(m.sum, bin); err != nil {
-		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.sum, "error", err)
+	m.SetReadOnly()
+	if err := rs.keepBytes(m.SHA256(), bin); err != nil {
+		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.SHA256(), "error", err)
 	}
 	s := &shadowRun{pluginType: t, cand: &served{h: h, m: m, q: new(quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
 	rs.mu.Lock()
@@ -213,10 +214,10 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
 	if old != nil {
-		old.cand.m.retire()
+		old.cand.m.Retire()
 	}
 	h.log.Info("shadow handler set: its Validate runs beside the serving one on every registration",
-		"plugin_type", t, "shadow", file, "shadow_sha256", m.sum, "name", m.manifest.Name, "version", m.manifest.Version)
+		"plugin_type", t, "shadow", file, "shadow_sha256", m.SHA256(), "name", m.Manifest().Name, "version", m.Manifest().Version)
 	rs.changed()
 	return s.status(), nil
 }
@@ -231,8 +232,8 @@ func digestRef(s string) (string, bool) {
 
 func (s *shadowRun) status() ShadowStatus {
 	st := ShadowStatus{
-		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.cand.m.file,
-		Name: s.cand.m.manifest.Name, Version: s.cand.m.manifest.Version, Since: s.since,
+		PluginType: s.pluginType, SHA256: s.rev.Digest, File: s.cand.m.File(),
+		Name: s.cand.m.Manifest().Name, Version: s.cand.m.Manifest().Version, Since: s.since,
 		Runs: s.runs.Load(), Disagreements: s.disagreements.Load(), Failures: s.failures.Load(), Skipped: s.skipped.Load(),
 	}
 	if p := s.last.Load(); p != nil {

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 // What tools (wasmhost handler inspect/test, the conformance kit in conformance) read of a
 // host and of a module without serving it.
@@ -24,7 +24,7 @@ import (
 
 // Store returns a copy of the key-value store of pluginType as its handlers see it (nil when
 // nothing was ever stored for that type). It is for tools and tests; the daemon does not use it.
-func (sb *sandbox) Store(pluginType string) map[string][]byte {
+func (sb *Sandbox) Store(pluginType string) map[string][]byte {
 	sb.mu.Lock()
 	kv := sb.kv[pluginType]
 	sb.mu.Unlock()
@@ -89,11 +89,11 @@ type Import struct {
 // Inspect reads what bin (a module named name in messages) exports and imports, with
 // signatures, and runs its abi_version and manifest exports in a throwaway sandbox (the host's
 // memory limit and call timeout, WASI as the host gives it, and host functions that set the
-// result and otherwise answer abi.CodeDenied). Unlike LoadFile it neither checks grants nor
+// result and otherwise answer abi.CodeDenied). Unlike Load (and the host's LoadFile) it neither checks grants nor
 // permissions, and a module it can describe may still be refused: load it to know. The error
 // (ErrBadModule) is for bytes that are not a WebAssembly module at all.
-func (sb *sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
-	if !sb.beginWork() {
+func (sb *Sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
+	if !sb.BeginWork() {
 		return nil, ErrClosed
 	}
 	defer sb.wg.Done()
@@ -116,7 +116,7 @@ func (sb *sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Repor
 	// left its entry there (cachedirs.go).
 	rtCfg, release := sb.describeRuntimeConfig(r.SHA256)
 	if info.MemMin > uint64(sb.limitPages) {
-		// Describe what it is all the same; it is not instantiated (LoadFile refuses it).
+		// Describe what it is all the same; it is not instantiated (Load refuses it).
 		rtCfg = rtCfg.WithMemoryLimitPages(uint32(min(info.MemMin, 65536)))
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rtCfg)
@@ -198,7 +198,7 @@ type describeKey struct{}
 
 // describe instantiates cm in rt with stub host functions and reads its ABI version and
 // manifest into r.
-func (sb *sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Report) error {
+func (sb *Sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Report) error {
 	hostNames := map[string]bool{}
 	wasi := false
 	for _, def := range cm.ImportedFunctions() {

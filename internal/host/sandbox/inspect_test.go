@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 func TestInspect(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	ctx := context.Background()
 	read := func(name string) []byte {
 		b, err := os.ReadFile(fixture(name))
@@ -71,7 +71,7 @@ func TestInspect(t *testing.T) {
 	if r, err := h.Inspect(ctx, "nothing.wasm", nothing); err != nil || len(r.Imports) != 0 {
 		t.Errorf("a module of one function and no import: imports %+v, error %v", r.Imports, err)
 	}
-	if _, err := h.LoadFile(ctx, fixture("ungranted")); !errors.Is(err, ErrNotGranted) {
+	if _, err := loadFile(h, ctx, fixture("ungranted")); !errors.Is(err, ErrNotGranted) {
 		t.Errorf("LoadFile: %v, want ErrNotGranted", err)
 	}
 
@@ -96,7 +96,7 @@ func TestInspect(t *testing.T) {
 	if r, _ := h.Inspect(ctx, "abi2", read("abi2")); r.ABIVersion != 2 {
 		t.Errorf("abi2: version %d", r.ABIVersion)
 	}
-	small, _ := newTestHost(t, Config{MemoryLimit: 64 << 10})
+	small, _ := newTestSandbox(t, Config{MemoryLimit: 64 << 10})
 	if r, err := small.Inspect(ctx, "bigmem", read("bigmem")); err != nil || !strings.Contains(r.DescribeError, "not instantiated: its memory minimum of 2000 pages") || len(r.Exports) != 6 {
 		t.Errorf("bigmem over the memory limit: %+v, %v", r, err)
 	}
@@ -108,7 +108,7 @@ func TestInspect(t *testing.T) {
 }
 
 func TestStore(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	if s := h.Store("kv.example"); s != nil {
 		t.Errorf("store before any call: %v", s)
 	}

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 // its instances hold 64 MiB). An instance idle for Limits.IdleInstanceTimeout is closed, down
 // to one kept warm, so that a burst, or a hostile handler, does not hold that memory for ever.
 
-// shrink closes the instances idle since before now-timeout, keeping at least one live
+// Shrink closes the instances idle since before now-timeout, keeping at least one live
 // instance; it returns how many it closed.
-func (m *Module) shrink(now time.Time, timeout time.Duration) int {
-	if !m.enter() {
+func (m *Module) Shrink(now time.Time, timeout time.Duration) int {
+	if !m.Enter() {
 		return 0
 	}
-	defer m.leave()
+	defer m.Leave()
 	var keep []*instance
 	closed := 0
 	for range len(m.idle) {

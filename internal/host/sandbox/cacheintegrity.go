@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 // The compile cache's integrity. wazero keys each entry by the sha256 of the module's bytes
 // (with its own version and the CPU's features), so a module pulled by digest and a file with

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func (in *instance) noteMemory() {
 }
 
 // memoryUsed returns the memory of the live instances of every open module, as last read.
-func (sb *sandbox) memoryUsed() int64 {
+func (sb *Sandbox) memoryUsed() int64 {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	var n int64
@@ -70,14 +70,14 @@ func (in *instance) closed() {
 }
 
 // moduleClosed takes what the instances of a closed module still counted off the count.
-func (sb *sandbox) moduleClosed(m *Module) {
+func (sb *Sandbox) moduleClosed(m *Module) {
 	sb.memory.freed.Add(m.mem.Swap(0))
 	sb.returnMemory()
 }
 
 // trimMemory closes idle instances, largest first, while the live ones hold more than
 // Limits.InstanceMemory.
-func (sb *sandbox) trimMemory() {
+func (sb *Sandbox) trimMemory() {
 	limit := int64(sb.cfg.Limits.InstanceMemory)
 	for sb.memoryUsed() > limit {
 		sb.mu.Lock()
@@ -97,10 +97,10 @@ func (sb *sandbox) trimMemory() {
 
 // closeIdle closes the largest of the module's idle instances; false if none was idle.
 func (m *Module) closeIdle() bool {
-	if !m.enter() {
+	if !m.Enter() {
 		return false
 	}
-	defer m.leave()
+	defer m.Leave()
 	var all []*instance
 	for range len(m.idle) {
 		select {
@@ -133,7 +133,7 @@ func (m *Module) closeIdle() bool {
 
 // returnMemory hands the memory of closed instances back to the system, in the background and
 // at most every freeMemoryEvery, once at least freeMemoryAfter bytes were freed.
-func (sb *sandbox) returnMemory() {
+func (sb *Sandbox) returnMemory() {
 	if sb.memory.freed.Load() < freeMemoryAfter {
 		return
 	}
@@ -145,7 +145,7 @@ func (sb *sandbox) returnMemory() {
 	sb.memory.pending = true
 	wait := time.Until(sb.memory.lastFree.Add(freeMemoryEvery))
 	sb.memory.mu.Unlock()
-	sb.goAsync(func() {
+	sb.GoAsync(func() {
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"log/slog"

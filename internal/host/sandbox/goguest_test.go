@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // TestGoGuest runs a Go guest written against the raw ABI: a panic and running out of memory
 // are traps that cost only the instance, and stdout/stderr reach the log, bounded.
 func TestGoGuest(t *testing.T) {
-	path := guesttest.Build(t, "./testdata/goguest")
-	h, logs := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{CallCPU: limits.Duration(time.Minute)}})
+	path := guesttest.Build(t, "../testdata/goguest")
+	h, logs := newTestSandbox(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{CallCPU: limits.Duration(time.Minute)}})
 	ctx := context.Background()
 	m := mustLoadPath(t, h, path)
 	good := mustLoad(t, h, "ok")
@@ -79,11 +79,11 @@ func TestGoGuest(t *testing.T) {
 // TestSDKExample loads the tutorial handler built with the Go SDK (abi/guest) and runs its
 // calls through the host.
 func TestSDKExample(t *testing.T) {
-	if _, err := os.Stat("../../examples/handler-go"); err != nil {
+	if _, err := os.Stat("../../../examples/handler-go"); err != nil {
 		t.Skip("no SDK example:", err)
 	}
-	path := guesttest.Build(t, "../../examples/handler-go")
-	h, logs := newTestHost(t, Config{CallTimeout: time.Minute})
+	path := guesttest.Build(t, "../../../examples/handler-go")
+	h, logs := newTestSandbox(t, Config{CallTimeout: time.Minute})
 	m := mustLoadPath(t, h, path)
 	ctx := context.Background()
 	p := registration.PluginInfo{Type: "example.wasmhost.dev", Name: "ex", Endpoint: "/run/ex.sock", Versions: []string{"v1"}}

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 // Recording what a handler's calls exchange with the host: the daemon's session capture
 // (`wasmhost plugins capture`) and `wasmhost handler test --record/--replay` (package session).
@@ -86,7 +86,7 @@ func (m *Module) endRecord(st *callState, p registration.PluginInfo, published m
 // SetStore replaces the key-value store of pluginType with a copy of kv, as a session recorded
 // it before a call (`wasmhost handler test --replay`). It is for tools; the daemon does not
 // use it. The store is charged to the next handler that writes it.
-func (sb *sandbox) SetStore(pluginType string, kv map[string][]byte) {
+func (sb *Sandbox) SetStore(pluginType string, kv map[string][]byte) {
 	s := sb.kvStore(pluginType)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // guest side: create when absent, conflict when the value is not the one expected, swap,
 // delete, bad and oversized arguments, and a key longer than the old 256-byte limit.
 func TestKVCompareAndSet(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "cas")
 	if err := m.ValidatePlugin(context.Background(), info("cas.example", "p")); err != nil {
 		t.Fatalf("validate: %v", err)
@@ -23,7 +23,7 @@ func TestKVCompareAndSet(t *testing.T) {
 // TestKVCompareAndSetHammer: goroutines increment one counter by compare-and-set, retrying on
 // conflict; no increment is lost, which a get and a set would not promise.
 func TestKVCompareAndSetHammer(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "cas")
 	kv := h.kvStore("cas.example")
 	const workers, each = 8, 200

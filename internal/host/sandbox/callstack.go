@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 
 // instrument is wasmbin.Instrument with the host's call-stack bound, its failures
 // refusals of file.
-func (sb *sandbox) instrument(file string, bin []byte) ([]byte, error) {
+func (sb *Sandbox) instrument(file string, bin []byte) ([]byte, error) {
 	guarded, err := wasmbin.Instrument(bin, uint64(sb.cfg.Limits.MaxCallStack))
 	switch {
 	case errors.Is(err, wasmbin.ErrReservedExport) || errors.Is(err, wasmbin.ErrReservedImport):

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"errors"
@@ -143,9 +143,9 @@ func (kv *kvStore) deleteLocked(key string) {
 	kvQuotaMu.Unlock()
 }
 
-// dropStore frees the store of pluginType, when no handler serves the type any more: its room
+// DropStore frees the store of pluginType, when no handler serves the type any more: its room
 // goes back to the quota it was charged to.
-func (sb *sandbox) dropStore(pluginType string) {
+func (sb *Sandbox) DropStore(pluginType string) {
 	sb.mu.Lock()
 	kv := sb.kv[pluginType]
 	delete(sb.kv, pluginType)

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestCompileCacheTamperDetected(t *testing.T) {
 	cache := filepath.Join(t.TempDir(), "cache")
 	load := func() *logs {
-		h, l := newTestHost(t, Config{CacheDir: cache})
+		h, l := newTestSandbox(t, Config{CacheDir: cache})
 		m := mustLoad(t, h, "ok")
 		checkOK(t, m)
 		if err := h.Close(context.Background()); err != nil {

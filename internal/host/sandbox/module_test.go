@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 )
 
 func TestLoadOK(t *testing.T) {
-	h, logs := newTestHost(t, Config{})
+	h, logs := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "ok")
 	ctx := context.Background()
 
@@ -62,7 +62,7 @@ func TestLoadOK(t *testing.T) {
 }
 
 func TestRequestResultPublish(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "echo")
 	ctx := context.Background()
 	p := registration.PluginInfo{Socket: "/s/x.sock", Type: "echo.example", Name: "x", Endpoint: "/e/x.sock", Versions: []string{"1.0.0", "2"}}
@@ -85,7 +85,7 @@ func TestRequestResultPublish(t *testing.T) {
 }
 
 func TestKV(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
 	p := info("kv.example", "p")
@@ -110,7 +110,7 @@ func TestKV(t *testing.T) {
 // TestLimits: the host functions return the ABI's codes at its limits (testdata/limits.wat
 // checks them from the guest side).
 func TestLimits(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "limits")
 	ctx := context.Background()
 	p := info("limits.example", "p")
@@ -129,7 +129,7 @@ func TestLimits(t *testing.T) {
 // and what went wrong, the same module serves the next normal call, and another module is
 // not disturbed.
 func TestHostile(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: 100 * time.Millisecond, MemoryLimit: 2 << 20, PoolSize: 1})
+	h, _ := newTestSandbox(t, Config{CallTimeout: 100 * time.Millisecond, MemoryLimit: 2 << 20, PoolSize: 1})
 	good := mustLoad(t, h, "ok")
 	ctx := context.Background()
 	type call func(m *Module, p registration.PluginInfo) error
@@ -183,7 +183,7 @@ func TestHostile(t *testing.T) {
 // TestMemoryLimit: memory.grow fails at MemoryLimit (the guest then reports that its memory
 // stayed within 32 pages).
 func TestMemoryLimit(t *testing.T) {
-	h, _ := newTestHost(t, Config{MemoryLimit: 2 << 20, CallTimeout: 20 * time.Second})
+	h, _ := newTestSandbox(t, Config{MemoryLimit: 2 << 20, CallTimeout: 20 * time.Second})
 	m := mustLoad(t, h, "grow")
 	errContains(t, m.ValidatePlugin(context.Background(), info("grow.example", "p")), registration.ErrRejected, "capped")
 	checkOK(t, mustLoad(t, h, "ok"))
@@ -217,8 +217,8 @@ func TestRefusedAtLoad(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			h, _ := newTestHost(t, tt.cfg)
-			m, err := h.LoadFile(context.Background(), fixture(tt.fixture))
+			h, _ := newTestSandbox(t, tt.cfg)
+			m, err := loadFile(h, context.Background(), fixture(tt.fixture))
 			if m != nil {
 				t.Fatalf("loaded %s", tt.fixture)
 			}
@@ -227,9 +227,9 @@ func TestRefusedAtLoad(t *testing.T) {
 				t.Errorf("error %q does not match %v", err, tt.sentinel)
 			}
 			// Nothing of the refused module stays open, and the host still loads good ones.
-			h.sandbox.mu.Lock()
+			h.mu.Lock()
 			open := len(h.modules)
-			h.sandbox.mu.Unlock()
+			h.mu.Unlock()
 			if open != 0 {
 				t.Errorf("%d modules open after a refused load", open)
 			}
@@ -253,7 +253,7 @@ func (f fakeCaller) Call(ctx context.Context, endpoint, method string, req []byt
 
 func TestPluginCall(t *testing.T) {
 	var got []string
-	h, _ := newTestHost(t, Config{
+	h, _ := newTestSandbox(t, Config{
 		PluginCaller: fakeCaller{resp: []byte("pong"), got: &got},
 		Grants:       map[string][]string{"plain.example": {abi.CapabilityPluginCall}},
 	})
@@ -267,7 +267,7 @@ func TestPluginCall(t *testing.T) {
 		t.Errorf("plugin call got %q", got)
 	}
 
-	h2, _ := newTestHost(t, Config{
+	h2, _ := newTestSandbox(t, Config{
 		PluginCaller: fakeCaller{err: errors.New("dial failed")},
 		Grants:       map[string][]string{"plain.example": {abi.CapabilityPluginCall}},
 	})
@@ -295,42 +295,15 @@ func TestHostFuncsCoverABI(t *testing.T) {
 	}
 }
 
-func TestConfig(t *testing.T) {
-	ctx := context.Background()
-	for _, tt := range []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{Grants: map[string][]string{"T": {abi.CapabilityPluginCall}}}, `Config.Grants["T"]: capability "plugin_call" needs Config.PluginCaller`},
-		{Config{Grants: map[string][]string{"T": {"fly"}}}, `Config.Grants["T"]: unknown capability "fly"`},
-		{Config{MemoryLimit: 100}, "Config.MemoryLimit 100"},
-		{Config{CallTimeout: -1}, "Config.CallTimeout"},
-	} {
-		if _, err := New(ctx, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("New(%+v) = %v, want an error with %q", tt.cfg, err, tt.want)
-		}
-	}
-	h, err := New(ctx, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(ctx)
-	c := h.cfg
-	if c.HandlerDir != DefaultHandlerDir || c.CallTimeout != DefaultCallTimeout || c.MemoryLimit != DefaultMemoryLimit ||
-		c.PoolSize < 1 || c.RetireGrace != DefaultRetireGrace || c.Registry == nil || c.Logger == nil || h.limitPages != 1024 {
-		t.Errorf("defaults not applied: %+v", c)
-	}
-}
-
 func TestPermissions(t *testing.T) {
 	dir := tempDir(t)
 	path := filepath.Join(dir, "ok.wasm")
 	copyFile(t, fixture("ok"), path, 0o664)
-	h, _ := newStrictHost(t, Config{})
-	_, err := h.LoadFile(context.Background(), path)
+	h, _ := newStrictSandbox(t, Config{})
+	_, err := loadFile(h, context.Background(), path)
 	errContains(t, err, ErrInsecure, path, "writable by group or other", "handlers.allowInsecure", "--allow-insecure-handlers")
 
-	h2, _ := newTestHost(t, Config{AllowInsecure: true})
+	h2, _ := newTestSandbox(t, Config{AllowInsecure: true})
 	checkOK(t, mustLoadPath(t, h2, path))
 
 	// The cache directory must be private.
@@ -338,10 +311,10 @@ func TestPermissions(t *testing.T) {
 	if err := os.Mkdir(cache, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(context.Background(), Config{CacheDir: cache})
+	_, err = New(context.Background(), withDefaults(Config{CacheDir: cache}))
 	errContains(t, err, ErrInsecure, cache, "want 0700")
 	fresh := filepath.Join(dir, "fresh", "cache")
-	h3, _ := newStrictHost(t, Config{CacheDir: fresh})
+	h3, _ := newStrictSandbox(t, Config{CacheDir: fresh})
 	fi, err := os.Stat(fresh)
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("cache directory: %v, %v", fi.Mode(), err)
@@ -352,9 +325,9 @@ func TestPermissions(t *testing.T) {
 	checkOK(t, mustLoadPath(t, h3, path))
 }
 
-func mustLoadPath(t testing.TB, h *Host, path string) *Module {
+func mustLoadPath(t testing.TB, h *Sandbox, path string) *Module {
 	t.Helper()
-	m, err := h.LoadFile(context.Background(), path)
+	m, err := loadFile(h, context.Background(), path)
 	if err != nil {
 		t.Fatalf("LoadFile(%s): %v", path, err)
 	}
@@ -365,7 +338,7 @@ func mustLoadPath(t testing.TB, h *Host, path string) *Module {
 // load made, whatever the pool size: the pool grows only for calls at once (a Go handler's
 // instance is 3.4 MB new, 4 MB and more once it has served calls).
 func TestRareCallsOneInstance(t *testing.T) {
-	h, _ := newTestHost(t, Config{PoolSize: 8})
+	h, _ := newTestSandbox(t, Config{PoolSize: 8})
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
 	for i := range 100 {
@@ -386,16 +359,16 @@ func TestRareCallsOneInstance(t *testing.T) {
 // pool, waits for one to come back as long as a new one takes to make (an hour here), and
 // takes the one that comes back: the pool does not grow.
 func TestBusyPoolWaitsBeforeGrowing(t *testing.T) {
-	h, _ := newTestHost(t, Config{PoolSize: 4})
+	h, _ := newTestSandbox(t, Config{PoolSize: 4})
 	m := mustLoad(t, h, "kv")
 	m.makeTime.Store(int64(time.Hour))
 	waiting := make(chan struct{})
 	m.waitHook = func() { close(waiting) }
 	ctx := context.Background()
-	if !m.enter() {
+	if !m.Enter() {
 		t.Fatal("the module is retired")
 	}
-	defer m.leave()
+	defer m.Leave()
 	busy, err := m.acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -428,13 +401,13 @@ func TestBusyPoolWaitsBeforeGrowing(t *testing.T) {
 // TestBusyPoolGrows: a call that finds every instance in a call, for longer than a new one
 // takes to make, gets a new instance.
 func TestBusyPoolGrows(t *testing.T) {
-	h, _ := newTestHost(t, Config{PoolSize: 4})
+	h, _ := newTestSandbox(t, Config{PoolSize: 4})
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
-	if !m.enter() {
+	if !m.Enter() {
 		t.Fatal("the module is retired")
 	}
-	defer m.leave()
+	defer m.Leave()
 	var ins []*instance
 	for i := range 3 {
 		in, err := m.acquire(ctx)
@@ -457,7 +430,7 @@ func TestBusyPoolGrows(t *testing.T) {
 // TestPoolHammer calls one module from many goroutines: every call succeeds, and the pool
 // never holds more instances than PoolSize.
 func TestPoolHammer(t *testing.T) {
-	h, _ := newTestHost(t, Config{PoolSize: 3})
+	h, _ := newTestSandbox(t, Config{PoolSize: 3})
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -483,7 +456,7 @@ func TestPoolHammer(t *testing.T) {
 }
 
 func TestTimeoutWhileWaitingForAnInstance(t *testing.T) {
-	h, _ := newTestHost(t, Config{PoolSize: 1, CallTimeout: 200 * time.Millisecond})
+	h, _ := newTestSandbox(t, Config{PoolSize: 1, CallTimeout: 200 * time.Millisecond})
 	m := mustLoad(t, h, "loop")
 	ctx := context.Background()
 	done := make(chan error)
@@ -502,7 +475,7 @@ func TestTimeoutWhileWaitingForAnInstance(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "ok")
 	m2 := mustLoad(t, h, "ok")
 	ctx := context.Background()
@@ -518,7 +491,7 @@ func TestClose(t *testing.T) {
 		t.Fatal("second Close:", err)
 	}
 	errContains(t, m2.ValidatePlugin(ctx, info("ok.example", "p")), ErrRetired)
-	if _, err := h.LoadFile(ctx, fixture("ok")); !errors.Is(err, ErrClosed) {
+	if _, err := loadFile(h, ctx, fixture("ok")); !errors.Is(err, ErrClosed) {
 		t.Errorf("LoadFile after Close = %v, want ErrClosed", err)
 	}
 }
@@ -526,7 +499,7 @@ func TestClose(t *testing.T) {
 // TestCloseInterruptsCalls: Close waits for calls in progress until its context is done,
 // then closes the modules under them.
 func TestCloseInterruptsCalls(t *testing.T) {
-	h, _ := newTestHost(t, Config{CallTimeout: time.Minute})
+	h, _ := newTestSandbox(t, Config{CallTimeout: time.Minute})
 	m := mustLoad(t, h, "loop")
 	started := make(chan struct{})
 	done := make(chan error)
@@ -542,4 +515,13 @@ func TestCloseInterruptsCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	errContains(t, <-done, ErrRetired, "closed during the call")
+}
+
+// TestMemoryLimitInPages: the sandbox of a host's defaults limits an instance's memory to the
+// 1024 pages of host.DefaultMemoryLimit (64 MiB); the host's TestConfig checks its defaults.
+func TestMemoryLimitInPages(t *testing.T) {
+	h, _ := newStrictSandbox(t, Config{})
+	if h.limitPages != 1024 {
+		t.Errorf("defaults not applied: %d pages", h.limitPages)
+	}
 }

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func BenchmarkDeadlineLateness(b *testing.B) {
 			// log capture keeps every record, and the heap it grew (650 MB over a run) made each
 			// garbage collection's mark phase last 50-260 ms, which this measured before.
 			logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-			h, _ := newTestHost(b, Config{CallTimeout: timeout, PoolSize: max(lc.loopers, lc.busy), Quarantine: noQuarantine, Logger: logger})
+			h, _ := newTestSandbox(b, Config{CallTimeout: timeout, PoolSize: max(lc.loopers, lc.busy), Logger: logger})
 			m := mustLoad(b, h, "loop")
 			ok := mustLoad(b, h, "ok")
 			p := info("loop.example", "p")

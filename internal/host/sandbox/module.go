@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -24,13 +24,14 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
-// The exports a handler module must have, by index.
+// The exports a handler module must have, by index: FnValidate, FnRegister and FnDeregister
+// are the exports a handler call runs (Module.Serve).
 const (
 	fnABIVersion = iota
 	fnManifest
-	fnValidate
-	fnRegister
-	fnDeregister
+	FnValidate
+	FnRegister
+	FnDeregister
 	numExports
 )
 
@@ -40,11 +41,11 @@ var exportNames = [numExports]string{
 
 // Module is one compiled and validated handler module and its pool of instances: the sandbox
 // of a handler. It knows nothing of the policies of revisions and failures; the policy layer
-// (serve.go) serves it. Modules that Run loads are served through stable per-type handlers in
-// the registry; a Module returned by LoadFile implements registration.Handler for the plugin
+// (package host, serve.go) serves it. Modules that the host's Run loads are served through stable per-type handlers in
+// the registry; a Module returned by the host's LoadFile implements registration.Handler for the plugin
 // types its manifest declares, and belongs to the caller, who closes it.
 type Module struct {
-	sb         *sandbox
+	sb         *Sandbox
 	file       string
 	sum        string
 	size       int64
@@ -52,7 +53,7 @@ type Module struct {
 	manifest   abi.Manifest
 	caps       []string
 	loadedAt   time.Time
-	stats      *stats
+	stats      *Stats
 
 	rt           wazero.Runtime
 	cm           wazero.CompiledModule
@@ -74,16 +75,27 @@ type Module struct {
 
 	// readOnly: the module's calls may read the key-value store but change nothing: kv writes
 	// and plugin_call return abi.CodeDenied, and its calls are not recorded (a shadow
-	// candidate's, shadow.go).
+	// candidate's: SetReadOnly).
 	readOnly bool
 	// own is the module as a handler of its own (ValidatePlugin, RegisterPlugin,
-	// DeRegisterPlugin of a module LoadFile returned): the policy layer's (served, serve.go),
-	// which the sandbox never calls; nil for the modules served through the handlers of their
-	// types.
-	own interface {
-		serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo) (map[string]string, error)
-	}
+	// DeRegisterPlugin of a module the host's LoadFile returned): the policy layer's (SetOwn);
+	// nil for the modules served through the handlers of their types.
+	own Server
 }
+
+// LoadedAt returns when the module was loaded.
+func (m *Module) LoadedAt() time.Time { return m.loadedAt }
+
+// Instances returns how many instances of the module are alive.
+func (m *Module) Instances() int { return len(m.slots) }
+
+// Stats returns the counters of the module's handler file (Load's).
+func (m *Module) Stats() *Stats { return m.stats }
+
+// SetReadOnly makes the module's calls read-only (a shadow candidate's): kv writes and
+// plugin_call return abi.CodeDenied, and its calls are not recorded. It is set before the
+// module serves any call.
+func (m *Module) SetReadOnly() { m.readOnly = true }
 
 // File returns the path the module was loaded from.
 func (m *Module) File() string { return m.file }
@@ -113,7 +125,7 @@ func (m *Module) Capabilities() []string { return slices.Clone(m.caps) }
 // Close stops new calls, waits for the calls in progress to return (until ctx is done), and
 // closes the module's runtime. It is idempotent.
 func (m *Module) Close(ctx context.Context) error {
-	m.retire()
+	m.Retire()
 	select {
 	case <-m.done:
 		return nil
@@ -124,8 +136,8 @@ func (m *Module) Close(ctx context.Context) error {
 	return nil
 }
 
-// enter counts a call in, unless the module is retired.
-func (m *Module) enter() bool {
+// Enter counts a call in, unless the module is retired.
+func (m *Module) Enter() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.retired {
@@ -135,8 +147,8 @@ func (m *Module) enter() bool {
 	return true
 }
 
-// leave counts a call out; the last one out of a retired module closes it.
-func (m *Module) leave() {
+// Leave counts a call out; the last one out of a retired module closes it.
+func (m *Module) Leave() {
 	m.mu.Lock()
 	m.inflight--
 	closeNow := m.retired && m.inflight == 0 && !m.closing
@@ -145,12 +157,12 @@ func (m *Module) leave() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.sb.goAsync(m.closeRuntime)
+		m.sb.GoAsync(m.closeRuntime)
 	}
 }
 
-// retire stops new calls; the module is closed when the calls in progress return.
-func (m *Module) retire() {
+// Retire stops new calls; the module is closed when the calls in progress return.
+func (m *Module) Retire() {
 	m.mu.Lock()
 	if m.retired {
 		m.mu.Unlock()
@@ -163,7 +175,7 @@ func (m *Module) retire() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.sb.goAsync(m.closeRuntime)
+		m.sb.GoAsync(m.closeRuntime)
 	}
 }
 
@@ -372,7 +384,7 @@ func (m *Module) release(in *instance) {
 
 // discard throws an instance away and replaces it, off the caller's path.
 func (m *Module) discard(in *instance) {
-	m.sb.goAsync(func() {
+	m.sb.GoAsync(func() {
 		if in.mod != nil {
 			_ = in.mod.Close(context.Background())
 			in.closed()
@@ -384,10 +396,10 @@ func (m *Module) discard(in *instance) {
 
 // refill adds an instance to the pool if it has room, so the next call finds one ready.
 func (m *Module) refill() {
-	if !m.enter() {
+	if !m.Enter() {
 		return
 	}
-	defer m.leave()
+	defer m.Leave()
 	select {
 	case m.slots <- struct{}{}:
 	default:
@@ -403,40 +415,40 @@ func (m *Module) refill() {
 	m.idle <- in
 }
 
-// policy is what the policy layer over the sandbox (serve.go) says around one handler call: the
-// one interface between the two. The sandbox asks it, once the call is begun and counted,
+// Policy is what the policy layer over the sandbox (package host, serve.go) says around one
+// handler call: the one interface between the two. The sandbox asks it, once the call is begun and counted,
 // whether the call may run, and tells it how the call ended, before the call's record goes to
 // the Recorder.
-type policy interface {
-	// admit lets a call of the module at file run (nil), or fails it at once with the error;
+type Policy interface {
+	// Admit lets a call of the module at file run (nil), or fails it at once with the error;
 	// mark is handed back with its outcome (the quarantine's probe).
-	admit(file string) (mark bool, err error)
-	// refused: the call admit failed ended with err, counted as a failure of the file.
-	refused(err error)
-	// outcome: the call of export fn for plugin p that admit let through (with its mark) ran
+	Admit(file string) (mark bool, err error)
+	// Refused: the call Admit failed ended with err, counted as a failure of the file.
+	Refused(err error)
+	// Outcome: the call of export fn for plugin p that Admit let through (with its mark) ran
 	// and ended with err.
-	outcome(fn int, p registration.PluginInfo, mark bool, err error)
+	Outcome(fn int, p registration.PluginInfo, mark bool, err error)
 }
 
-// serve is a handler call in the sandbox: module m runs export fn (validate, register,
-// deregister) for plugin p of pluginType, and pol, the policy layer, has its say; the caller
-// has entered m. The steps, in order: the call begins (begin: its request, counted, its record
-// started), pol admits it or fails it at once, it runs (call), pol hears the outcome, and the
-// record is handed to the Recorder (endRecord).
-func (m *Module) serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo, pol policy) (published map[string]string, err error) {
+// Serve is a handler call in the sandbox: module m runs export fn (FnValidate, FnRegister,
+// FnDeregister) for plugin p of pluginType, and pol, the policy layer, has its say; the caller
+// has entered m (Enter). The steps, in order: the call begins (begin: its request, counted, its
+// record started), pol admits it or fails it at once, it runs (call), pol hears the outcome, and
+// the record is handed to the Recorder (endRecord).
+func (m *Module) Serve(ctx context.Context, fn int, pluginType string, p registration.PluginInfo, pol Policy) (published map[string]string, err error) {
 	st, err := m.begin(fn, pluginType, p)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { m.endRecord(st, p, published, err) }()
-	mark, err := pol.admit(m.file)
+	mark, err := pol.Admit(m.file)
 	if err != nil {
 		m.stats.failures.Add(1)
-		pol.refused(err)
+		pol.Refused(err)
 		return nil, err
 	}
 	published, err = m.call(ctx, st, fn, p)
-	pol.outcome(fn, p, mark, err)
+	pol.Outcome(fn, p, mark, err)
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +471,7 @@ func (m *Module) begin(fn int, pluginType string, p registration.PluginInfo) (*c
 		m: m, export: exportNames[fn], pluginType: pluginType,
 		plugin: p.Name, endpoint: p.Endpoint, socket: p.Socket, req: req,
 	}
-	if fn == fnRegister {
+	if fn == FnRegister {
 		st.published = make(map[string]string)
 	}
 	m.startRecord(st)
@@ -587,25 +599,54 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 	return err
 }
 
-// stats are the counters of one handler file, kept across the versions of its module.
-type stats struct {
+// Stats are the counters of one handler file, kept across the versions of its module: the
+// caller of Load gives them (the host keeps one per handler file).
+type Stats struct {
 	calls, rejected, failures, traps, timeouts atomic.Uint64
 	cpu, throttled                             atomic.Int64 // nanoseconds: of guest code, and waiting for a turn (sandbox.go)
-	last                                       atomic.Pointer[lastError]
+	last                                       atomic.Pointer[LastError]
 	kv                                         kvQuota // the file's key-value stores
 }
 
-type lastError struct {
-	msg     string
-	at      time.Time
-	refusal string // the reason (Refused*) when it is a refusal of the file
+// LastError is the last error of a handler file: a failed call, or a refusal of the file.
+type LastError struct {
+	Msg     string
+	At      time.Time
+	Refusal string // the reason (Refused*) when it is a refusal of the file
 }
 
-func (s *stats) setLast(err error) {
-	s.last.Store(&lastError{msg: err.Error(), at: time.Now()})
+// Counts are what a handler file's Stats have counted.
+type Counts struct {
+	Calls, Rejected, Failures, Traps, Timeouts uint64
+	CPU, Throttled                             time.Duration // of guest code, and waiting for a turn
+	Last                                       *LastError    // nil when none (or cleared)
+	KVKeys                                     int           // what the key-value stores of its types hold
+	KVBytes                                    int64
 }
 
-func (s *stats) failed(err error) {
+// Counts returns what s has counted.
+func (s *Stats) Counts() Counts {
+	c := Counts{
+		Calls: s.calls.Load(), Rejected: s.rejected.Load(), Failures: s.failures.Load(),
+		Traps: s.traps.Load(), Timeouts: s.timeouts.Load(),
+		CPU: time.Duration(s.cpu.Load()), Throttled: time.Duration(s.throttled.Load()),
+		Last: s.last.Load(),
+	}
+	c.KVKeys, c.KVBytes = kvUsage(&s.kv)
+	return c
+}
+
+// SetLast makes e the file's last error (nil: none).
+func (s *Stats) SetLast(e *LastError) { s.last.Store(e) }
+
+// ClearLast forgets the file's last error if it is still e.
+func (s *Stats) ClearLast(e *LastError) { s.last.CompareAndSwap(e, nil) }
+
+func (s *Stats) setLast(err error) {
+	s.last.Store(&LastError{Msg: err.Error(), At: time.Now()})
+}
+
+func (s *Stats) failed(err error) {
 	s.failures.Add(1)
 	s.setLast(err)
 }
@@ -637,24 +678,22 @@ func (e *moduleError) Unwrap() []error {
 	return []error{ErrBadModule}
 }
 
-// The reasons a handler file is refused, for the wasmhost_handler_refusals_total metric.
+// The reasons the sandbox refuses a handler file, for the wasmhost_handler_refusals_total
+// metric (the host adds its own: a conflict, a binding, the directory).
 const (
-	RefusedNotRegular     = "not_regular"        // a FIFO, device, socket or directory named *.wasm
-	RefusedUnreadable     = "unreadable"         // it could not be opened or read
-	RefusedInsecure       = "insecure"           // others than the daemon's user may change it
-	RefusedTooLarge       = "too_large"          // over handlers.limits.maxModuleSize
-	RefusedInvalid        = "invalid"            // not WebAssembly, or not valid
-	RefusedStructure      = "structure"          // code over a structural limit (functions, nesting, ...)
-	RefusedCompileTimeout = "compile_timeout"    // the compile ran over handlers.limits.compileTimeout
-	RefusedCompileBusy    = "compile_busy"       // too many abandoned compiles still running; retried
-	RefusedMemory         = "memory"             // declares more memory than handlers.memoryLimit
-	RefusedABI            = "abi"                // exports, imports, ABI version or manifest
-	RefusedNotGranted     = "not_granted"        // imports a capability not granted
-	RefusedTrap           = "trap"               // trapped while it was instantiated or described
-	RefusedTimeout        = "timeout"            // ran over the call timeout while being loaded
-	RefusedConflict       = "conflict"           // declares a plugin type another file handles
-	RefusedNotBound       = "not_bound"          // declares a plugin type bound to another file or digest
-	RefusedDirectory      = "insecure_directory" // the handler directory became insecure
+	RefusedNotRegular     = "not_regular"     // a FIFO, device, socket or directory named *.wasm
+	RefusedUnreadable     = "unreadable"      // it could not be opened or read
+	RefusedInsecure       = "insecure"        // others than the daemon's user may change it
+	RefusedTooLarge       = "too_large"       // over handlers.limits.maxModuleSize
+	RefusedInvalid        = "invalid"         // not WebAssembly, or not valid
+	RefusedStructure      = "structure"       // code over a structural limit (functions, nesting, ...)
+	RefusedCompileTimeout = "compile_timeout" // the compile ran over handlers.limits.compileTimeout
+	RefusedCompileBusy    = "compile_busy"    // too many abandoned compiles still running; retried
+	RefusedMemory         = "memory"          // declares more memory than handlers.memoryLimit
+	RefusedABI            = "abi"             // exports, imports, ABI version or manifest
+	RefusedNotGranted     = "not_granted"     // imports a capability not granted
+	RefusedTrap           = "trap"            // trapped while it was instantiated or described
+	RefusedTimeout        = "timeout"         // ran over the call timeout while being loaded
 )
 
 // RefusalReason returns the reason (a Refused* constant) of a load error, or "" for nil.
@@ -682,6 +721,10 @@ func badModule(file string, also error, format string, args ...any) error {
 }
 
 // refuse is badModule with a reason.
+// Refuse is the refusal of a handler file for a reason of the host's own (RefusalReason
+// returns it): an error that matches ErrBadModule, names file and says why.
+func Refuse(file, reason, why string) error { return refuse(file, reason, nil, "%s", why) }
+
 func refuse(file, reason string, also error, format string, args ...any) error {
 	return &moduleError{file: file, reason: reason, msg: fmt.Sprintf(format, args...), also: also}
 }
@@ -697,9 +740,10 @@ func sigString(params, results []api.ValueType) string {
 	return names(params) + " -> " + names(results)
 }
 
-// load compiles bin, checks its exports and imports, instantiates it once and asks for its
-// ABI version and manifest. Every failure names file and what is wrong.
-func (sb *sandbox) load(ctx context.Context, file string, bin []byte, st *stats) (_ *Module, err error) {
+// Load compiles bin, checks its exports and imports, instantiates it once and asks for its
+// ABI version and manifest. Every failure names file and what is wrong. Its calls and
+// failures are counted in st, the counters of its handler file.
+func (sb *Sandbox) Load(ctx context.Context, file string, bin []byte, st *Stats) (_ *Module, err error) {
 	t0 := time.Now()
 	sum := sha256.Sum256(bin)
 	info, err := wasmbin.Scan(bin)

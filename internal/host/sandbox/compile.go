@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const maxAbandonedCompiles = 1
 
 // compile compiles bin in rt within Limits.CompileTimeout. When it gives up, abandoned is true
 // and rt belongs to the abandoned compile, which closes it and then calls release.
-func (sb *sandbox) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
+func (sb *Sandbox) compile(rt wazero.Runtime, release func(), file string, bin []byte) (_ wazero.CompiledModule, abandoned bool, _ error) {
 	sb.compileMu.Lock()
 	if sb.abandoned >= maxAbandonedCompiles {
 		n := sb.abandoned
@@ -86,7 +86,7 @@ func (sb *sandbox) compile(rt wazero.Runtime, release func(), file string, bin [
 
 // AbandonedCompiles returns how many compiles were abandoned at their deadline and are still
 // running, and how many were abandoned since the host was made.
-func (sb *sandbox) AbandonedCompiles() (running int, total uint64) {
+func (sb *Sandbox) AbandonedCompiles() (running int, total uint64) {
 	sb.compileMu.Lock()
 	defer sb.compileMu.Unlock()
 	return sb.abandoned, sb.abandonedTotal

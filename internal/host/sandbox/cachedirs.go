@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 // The compile cache on disk is kept per module: CacheDir/modules/<sha256 of the module>/ holds
 // what wazero wrote compiling that module, and nothing else. So the cache holds the modules
@@ -35,7 +35,7 @@ type moduleCaches struct {
 // moduleRuntimeConfig returns the runtime configuration to compile and run the module whose
 // bytes have sha256 sum, and release, which the caller calls once after closing the runtime.
 // Without CacheDir, the host's in-memory cache serves every module.
-func (sb *sandbox) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), error) {
+func (sb *Sandbox) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func(), error) {
 	if sb.cfg.CacheDir == "" {
 		return sb.rtCfg, func() {}, nil
 	}
@@ -48,7 +48,7 @@ func (sb *sandbox) moduleRuntimeConfig(sum string) (wazero.RuntimeConfig, func()
 // loaded, or was before a restart, as a pulled module is when the daemon starts again), whose
 // entry it then reads rather than compiling again. The directory is neither made nor removed
 // for a description.
-func (sb *sandbox) describeRuntimeConfig(sum string) (wazero.RuntimeConfig, func()) {
+func (sb *Sandbox) describeRuntimeConfig(sum string) (wazero.RuntimeConfig, func()) {
 	none := sb.rtCfg.WithCompilationCache(nil)
 	if sb.cfg.CacheDir == "" {
 		return none, func() {}
@@ -66,7 +66,7 @@ var errNoCacheDir = errors.New("host: no compile cache directory of these bytes"
 // cacheDirRuntimeConfig returns the runtime configuration with the cache directory of sum,
 // made unless describe (errNoCacheDir then when there is none), and its release, which
 // removes the directory when its last user goes, unless describe.
-func (sb *sandbox) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeConfig, func(), error) {
+func (sb *Sandbox) cacheDirRuntimeConfig(sum string, describe bool) (wazero.RuntimeConfig, func(), error) {
 	dir := filepath.Join(sb.cfg.CacheDir, moduleCacheDir, sum)
 	// Counted before the directory is made or opened: the last module of these bytes closing
 	// meanwhile (a rollback or a revision put back right after it was replaced) must not
@@ -87,7 +87,7 @@ func (sb *sandbox) cacheDirRuntimeConfig(sum string, describe bool) (wazero.Runt
 			return nil, nil, errNoCacheDir
 		}
 	}
-	if err := ensurePrivateDir(dir); err != nil {
+	if err := EnsurePrivateDir(dir); err != nil {
 		unuse()
 		return nil, nil, err
 	}
@@ -134,7 +134,7 @@ func (sb *sandbox) cacheDirRuntimeConfig(sum string, describe bool) (wazero.Runt
 
 // removeModuleCache removes the cache directory of sum; the caller holds mcache.mu and has
 // checked that nothing uses it.
-func (sb *sandbox) removeModuleCache(sum string) {
+func (sb *Sandbox) removeModuleCache(sum string) {
 	dir := filepath.Join(sb.cfg.CacheDir, moduleCacheDir, sum)
 	if err := os.RemoveAll(dir); err != nil {
 		sb.log.Warn("removing a compile cache directory no module uses", "dir", dir, "error", err)
@@ -145,9 +145,9 @@ func (sb *sandbox) removeModuleCache(sum string) {
 
 // PruneCache removes the cache directories of the modules that are not loaded, nor being
 // loaded, and what the cache's former layout left at its top (wazero's own subdirectories).
-// Run calls it once the handlers present at start have loaded. It returns how many
+// The host's Run calls it once the handlers present at start have loaded. It returns how many
 // directories it removed.
-func (sb *sandbox) PruneCache() int {
+func (sb *Sandbox) PruneCache() int {
 	if sb.cfg.CacheDir == "" {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"context"
@@ -36,11 +36,12 @@ var (
 	ErrClosed = errors.New("host: closed")
 )
 
-// sandbox is what the modules of a host share: the compile cache and its integrity, the turns
+// Sandbox is what the modules of a host share: the compile cache and its integrity, the turns
 // to run guest code, the memory of live instances, the key-value stores of the plugin types,
 // the modules open and the work Close waits for. A Module knows its host by it alone; the
-// reloader (dir.go) and the policy layer (serve.go) are the Host's, beside it.
-type sandbox struct {
+// reloader and the policy layer are the Host's (package host), beside it. Make it with New; it
+// is safe for concurrent use.
+type Sandbox struct {
 	cfg        Config
 	log        *slog.Logger
 	cache      wazero.CompilationCache
@@ -55,7 +56,7 @@ type sandbox struct {
 	ctx    context.Context // background work (instance refills); canceled by Close
 	cancel context.CancelFunc
 
-	closing   chan struct{} // closed when Close begins: Run returns
+	closing   chan struct{} // closed when Close begins: the host's Run returns
 	closeOnce sync.Once
 	closeErr  error
 
@@ -74,11 +75,11 @@ type sandbox struct {
 	cacheClosePending bool
 }
 
-// newSandbox returns the sandbox of a host for cfg, with its defaults. ctx is used only while
-// it runs.
-func newSandbox(ctx context.Context, cfg Config) (*sandbox, error) {
+// New returns the sandbox of a host for cfg, whose defaults the host filled in. ctx is used
+// only while it runs.
+func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	ensureProcs(cfg.Logger)
-	sb := &sandbox{
+	sb := &Sandbox{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		limitPages: uint32(cfg.MemoryLimit / pageSize),
@@ -88,7 +89,7 @@ func newSandbox(ctx context.Context, cfg Config) (*sandbox, error) {
 		gate:       newCPUGate(cfg.Limits.GuestThreads),
 	}
 	if cfg.CacheDir != "" {
-		if err := ensurePrivateDir(cfg.CacheDir); err != nil {
+		if err := EnsurePrivateDir(cfg.CacheDir); err != nil {
 			return nil, err
 		}
 		sb.sums = newCacheSums(cfg.CacheDir, cfg.Logger)
@@ -105,12 +106,12 @@ func newSandbox(ctx context.Context, cfg Config) (*sandbox, error) {
 	return sb, nil
 }
 
-// readHandlerFile reads a handler file after checking that only the daemon's user may change
+// ReadHandlerFile reads a handler file after checking that only the daemon's user may change
 // it (unless AllowInsecure). It never blocks on what is not a regular file: the path is
 // stat'ed first (a FIFO, device or socket named .wasm is refused without being opened), then
 // opened with O_NONBLOCK and checked again on the open file, so that a FIFO swapped in between
 // cannot hold the loader in open() or read(). At most Limits.MaxModuleSize are read.
-func (sb *sandbox) readHandlerFile(path string) ([]byte, error) {
+func (sb *Sandbox) ReadHandlerFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path) // follows the symlinks of ConfigMap volumes
 	if err != nil {
 		return nil, unreadable(path, err)
@@ -131,7 +132,7 @@ func (sb *sandbox) readHandlerFile(path string) ([]byte, error) {
 		return nil, refuse(path, RefusedNotRegular, nil, "not a regular file (%s): only regular files are loaded", fileKind(ofi.Mode()))
 	}
 	if !sb.cfg.AllowInsecure {
-		if err := checkNotShared(path, "handler file", ofi); err != nil {
+		if err := CheckNotShared(path, "handler file", ofi); err != nil {
 			return nil, &moduleError{file: path, reason: RefusedInsecure, plain: err}
 		}
 	}
@@ -173,9 +174,10 @@ func fileKind(m os.FileMode) string {
 	return "mode " + m.String()
 }
 
-// close stops Run (closing), closes every module (waiting until ctx is done for calls in
-// progress to return, then closing them anyway) and the compilation cache. It is idempotent.
-func (sb *sandbox) close(ctx context.Context) error {
+// Close closes Closing (the host's Run returns), closes every module (waiting until ctx is
+// done for calls in progress to return, then closing them anyway) and the compilation cache.
+// It is idempotent.
+func (sb *Sandbox) Close(ctx context.Context) error {
 	sb.closeOnce.Do(func() {
 		close(sb.closing)
 		sb.mu.Lock()
@@ -186,7 +188,7 @@ func (sb *sandbox) close(ctx context.Context) error {
 		}
 		sb.mu.Unlock()
 		for _, m := range mods {
-			m.retire()
+			m.Retire()
 		}
 		for _, m := range mods {
 			select {
@@ -216,8 +218,8 @@ func (sb *sandbox) close(ctx context.Context) error {
 	return sb.closeErr
 }
 
-// beginWork counts work the host must wait for on Close; false once Close waits.
-func (sb *sandbox) beginWork() bool {
+// BeginWork counts work Close must wait for, ended by EndWork; false once Close waits.
+func (sb *Sandbox) BeginWork() bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.drained {
@@ -227,9 +229,19 @@ func (sb *sandbox) beginWork() bool {
 	return true
 }
 
-// goAsync runs f in a goroutine Close waits for; after Close began waiting, it runs f now.
-func (sb *sandbox) goAsync(f func()) {
-	if !sb.beginWork() {
+// EndWork ends the work BeginWork counted.
+func (sb *Sandbox) EndWork() { sb.wg.Done() }
+
+// Closing returns a channel closed when Close begins.
+func (sb *Sandbox) Closing() <-chan struct{} { return sb.closing }
+
+// Context returns the context of background work (a call the host starts on its own): it is
+// canceled by Close.
+func (sb *Sandbox) Context() context.Context { return sb.ctx }
+
+// GoAsync runs f in a goroutine Close waits for; after Close began waiting, it runs f now.
+func (sb *Sandbox) GoAsync(f func()) {
+	if !sb.BeginWork() {
 		f()
 		return
 	}
@@ -239,7 +251,14 @@ func (sb *sandbox) goAsync(f func()) {
 	}()
 }
 
-func (sb *sandbox) track(m *Module) error {
+// OpenModules returns how many modules are open: loaded and not yet closed.
+func (sb *Sandbox) OpenModules() int {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return len(sb.modules)
+}
+
+func (sb *Sandbox) track(m *Module) error {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.closed {
@@ -249,13 +268,13 @@ func (sb *sandbox) track(m *Module) error {
 	return nil
 }
 
-func (sb *sandbox) forget(m *Module) {
+func (sb *Sandbox) forget(m *Module) {
 	sb.mu.Lock()
 	delete(sb.modules, m)
 	sb.mu.Unlock()
 }
 
-func (sb *sandbox) kvStore(pluginType string) *kvStore {
+func (sb *Sandbox) kvStore(pluginType string) *kvStore {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	kv := sb.kv[pluginType]
@@ -266,7 +285,7 @@ func (sb *sandbox) kvStore(pluginType string) *kvStore {
 	return kv
 }
 
-func (sb *sandbox) grantedAnywhere(capName string) bool {
+func (sb *Sandbox) grantedAnywhere(capName string) bool {
 	for t := range sb.cfg.Grants {
 		if sb.cfg.granted(t, capName) {
 			return true

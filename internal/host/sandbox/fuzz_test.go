@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func FuzzAnswer(f *testing.F) {
 }
 
 func addFixtures(f *testing.F) {
-	paths, _ := filepath.Glob(filepath.Join("testdata", "*.wasm"))
+	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "*.wasm"))
 	for _, p := range paths {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
@@ -76,7 +76,7 @@ func addFixtures(f *testing.F) {
 // status and result, through the whole call path: the call's error is decided by the status and
 // the result's size alone, and the host never reports a trap.
 func FuzzGuestAnswer(f *testing.F) {
-	h, _ := newTestHost(f, Config{PoolSize: 1})
+	h, _ := newTestSandbox(f, Config{PoolSize: 1})
 	m := mustLoad(f, h, "answer")
 	f.Add(int32(0), []byte(""))
 	f.Add(int32(1), []byte("no"))
@@ -122,10 +122,10 @@ func FuzzGuestAnswer(f *testing.F) {
 // that answers calls within the deadline; the host never panics.
 func FuzzLoad(f *testing.F) {
 	addFixtures(f)
-	h, _ := newTestHost(f, Config{CallTimeout: 100 * time.Millisecond, MemoryLimit: 4 << 20, PoolSize: 1})
+	h, _ := newTestSandbox(f, Config{CallTimeout: 100 * time.Millisecond, MemoryLimit: 4 << 20, PoolSize: 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ctx := context.Background()
-		m, err := h.load(ctx, "fuzz.wasm", b, new(stats))
+		m, err := h.Load(ctx, "fuzz.wasm", b, new(Stats))
 		if err != nil {
 			if !errors.Is(err, ErrBadModule) {
 				t.Fatalf("load error %v is not ErrBadModule", err)

@@ -1,4 +1,4 @@
-package host
+package sandbox
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // handlers.limits.maxCallStack, named as such, and costs only its instance: the next call gets
 // a fresh one and another handler is not affected.
 func TestCallStackBound(t *testing.T) {
-	h, _ := newTestHost(t, Config{Quarantine: noQuarantine})
+	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "recurse")
 	good := mustLoad(t, h, "ok")
 	ctx := context.Background()
@@ -43,8 +43,8 @@ func TestCallStackBound(t *testing.T) {
 // (4 KiB was enough until the runtime found GOGC in its environment: reading it at start
 // takes a few frames more).
 func TestCallStackBoundLeavesGoGuests(t *testing.T) {
-	path := guesttest.Build(t, "./testdata/goguest")
-	h, _ := newTestHost(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{MaxCallStack: 8 << 10}})
+	path := guesttest.Build(t, "../testdata/goguest")
+	h, _ := newTestSandbox(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{MaxCallStack: 8 << 10}})
 	m := mustLoadPath(t, h, path)
 	if err := m.ValidatePlugin(context.Background(), info("go.example", "fine")); err != nil {
 		t.Fatal(err)
@@ -106,9 +106,9 @@ func TestGuardCallStack(t *testing.T) {
 	}
 
 	// A module exporting the counter's name is refused at load, as an ABI fault.
-	h, _ := newTestHost(t, Config{})
+	h, _ := newTestSandbox(t, Config{})
 	exporting := guardedTwice(t, src)
-	_, err = h.load(ctx, "twice.wasm", exporting, &stats{})
+	_, err = h.Load(ctx, "twice.wasm", exporting, &Stats{})
 	if RefusalReason(err) != RefusedABI || !errors.Is(err, ErrBadModule) {
 		t.Errorf("a module exporting %s: %v", wasmbin.CallStackExport, err)
 	}
@@ -136,7 +136,7 @@ func BenchmarkRecursion(b *testing.B) {
 		limit int64
 	}{{"bound=1Mi", 1 << 20}, {"unbounded", 1<<31 - 1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, _ := newTestHost(b, Config{PoolSize: 1, Quarantine: noQuarantine, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
+			h, _ := newTestSandbox(b, Config{PoolSize: 1, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
 			m := mustLoad(b, h, "recurse")
 			p := info("recurse.example", "p")
 			runtime.GC()

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
+	"github.com/wasmhost/wasmhost/internal/limits"
+)
+
+// PluginCaller makes the unary gRPC calls of the plugin_call host function
+// (abi.ImportPluginCall) to the endpoint of the plugin a handler is handling.
+type PluginCaller interface {
+	// Call invokes method (a full gRPC method name, "/package.Service/Method") on the plugin
+	// serving at endpoint with the encoded request req, and returns the encoded response. A
+	// response longer than maxResp bytes is an error. ctx carries the handler call's deadline.
+	Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error)
+}
+
+// Config configures a Sandbox: the fields of the host's configuration (host.Config) that
+// the sandbox uses, documented there, with their defaults filled in and checked (host.New
+// does): New takes them as they are.
+type Config struct {
+	CacheDir         string                                                    // compiled code kept on disk ("": in memory)
+	CallTimeout      time.Duration                                             // of every call, the wait for an instance included
+	MemoryLimit      int64                                                     // of one instance's linear memory, in bytes
+	PoolSize         int                                                       // the most instances of one module at once
+	Grants           map[string][]string                                       // capabilities by plugin type, each known and once
+	AllowInsecure    bool                                                      // load handler files others may change
+	PluginCaller     PluginCaller                                              // serves plugin_call (nil: it cannot be granted)
+	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error) // the endpoint plugin_call may dial (nil: any)
+	Recorder         Recorder                                                  // receives the calls of the types it records (nil: none)
+	Limits           limits.Handler                                            // what a load and each call may cost
+	Logger           *slog.Logger                                              // the sandbox's logs and the guests'
+}
+
+const pageSize = 65536
+
+// structure is what wasmbin.Check bounds of a module's code, from the limits in c.
+func (c *Config) structure() wasmbin.Limits {
+	l := &c.Limits
+	return wasmbin.Limits{
+		Functions: l.MaxFunctions, FunctionBytes: int(l.MaxFunctionSize),
+		Nesting: l.MaxNesting, NestingWork: wasmbin.MaxNestingWork, Locals: l.MaxLocals,
+		TableElements: l.MaxTableElements, Entries: l.MaxEntries,
+	}
+}
+
+// capabilityOf returns the capability that grants the host function name, or "" when the
+// function needs none.
+func capabilityOf(name string) string {
+	for capName, fns := range abi.CapabilityImports {
+		if slices.Contains(fns, name) {
+			return capName
+		}
+	}
+	return ""
+}
+
+// granted reports whether capability capName is granted to the handlers of pluginType.
+func (c *Config) granted(pluginType, capName string) bool {
+	return slices.Contains(c.Grants[pluginType], capName)
+}
