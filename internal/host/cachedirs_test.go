@@ -80,7 +80,7 @@ func TestCompileCacheHoldsOnlyModulesInUse(t *testing.T) {
 	if !exists(modDir("ok")) {
 		t.Errorf("the cache of ok.wasm, loaded again, is gone")
 	}
-	if attrs, ok := lg.find("compile cache pruned: modules no longer loaded"); !ok || attrs["removed"] != "2" {
+	if attrs, ok := lg.Find("compile cache pruned: modules no longer loaded"); !ok || attrs["removed"] != "2" {
 		t.Errorf("prune logged as %v, want removed=2", attrs)
 	}
 }

@@ -1,11 +1,9 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -165,13 +163,13 @@ func (b Binding) refusal(pluginType, file, sum string) string {
 
 // DefaultGuestThreads is the default of Limits.GuestThreads (handlers.limits.guestThreads) on
 // this machine.
-func DefaultGuestThreads() int { return max(runtime.NumCPU()-1, 1) }
+func DefaultGuestThreads() int { return sandbox.DefaultGuestThreads() }
 
 // Defaults.
 const (
 	DefaultHandlerDir  = "/etc/wasmhost/handlers"
-	DefaultCallTimeout = 5 * time.Second
-	DefaultMemoryLimit = 64 << 20
+	DefaultCallTimeout = sandbox.DefaultCallTimeout
+	DefaultMemoryLimit = sandbox.DefaultMemoryLimit
 	DefaultRetireGrace = time.Minute
 	// DefaultRemovalGrace is the default of Config.RemovalGrace.
 	DefaultRemovalGrace = 10 * time.Second
@@ -189,24 +187,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Registry == nil {
 		c.Registry = registration.NewRegistry()
 	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.CallTimeout < 0 {
-		return c, fmt.Errorf("host: Config.CallTimeout %v is negative", c.CallTimeout)
-	}
-	if c.MemoryLimit == 0 {
-		c.MemoryLimit = DefaultMemoryLimit
-	}
-	if c.MemoryLimit < pageSize || c.MemoryLimit > 65536*pageSize {
-		return c, fmt.Errorf("host: Config.MemoryLimit %d is not between 64 KiB and 4 GiB", c.MemoryLimit)
-	}
-	if c.PoolSize == 0 {
-		c.PoolSize = runtime.NumCPU()
-	}
-	if c.PoolSize < 0 {
-		return c, fmt.Errorf("host: Config.PoolSize %d is negative", c.PoolSize)
-	}
 	if c.RetireGrace == 0 {
 		c.RetireGrace = DefaultRetireGrace
 	}
@@ -222,17 +202,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RetireGrace < 0 || c.RemovalGrace < 0 || c.Debounce < 0 || c.Resync < 0 {
 		return c, fmt.Errorf("host: Config.RetireGrace, RemovalGrace, Debounce and Resync must not be negative")
 	}
-	c.Limits = c.Limits.OrDefaults()
-	if c.Limits.GuestThreads == 0 {
-		c.Limits.GuestThreads = DefaultGuestThreads()
-	}
-	var bad []error
-	c.Limits.Check(func(key, format string, args ...any) {
-		bad = append(bad, fmt.Errorf("host: Config.Limits: handlers.limits.%s: "+format, append([]any{key}, args...)...))
-	})
-	if err := errors.Join(bad...); err != nil {
+	// The sandbox's fields: its defaults and checks, the one place of them.
+	sc, err := c.sandboxConfig().WithDefaults()
+	if err != nil {
 		return c, err
 	}
+	c.CallTimeout, c.MemoryLimit, c.PoolSize, c.Limits = sc.CallTimeout, sc.MemoryLimit, sc.PoolSize, sc.Limits
 	// A copy: the caller's is not changed.
 	dq := limits.DefaultQuarantine()
 	q := &dq

@@ -163,7 +163,7 @@ func TestRunDirRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the loss to be logged", func() bool {
-		_, ok := logs.find("handler directory is gone; its handlers are removed unless it is back within the removal grace")
+		_, ok := logs.Find("handler directory is gone; its handlers are removed unless it is back within the removal grace")
 		return ok
 	})
 	if err := hd.ValidatePlugin(context.Background(), info("reload.example", "p")); err != nil {
@@ -180,7 +180,7 @@ func TestRunDirRecreated(t *testing.T) {
 	if s, _ := status(h, filepath.Join(dir, "reload.wasm")); !s.Serving || s.GoneSince.IsZero() {
 		t.Errorf("the file deleted with its directory: %+v, want serving and gone", s)
 	}
-	if _, ok := logs.find("handler directory is back; watching it again"); !ok {
+	if _, ok := logs.Find("handler directory is back; watching it again"); !ok {
 		t.Error("the return of the directory was not logged")
 	}
 	// The new directory is watched: a file added now is seen at once, not at the next re-scan.
@@ -274,7 +274,7 @@ func TestRunAddReplaceRemove(t *testing.T) {
 		t.Error("the registry's handler changed on a swap")
 	}
 	// The swap is logged once it is done: wait for the line, not only for the new version.
-	waitFor(t, "the swap's log line", func() bool { _, ok := logs.find("handler replaced"); return ok })
+	waitFor(t, "the swap's log line", func() bool { _, ok := logs.Find("handler replaced"); return ok })
 	waitFor(t, "the old module to close", func() bool { return h.sb.OpenModules() == 1 })
 
 	// Replaced by a broken file: the last good version keeps serving.
@@ -290,7 +290,7 @@ func TestRunAddReplaceRemove(t *testing.T) {
 	if s, _ := status(h, path); s.SHA256 != v2.SHA256 || !s.Serving {
 		t.Errorf("status after a broken update %+v", s)
 	}
-	if attrs, ok := logs.find("update refused"); !ok || !strings.Contains(attrs["error"], path) {
+	if attrs, ok := logs.Find("update refused"); !ok || !strings.Contains(attrs["error"], path) {
 		t.Errorf("the refused update was not logged with the file: %v", attrs)
 	}
 
@@ -427,7 +427,7 @@ func TestRunHalfWritten(t *testing.T) {
 	if _, err := f.Write(v2[:len(v2)/2]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the half file to be refused", func() bool { return logs.count("update refused") > 0 })
+	waitFor(t, "the half file to be refused", func() bool { return logs.Count("update refused") > 0 })
 	if err := hd.ValidatePlugin(ctx, info("reload.example", "p")); err != nil {
 		t.Errorf("version 1 stopped serving: %v", err)
 	}
@@ -464,7 +464,7 @@ func TestRunDebounce(t *testing.T) {
 		t.Fatal(err)
 	}
 	handlerFor(t, h.Registry(), "reload.example")
-	if n := logs.count("refused"); n != 0 {
+	if n := logs.Count("refused"); n != 0 {
 		t.Errorf("%d refusals of a file being written", n)
 	}
 }

@@ -3,16 +3,15 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 	"github.com/wasmhost/wasmhost/internal/watcher"
@@ -27,54 +26,8 @@ func followDir(dir string, resync, retry time.Duration) (DirFollower, error) {
 	return f, nil
 }
 
-// logs captures log records for assertions (and shows them with -v).
-type logs struct {
-	mu   sync.Mutex
-	recs []slog.Record
-	t    testing.TB
-}
-
-func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logs) WithGroup(string) slog.Handler            { return l }
-func (l *logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.recs = append(l.recs, r.Clone())
-	if os.Getenv("HOSTLOG") != "" {
-		fmt.Fprintln(os.Stderr, r.Time.Format("15:04:05.000"), r.Level, r.Message, attrString(r))
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// find returns the attributes of the first record whose message contains msg, as a map.
-func (l *logs) find(msg string) (map[string]string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, msg) {
-			attrs := map[string]string{"level": r.Level.String()}
-			r.Attrs(func(a slog.Attr) bool {
-				attrs[a.Key] = a.Value.String()
-				return true
-			})
-			return attrs, true
-		}
-	}
-	return nil, false
-}
-
-func (l *logs) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, msg) {
-			n++
-		}
-	}
-	return n
-}
+// logs captures log records for assertions (shown with $WASMHOST_TESTLOG).
+type logs = logtest.Logs
 
 // newTestHost returns a host with test-friendly defaults and a log capture; the test closes it.
 // A host that loads the testdata fixtures in place (no HandlerDir) allows insecure files when the
@@ -94,7 +47,7 @@ func fixturesShared() bool {
 
 func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
 	t.Helper()
-	l := &logs{t: t}
+	l := &logs{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(l)
 	}
@@ -187,13 +140,4 @@ func installFile(t testing.TB, src, dst string) {
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func attrString(r slog.Record) string {
-	var b strings.Builder
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	return b.String()
 }

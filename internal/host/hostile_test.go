@@ -248,7 +248,7 @@ func TestHostileFiles(t *testing.T) {
 					t.Errorf("LastError %q does not say %q", s.LastError, f)
 				}
 			}
-			if attrs, ok := lg.find("handler file refused"); !ok || attrs["handler"] != path {
+			if attrs, ok := lg.Find("handler file refused"); !ok || attrs["handler"] != path {
 				t.Errorf("refusal logged as %v", attrs)
 			}
 			if got := h.Refusals()[tt.reason]; got != 1 {
@@ -405,7 +405,7 @@ func TestPermissionsRecheckedAtRunTime(t *testing.T) {
 	if !strings.Contains(h.DirectoryError(), "writable by group or other") || h.Refusals()[RefusedDirectory] != 1 {
 		t.Errorf("directory error %q, refusals %v", h.DirectoryError(), h.Refusals())
 	}
-	if _, ok := lg.find("handler directory is insecure now"); !ok {
+	if _, ok := lg.Find("handler directory is insecure now"); !ok {
 		t.Error("not logged")
 	}
 	installFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm"))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,7 +209,7 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
 				t.Errorf("the plugin type's handler was retired: %s", *gone)
 			}
-			if n := logs.count("retired"); n != 0 {
+			if n := logs.Count("retired"); n != 0 {
 				t.Errorf("%d plugin type retirements logged", n)
 			}
 			for _, p := range []string{"p1", "p2"} {
@@ -218,7 +217,7 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 					t.Errorf("DeRegisterPlugin(%s) through the new revision: %v", p, err)
 				}
 			}
-			logs.noErrors(t)
+			logs.NoErrors(t)
 		})
 	}
 }
@@ -250,19 +249,7 @@ func TestRunInstallNewFileNoFalseError(t *testing.T) {
 			t.Errorf("%s: last error %q", name, s.LastError)
 		}
 	}
-	logs.noErrors(t)
-}
-
-// noErrors fails the test for every record logged at ERROR.
-func (l *logs) noErrors(t testing.TB) {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs {
-		if r.Level >= slog.LevelError {
-			t.Errorf("logged an error: %s%s", r.Message, attrString(r))
-		}
-	}
+	logs.NoErrors(t)
 }
 
 func sha256Hex(t testing.TB, path string) string {
@@ -323,8 +310,8 @@ func TestRunRemovalGrace(t *testing.T) {
 	if took := time.Since(removed); took < grace {
 		t.Errorf("a file of the deleted directory was removed %v after, before the grace of %v", took, grace)
 	}
-	waitFor(t, "the removal's log line", func() bool { _, ok := logs.find("handler file removed"); return ok })
-	logs.noErrors(t)
+	waitFor(t, "the removal's log line", func() bool { _, ok := logs.Find("handler file removed"); return ok })
+	logs.NoErrors(t)
 }
 
 // TestRunTypeOwnership: without a binding, a plugin type stays with the file serving it (a
@@ -563,12 +550,12 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
 				t.Errorf("retired: %s", *gone)
 			}
-			if n := logs.count("retired"); n != 0 {
+			if n := logs.Count("retired"); n != 0 {
 				t.Errorf("%d retirements logged", n)
 			}
-			waitFor(t, "the hand-over's log line", func() bool { _, ok := logs.find("plugin type handed over"); return ok })
+			waitFor(t, "the hand-over's log line", func() bool { _, ok := logs.Find("plugin type handed over"); return ok })
 			if !tc.conflict {
-				logs.noErrors(t)
+				logs.NoErrors(t)
 			}
 		})
 	}
@@ -584,7 +571,7 @@ func TestRunCompileBusyRetried(t *testing.T) {
 	waitFor(t, "the slow compile to be abandoned", func() bool { n, _ := h.AbandonedCompiles(); return n == 1 })
 	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
 	handlerFor(t, h.Registry(), "ok.example")
-	if logs.count("not loaded for now") == 0 {
+	if logs.Count("not loaded for now") == 0 {
 		t.Log("the abandoned compile ended before ok.wasm was read: nothing was retried")
 	}
 }

@@ -216,8 +216,8 @@ func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
 		t.Errorf("history = %+v; want v2 marked rolled back with its 3 traps", revs)
 	}
 	// The log line follows the pin by a moment.
-	waitFor(t, "the rollback's log line", func() bool { _, ok := rh.logs.find("rolled back automatically"); return ok })
-	a, ok := rh.logs.find("rolled back automatically")
+	waitFor(t, "the rollback's log line", func() bool { _, ok := rh.logs.Find("rolled back automatically"); return ok })
+	a, ok := rh.logs.Find("rolled back automatically")
 	if !ok || a["plugin_type"] != revType || a["from_sha256"] != v2 || a["to_sha256"] != v1 {
 		t.Errorf("log = %v, %v", a, ok)
 	}
@@ -261,7 +261,7 @@ func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
 	if s.Disagreements != 2 || !strings.Contains(s.LastDisagreement, "serving accept") || !strings.Contains(s.LastDisagreement, "reject") {
 		t.Errorf("shadow = %+v; want 2 disagreements", s)
 	}
-	a, ok := rh.logs.find("shadow handler disagrees")
+	a, ok := rh.logs.Find("shadow handler disagrees")
 	if !ok || a["serving_decision"] != "accept" || a["shadow_decision"] != "reject" || !strings.Contains(a["shadow_reason"], "refused by v3") {
 		t.Errorf("log = %v", a)
 	}

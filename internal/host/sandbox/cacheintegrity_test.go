@@ -33,7 +33,7 @@ func TestCompileCacheTamperDetected(t *testing.T) {
 	}
 
 	// Untouched: nothing is discarded.
-	if l := load(); l.count("compile cache entry discarded") != 0 {
+	if l := load(); l.Count("compile cache entry discarded") != 0 {
 		t.Errorf("an untouched cache entry was discarded")
 	}
 
@@ -49,7 +49,7 @@ func TestCompileCacheTamperDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := load()
-	if n := l.count("compile cache entry discarded"); n != 2 {
+	if n := l.Count("compile cache entry discarded"); n != 2 {
 		t.Errorf("%d entries discarded, want the changed one and the planted one", n)
 	}
 	if _, err := os.Stat(planted); !os.IsNotExist(err) {

@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"time"
 
@@ -38,6 +41,55 @@ type Config struct {
 }
 
 const pageSize = 65536
+
+// Defaults of the sandbox's fields (host.Config's of the same names).
+const (
+	DefaultCallTimeout = 5 * time.Second
+	DefaultMemoryLimit = 64 << 20
+)
+
+// DefaultGuestThreads is the default of Limits.GuestThreads (handlers.limits.guestThreads) on
+// this machine: a turn for every core but one, and at least one.
+func DefaultGuestThreads() int { return max(runtime.NumCPU()-1, 1) }
+
+// WithDefaults returns c with the defaults of its fields filled in, or an error naming the field
+// that is wrong: the one place of the sandbox's defaults, which host.New applies to the host's
+// fields of the same names.
+func (c Config) WithDefaults() (Config, error) {
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.CallTimeout < 0 {
+		return c, fmt.Errorf("host: Config.CallTimeout %v is negative", c.CallTimeout)
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.MemoryLimit < pageSize || c.MemoryLimit > 65536*pageSize {
+		return c, fmt.Errorf("host: Config.MemoryLimit %d is not between 64 KiB and 4 GiB", c.MemoryLimit)
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = runtime.NumCPU()
+	}
+	if c.PoolSize < 0 {
+		return c, fmt.Errorf("host: Config.PoolSize %d is negative", c.PoolSize)
+	}
+	c.Limits = c.Limits.OrDefaults()
+	if c.Limits.GuestThreads == 0 {
+		c.Limits.GuestThreads = DefaultGuestThreads()
+	}
+	var bad []error
+	c.Limits.Check(func(key, format string, args ...any) {
+		bad = append(bad, fmt.Errorf("host: Config.Limits: handlers.limits.%s: "+format, append([]any{key}, args...)...))
+	})
+	if err := errors.Join(bad...); err != nil {
+		return c, err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
 
 // structure is what wasmbin.Check bounds of a module's code, from the limits in c.
 func (c *Config) structure() wasmbin.Limits {

@@ -28,7 +28,7 @@ func TestGoGuest(t *testing.T) {
 	}
 	t.Run("panic", func(t *testing.T) {
 		errContains(t, call("panic"), ErrTrap, path, "wasmhost_validate", `"panic"`)
-		if _, ok := logs.find("panic: boom from panic"); !ok {
+		if _, ok := logs.Find("panic: boom from panic"); !ok {
 			t.Error("the guest's panic message was not logged")
 		}
 		if err := call("fine"); err != nil {
@@ -38,7 +38,7 @@ func TestGoGuest(t *testing.T) {
 	})
 	t.Run("out of memory", func(t *testing.T) {
 		errContains(t, call("oom"), ErrTrap, path)
-		if _, ok := logs.find("out of memory"); !ok {
+		if _, ok := logs.Find("out of memory"); !ok {
 			t.Error("the guest's out-of-memory message was not logged")
 		}
 		if err := call("fine"); err != nil {
@@ -51,7 +51,7 @@ func TestGoGuest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for stream, level := range map[string]string{"stdout": "INFO", "stderr": "WARN"} {
-			attrs, ok := logs.find("hello on " + stream)
+			attrs, ok := logs.Find("hello on " + stream)
 			if !ok || attrs["stream"] != stream || attrs["level"] != level || attrs["plugin_type"] != "go.example" || attrs["handler"] != path {
 				t.Errorf("%s line logged as %v", stream, attrs)
 			}
@@ -62,11 +62,11 @@ func TestGoGuest(t *testing.T) {
 			t.Fatalf("spam: %v, want the call ended by the output budget", err)
 		}
 		limit := int(limits.Defaults().LogBytesPerCall)
-		lines := logs.count(strings.Repeat("x", 100))
+		lines := logs.Count(strings.Repeat("x", 100))
 		if lines == 0 || lines > limit/4096+1 {
 			t.Errorf("%d spam lines logged; want them capped at %d bytes", lines, limit)
 		}
-		attrs, _ := logs.find(strings.Repeat("x", 100))
+		attrs, _ := logs.Find(strings.Repeat("x", 100))
 		if attrs["cut"] != "true" {
 			t.Errorf("a 10000-byte line was not cut: %v", attrs)
 		}
@@ -94,7 +94,7 @@ func TestSDKExample(t *testing.T) {
 	if err != nil || pub["endpoint"] != p.Endpoint {
 		t.Fatalf("RegisterPlugin = %v, %v", pub, err)
 	}
-	if _, ok := logs.find("registering ex"); !ok {
+	if _, ok := logs.Find("registering ex"); !ok {
 		t.Error("the guest's log line is missing")
 	}
 	if err := m.DeRegisterPlugin(ctx, p); err != nil {

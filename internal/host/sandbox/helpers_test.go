@@ -3,69 +3,20 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
-// logs captures log records for assertions (and shows them with -v).
-type logs struct {
-	mu   sync.Mutex
-	recs []slog.Record
-	t    testing.TB
-}
-
-func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logs) WithGroup(string) slog.Handler            { return l }
-func (l *logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.recs = append(l.recs, r.Clone())
-	if os.Getenv("HOSTLOG") != "" {
-		fmt.Fprintln(os.Stderr, r.Time.Format("15:04:05.000"), r.Level, r.Message, attrString(r))
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// find returns the attributes of the first record whose message contains msg, as a map.
-func (l *logs) find(msg string) (map[string]string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, msg) {
-			attrs := map[string]string{"level": r.Level.String()}
-			r.Attrs(func(a slog.Attr) bool {
-				attrs[a.Key] = a.Value.String()
-				return true
-			})
-			return attrs, true
-		}
-	}
-	return nil, false
-}
-
-func (l *logs) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.recs {
-		if strings.Contains(r.Message, msg) {
-			n++
-		}
-	}
-	return n
-}
+// logs captures log records for assertions (shown with $WASMHOST_TESTLOG).
+type logs = logtest.Logs
 
 // newTestSandbox returns a sandbox with test-friendly defaults and a log capture; the test closes
 // it. A sandbox that loads the testdata fixtures in place allows insecure files when the
@@ -87,7 +38,7 @@ func fixturesShared() bool {
 // 2 instances, the log captured) and the host's (withDefaults).
 func newStrictSandbox(t testing.TB, cfg Config) (*Sandbox, *logs) {
 	t.Helper()
-	l := &logs{t: t}
+	l := &logs{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(l)
 	}
@@ -111,23 +62,11 @@ func newStrictSandbox(t testing.TB, cfg Config) (*Sandbox, *logs) {
 }
 
 // withDefaults returns cfg with the defaults host.New gives the fields of a sandbox
-// (host.Config's withDefaults; the grants are taken as they are).
+// (Config.WithDefaults, which host.New applies).
 func withDefaults(cfg Config) Config {
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 5 * time.Second // host.DefaultCallTimeout
-	}
-	if cfg.MemoryLimit == 0 {
-		cfg.MemoryLimit = 64 << 20 // host.DefaultMemoryLimit
-	}
-	if cfg.PoolSize == 0 {
-		cfg.PoolSize = runtime.NumCPU()
-	}
-	cfg.Limits = cfg.Limits.OrDefaults()
-	if cfg.Limits.GuestThreads == 0 {
-		cfg.Limits.GuestThreads = max(runtime.NumCPU()-1, 1) // host.DefaultGuestThreads
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		panic(err)
 	}
 	return cfg
 }
@@ -232,13 +171,4 @@ func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
 	if err := os.Chmod(dst, mode); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func attrString(r slog.Record) string {
-	var b strings.Builder
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	return b.String()
 }

@@ -87,7 +87,7 @@ func TestLogFlood(t *testing.T) {
 	if !errors.Is(err, ErrTrap) {
 		t.Errorf("a budget error does not match ErrTrap: %v", err)
 	}
-	if n := lg.count(""); n > 1100 {
+	if n := lg.Count(""); n > 1100 {
 		t.Errorf("%d records logged", n)
 	}
 	_, err = m.RegisterPlugin(context.Background(), info("logflood.example", "p"))

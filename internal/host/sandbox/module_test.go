@@ -47,14 +47,14 @@ func TestLoadOK(t *testing.T) {
 		t.Fatalf("DeRegisterPlugin: %v", err)
 	}
 	// The guest's log line, with the structured keys.
-	attrs, ok := logs.find("validating")
+	attrs, ok := logs.Find("validating")
 	if !ok {
 		t.Fatal("the guest's log line was not logged")
 	}
 	if attrs["plugin_type"] != "ok.example" || attrs["handler"] != fixture("ok") || attrs["plugin"] != "p1" || attrs["level"] != "INFO" {
 		t.Errorf("guest log attributes %v", attrs)
 	}
-	if _, ok := logs.find("handler module loaded"); !ok {
+	if _, ok := logs.Find("handler module loaded"); !ok {
 		t.Error("the load was not logged")
 	}
 	// A type the module does not declare.
