@@ -177,8 +177,6 @@ const (
 	DefaultResync       = time.Minute
 )
 
-const pageSize = 65536
-
 // withDefaults returns c with defaults filled in, or an error naming the field that is wrong.
 func (c Config) withDefaults() (Config, error) {
 	if c.HandlerDir == "" {
