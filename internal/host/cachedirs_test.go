@@ -6,56 +6,56 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // moduleCacheDir is where the sandbox keeps each module's compile cache in CacheDir
 // (sandbox/cachedirs.go).
 const moduleCacheDir = "modules"
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
 // The compile cache holds the modules in use and no others: a module replaced leaves it, a
 // module refused after compiling is not kept, what the host had loaded when it closed is
 // kept for the next start, and a directory of a module no longer loaded is removed at the
 // next start.
 func TestCompileCacheHoldsOnlyModulesInUse(t *testing.T) {
-	cache := filepath.Join(tempDir(t), "cache")
-	modDir := func(name string) string { return filepath.Join(cache, moduleCacheDir, fixtureSum(t, name)) }
+	cache := filepath.Join(sandboxtest.TempDir(t), "cache")
+	modDir := func(name string) string {
+		return filepath.Join(cache, moduleCacheDir, sandboxtest.FileSHA256(t, fixture(name)))
+	}
 
 	h, dir, _, _ := runningHost(t, Config{CacheDir: cache})
-	if !exists(modDir("ok")) {
+	if !sandboxtest.Exists(modDir("ok")) {
 		t.Fatalf("no cache directory for the loaded ok.wasm: %s", modDir("ok"))
 	}
 
 	path := filepath.Join(dir, "reload.wasm")
 	installFile(t, fixture("reload_v1"), path)
 	handlerFor(t, h.Registry(), "reload.example")
-	waitFor(t, "reload_v1's cache directory", func() bool { return exists(modDir("reload_v1")) })
+	testwait.Until(t, "reload_v1's cache directory", func() bool { return sandboxtest.Exists(modDir("reload_v1")) })
 
-	copyFile(t, fixture("reload_v2"), path, 0o644) // in place
-	waitFor(t, "reload_v2 to serve", func() bool {
+	sandboxtest.CopyFile(t, fixture("reload_v2"), path, 0o644) // in place
+	testwait.Until(t, "reload_v2 to serve", func() bool {
 		s, ok := status(h, path)
-		return ok && s.SHA256 == fixtureSum(t, "reload_v2")
+		return ok && s.SHA256 == sandboxtest.FileSHA256(t, fixture("reload_v2"))
 	})
-	waitFor(t, "reload_v1's cache directory to go once v2 serves", func() bool { return !exists(modDir("reload_v1")) })
-	if !exists(modDir("reload_v2")) {
+	testwait.Until(t, "reload_v1's cache directory to go once v2 serves", func() bool { return !sandboxtest.Exists(modDir("reload_v1")) })
+	if !sandboxtest.Exists(modDir("reload_v2")) {
 		t.Errorf("no cache directory for reload_v2, which serves")
 	}
 
 	bad := filepath.Join(dir, "noexport.wasm")
 	installFile(t, fixture("noexport"), bad)
 	errorOf(t, h, bad)
-	if exists(modDir("noexport")) {
+	if sandboxtest.Exists(modDir("noexport")) {
 		t.Errorf("the refused module's compile is kept in the cache: %s", modDir("noexport"))
 	}
 
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(modDir("ok")) || !exists(modDir("reload_v2")) {
+	if !sandboxtest.Exists(modDir("ok")) || !sandboxtest.Exists(modDir("reload_v2")) {
 		t.Fatal("closing the host removed the cache of what it had loaded")
 	}
 
@@ -74,10 +74,10 @@ func TestCompileCacheHoldsOnlyModulesInUse(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	<-h2.Ready()
 	handlerFor(t, h2.Registry(), "ok.example")
-	if exists(modDir("reload_v2")) || exists(stale) {
-		t.Errorf("directories of modules not loaded at start are kept (reload_v2 %v, stale %v)", exists(modDir("reload_v2")), exists(stale))
+	if sandboxtest.Exists(modDir("reload_v2")) || sandboxtest.Exists(stale) {
+		t.Errorf("directories of modules not loaded at start are kept (reload_v2 %v, stale %v)", sandboxtest.Exists(modDir("reload_v2")), sandboxtest.Exists(stale))
 	}
-	if !exists(modDir("ok")) {
+	if !sandboxtest.Exists(modDir("ok")) {
 		t.Errorf("the cache of ok.wasm, loaded again, is gone")
 	}
 	if attrs, ok := lg.Find("compile cache pruned: modules no longer loaded"); !ok || attrs["removed"] != "2" {

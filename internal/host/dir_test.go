@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // startRun runs h.Run until the test ends (or the returned stop is called) and waits for it
@@ -55,7 +57,7 @@ func status(h *Host, file string) (HandlerStatus, bool) {
 func handlerFor(t *testing.T, reg *registration.Registry, pluginType string) registration.Handler {
 	t.Helper()
 	var hd registration.Handler
-	waitFor(t, "a handler for "+pluginType, func() bool {
+	testwait.Until(t, "a handler for "+pluginType, func() bool {
 		var ok bool
 		hd, ok = reg.Get(pluginType)
 		return ok
@@ -64,12 +66,12 @@ func handlerFor(t *testing.T, reg *registration.Registry, pluginType string) reg
 }
 
 func TestRunInitial(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	for _, name := range []string{"ok", "kv", "abi2"} {
-		copyFile(t, fixture(name), filepath.Join(dir, name+".wasm"), 0o644)
+		sandboxtest.CopyFile(t, fixture(name), filepath.Join(dir, name+".wasm"), 0o644)
 	}
-	copyFile(t, fixture("echo"), filepath.Join(dir, ".hidden.wasm"), 0o644)
-	copyFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm.txt"), 0o644)
+	sandboxtest.CopyFile(t, fixture("echo"), filepath.Join(dir, ".hidden.wasm"), 0o644)
+	sandboxtest.CopyFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm.txt"), 0o644)
 	h, _ := newTestHost(t, Config{HandlerDir: dir})
 	startRun(t, h)
 
@@ -90,10 +92,10 @@ func TestRunInitial(t *testing.T) {
 		t.Errorf("ok status %+v", ok)
 	}
 	hd, _ := h.Registry().Get("ok.example")
-	if err := hd.ValidatePlugin(context.Background(), info("ok.example", "p")); err != nil {
+	if err := hd.ValidatePlugin(context.Background(), sandboxtest.Info("ok.example", "p")); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := hd.RegisterPlugin(context.Background(), info("ok.example", "p"))
+	pub, err := hd.RegisterPlugin(context.Background(), sandboxtest.Info("ok.example", "p"))
 	if err != nil || pub["k"] != "v" {
 		t.Fatalf("RegisterPlugin = %v, %v", pub, err)
 	}
@@ -104,7 +106,7 @@ func TestRunInitial(t *testing.T) {
 }
 
 func TestRunErrors(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	// A directory that cannot be made (its parent is a file) is an error naming it.
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -119,7 +121,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	h2, _ := newTestHost(t, Config{HandlerDir: dir})
 	err := h2.Run(context.Background())
-	errContains(t, err, ErrInsecure, dir, "writable by group or other")
+	sandboxtest.ErrContains(t, err, ErrInsecure, dir, "writable by group or other")
 	select {
 	case <-h2.Ready():
 	default:
@@ -135,7 +137,7 @@ func TestRunErrors(t *testing.T) {
 // TestRunMissingDirIsMade: a handler directory that does not exist is made, and a handler
 // dropped into it later is loaded.
 func TestRunMissingDirIsMade(t *testing.T) {
-	dir := filepath.Join(tempDir(t), "handlers")
+	dir := filepath.Join(sandboxtest.TempDir(t), "handlers")
 	h, _ := newTestHost(t, Config{HandlerDir: dir})
 	startRun(t, h)
 	<-h.Ready()
@@ -150,7 +152,7 @@ func TestRunMissingDirIsMade(t *testing.T) {
 // for the removal grace; made again, it is watched again, and what is in it then is what
 // serves.
 func TestRunDirRecreated(t *testing.T) {
-	dir := filepath.Join(tempDir(t), "handlers")
+	dir := filepath.Join(sandboxtest.TempDir(t), "handlers")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +164,11 @@ func TestRunDirRecreated(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the loss to be logged", func() bool {
+	testwait.Until(t, "the loss to be logged", func() bool {
 		_, ok := logs.Find("handler directory is gone; its handlers are removed unless it is back within the removal grace")
 		return ok
 	})
-	if err := hd.ValidatePlugin(context.Background(), info("reload.example", "p")); err != nil {
+	if err := hd.ValidatePlugin(context.Background(), sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Fatalf("the handler stopped serving when its directory went: %v", err)
 	}
 
@@ -208,7 +210,7 @@ func startHammer(t *testing.T, get func() registration.Handler, allowed func(err
 					return
 				default:
 				}
-				err := get().ValidatePlugin(context.Background(), info("reload.example", fmt.Sprint(g, "-", i)))
+				err := get().ValidatePlugin(context.Background(), sandboxtest.Info("reload.example", fmt.Sprint(g, "-", i)))
 				hm.calls.Add(1)
 				if err != nil && !allowed(err) {
 					hm.mu.Lock()
@@ -249,7 +251,7 @@ func isV2(err error) bool {
 }
 
 func TestRunAddReplaceRemove(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, logs := newTestHost(t, Config{HandlerDir: dir, RetireGrace: 2 * time.Second, RemovalGrace: 100 * time.Millisecond})
 	startRun(t, h)
 	ctx := context.Background()
@@ -258,33 +260,33 @@ func TestRunAddReplaceRemove(t *testing.T) {
 	// Added: the registry gets the type.
 	installFile(t, fixture("reload_v1"), path)
 	hd := handlerFor(t, h.Registry(), "reload.example")
-	if err := hd.ValidatePlugin(ctx, info("reload.example", "p")); err != nil {
+	if err := hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Fatal(err)
 	}
 
 	// Replaced while calls hammer the handler: none fails, the new version takes over, and the
 	// registry keeps the same handler.
 	hm := startHammer(t, func() registration.Handler { return hd }, isV2)
-	waitFor(t, "the hammer to start", func() bool { return hm.calls.Load() > 20 })
+	testwait.Until(t, "the hammer to start", func() bool { return hm.calls.Load() > 20 })
 	installFile(t, fixture("reload_v2"), path)
-	waitFor(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) })
-	waitFor(t, "more calls", func() bool { return hm.calls.Load() > 200 })
+	testwait.Until(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p"))) })
+	testwait.Until(t, "more calls", func() bool { return hm.calls.Load() > 200 })
 	hm.check(t)
 	if now, _ := h.Registry().Get("reload.example"); now != hd {
 		t.Error("the registry's handler changed on a swap")
 	}
 	// The swap is logged once it is done: wait for the line, not only for the new version.
-	waitFor(t, "the swap's log line", func() bool { _, ok := logs.Find("handler replaced"); return ok })
-	waitFor(t, "the old module to close", func() bool { return h.sb.OpenModules() == 1 })
+	testwait.Until(t, "the swap's log line", func() bool { _, ok := logs.Find("handler replaced"); return ok })
+	testwait.Until(t, "the old module to close", func() bool { return h.sb.OpenModules() == 1 })
 
 	// Replaced by a broken file: the last good version keeps serving.
 	v2, _ := status(h, path)
 	installFile(t, fixture("notwasm"), path)
-	waitFor(t, "the broken file to be refused", func() bool {
+	testwait.Until(t, "the broken file to be refused", func() bool {
 		s, _ := status(h, path)
 		return strings.Contains(s.LastError, "not valid WebAssembly")
 	})
-	if !isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) {
+	if !isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p"))) {
 		t.Error("version 2 stopped serving after a broken update")
 	}
 	if s, _ := status(h, path); s.SHA256 != v2.SHA256 || !s.Serving {
@@ -299,41 +301,43 @@ func TestRunAddReplaceRemove(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the type to leave the registry", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
-	if err := hd.DeRegisterPlugin(ctx, info("reload.example", "p")); err != nil {
+	testwait.Until(t, "the type to leave the registry", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
+	if err := hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Errorf("DeRegisterPlugin through the retired handler: %v", err)
 	}
 	if len(h.Handlers()) != 0 {
 		t.Errorf("Handlers() after removal = %+v", h.Handlers())
 	}
-	waitFor(t, "the grace period to end", func() bool { return errors.Is(hd.DeRegisterPlugin(ctx, info("reload.example", "p")), ErrRetired) })
-	errContains(t, hd.ValidatePlugin(ctx, info("reload.example", "p")), ErrRetired, "reload.example", path, "was removed")
-	waitFor(t, "every module to close", func() bool { return h.sb.OpenModules() == 0 })
+	testwait.Until(t, "the grace period to end", func() bool {
+		return errors.Is(hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", "p")), ErrRetired)
+	})
+	sandboxtest.ErrContains(t, hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")), ErrRetired, "reload.example", path, "was removed")
+	testwait.Until(t, "every module to close", func() bool { return h.sb.OpenModules() == 0 })
 }
 
 // TestRunTypeChange: a new version that declares other plugin types retires the old types and
 // registers the new ones.
 func TestRunTypeChange(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, _ := newTestHost(t, Config{HandlerDir: dir})
 	path := filepath.Join(dir, "h.wasm")
-	copyFile(t, fixture("ok"), path, 0o644)
+	sandboxtest.CopyFile(t, fixture("ok"), path, 0o644)
 	startRun(t, h)
 	old := handlerFor(t, h.Registry(), "ok.example")
 	installFile(t, fixture("kv"), path)
 	handlerFor(t, h.Registry(), "kv.example")
-	waitFor(t, "ok.example to leave", func() bool { _, ok := h.Registry().Get("ok.example"); return !ok })
+	testwait.Until(t, "ok.example to leave", func() bool { _, ok := h.Registry().Get("ok.example"); return !ok })
 	// Still within its grace period.
-	if err := old.DeRegisterPlugin(context.Background(), info("ok.example", "p")); err != nil {
+	if err := old.DeRegisterPlugin(context.Background(), sandboxtest.Info("ok.example", "p")); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestRunConflict(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	a, b := filepath.Join(dir, "a.wasm"), filepath.Join(dir, "b.wasm")
-	copyFile(t, fixture("reload_v1"), a, 0o644)
-	copyFile(t, fixture("reload_v2"), b, 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v1"), a, 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v2"), b, 0o644)
 	h, _ := newTestHost(t, Config{HandlerDir: dir, RemovalGrace: 100 * time.Millisecond})
 	startRun(t, h)
 
@@ -351,19 +355,19 @@ func TestRunConflict(t *testing.T) {
 	if err := os.Remove(winner); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the other file to take the type", func() bool { s, _ := status(h, loser); return s.Serving })
+	testwait.Until(t, "the other file to take the type", func() bool { s, _ := status(h, loser); return s.Serving })
 	handlerFor(t, h.Registry(), "reload.example")
 }
 
 // TestRunConfigMap follows a Kubernetes ConfigMap volume: name.wasm -> ..data/name.wasm, and
 // an update swaps the ..data symlink to a new timestamped directory.
 func TestRunConfigMap(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	mk := func(ts, fix string) {
 		if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		copyFile(t, fixture(fix), filepath.Join(dir, ts, "reload.wasm"), 0o644)
+		sandboxtest.CopyFile(t, fixture(fix), filepath.Join(dir, ts, "reload.wasm"), 0o644)
 	}
 	mk("..2025_01_01_00_00_00.1", "reload_v1")
 	if err := os.Symlink("..2025_01_01_00_00_00.1", filepath.Join(dir, "..data")); err != nil {
@@ -376,7 +380,7 @@ func TestRunConfigMap(t *testing.T) {
 	startRun(t, h)
 	ctx := context.Background()
 	hd := handlerFor(t, h.Registry(), "reload.example")
-	if err := hd.ValidatePlugin(ctx, info("reload.example", "p")); err != nil {
+	if err := hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -391,7 +395,7 @@ func TestRunConfigMap(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(dir, "..2025_01_01_00_00_00.1")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) })
+	testwait.Until(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p"))) })
 	if len(h.Handlers()) != 1 {
 		t.Errorf("Handlers() = %+v, want only reload.wasm", h.Handlers())
 	}
@@ -400,15 +404,15 @@ func TestRunConfigMap(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "reload.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the type to leave the registry", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
+	testwait.Until(t, "the type to leave the registry", func() bool { _, ok := h.Registry().Get("reload.example"); return !ok })
 }
 
 // TestRunHalfWritten writes a new version in place, in two halves with a pause: the half file
 // is refused, the old version serves throughout, and the whole file then loads.
 func TestRunHalfWritten(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "reload.wasm")
-	copyFile(t, fixture("reload_v1"), path, 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v1"), path, 0o644)
 	h, logs := newTestHost(t, Config{HandlerDir: dir})
 	startRun(t, h)
 	ctx := context.Background()
@@ -427,8 +431,8 @@ func TestRunHalfWritten(t *testing.T) {
 	if _, err := f.Write(v2[:len(v2)/2]); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the half file to be refused", func() bool { return logs.Count("update refused") > 0 })
-	if err := hd.ValidatePlugin(ctx, info("reload.example", "p")); err != nil {
+	testwait.Until(t, "the half file to be refused", func() bool { return logs.Count("update refused") > 0 })
+	if err := hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Errorf("version 1 stopped serving: %v", err)
 	}
 	if _, err := f.Write(v2[len(v2)/2:]); err != nil {
@@ -437,13 +441,13 @@ func TestRunHalfWritten(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) })
+	testwait.Until(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p"))) })
 	hm.check(t)
 }
 
 // TestRunDebounce: a file written in small pieces is loaded once, after it is quiet.
 func TestRunDebounce(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, logs := newTestHost(t, Config{HandlerDir: dir, Debounce: 300 * time.Millisecond})
 	startRun(t, h)
 	bin, err := os.ReadFile(fixture("reload_v1"))
@@ -470,9 +474,9 @@ func TestRunDebounce(t *testing.T) {
 }
 
 func TestRunInsecureFile(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "ok.wasm")
-	copyFile(t, fixture("ok"), path, 0o666)
+	sandboxtest.CopyFile(t, fixture("ok"), path, 0o666)
 	h, _ := newTestHost(t, Config{HandlerDir: dir})
 	startRun(t, h)
 	s, _ := status(h, path)

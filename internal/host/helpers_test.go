@@ -2,18 +2,15 @@ package host
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/logtest"
-	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/testwait"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
@@ -83,60 +80,11 @@ func mustLoad(t testing.TB, h *Host, name string) *Module {
 	return m
 }
 
-func tempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func info(pluginType, name string) registration.PluginInfo {
-	return registration.PluginInfo{Type: pluginType, Name: name}
-}
-
-// waitFor waits until cond holds (testwait.Until).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, what, cond)
-}
-
-func errContains(t testing.TB, err error, sentinel error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %v with %q", sentinel, parts)
-	}
-	if sentinel != nil && !errors.Is(err, sentinel) {
-		t.Errorf("error %q does not match %v", err, sentinel)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
-	}
-}
-
-func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dst, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // installFile puts src at dst atomically (write a hidden temporary name, then rename).
 func installFile(t testing.TB, src, dst string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
-	copyFile(t, src, tmp, 0o644)
+	sandboxtest.CopyFile(t, src, tmp, 0o644)
 	if err := os.Rename(tmp, dst); err != nil {
 		t.Fatal(err)
 	}

@@ -19,99 +19,18 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
-
-// bombModule builds a module whose funcs functions each nest depth blocks (op 0x02), loops
-// (0x03) or ifs (0x04): the compile bomb of issue 9 at depth 100,000. It is not a handler (no
-// exports): what matters is what compiling it costs.
-func bombModule(depth, funcs int, op byte) []byte {
-	uleb := func(b []byte, v uint64) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v == 0 {
-				return append(b, c)
-			}
-			b = append(b, c|0x80)
-		}
-	}
-	section := func(b []byte, id byte, body []byte) []byte {
-		return append(uleb(append(b, id), uint64(len(body))), body...)
-	}
-	b := append([]byte(nil), wasmbin.Header...)
-	b = section(b, 1, []byte{1, 0x60, 0, 0}) // one type: () -> ()
-	fs := uleb(nil, uint64(funcs))
-	for range funcs {
-		fs = append(fs, 0)
-	}
-	b = section(b, 3, fs)
-	body := []byte{0} // no locals
-	for range depth {
-		if op == 0x04 {
-			body = append(body, 0x41, 0) // i32.const 0
-		}
-		body = append(body, op, 0x40)
-	}
-	for range depth + 1 {
-		body = append(body, 0x0b)
-	}
-	code := uleb(nil, uint64(funcs))
-	for range funcs {
-		code = append(uleb(code, uint64(len(body))), body...)
-	}
-	return section(b, 10, code)
-}
-
-// manyEntries builds a module with one function and a section id of n entries: n globals
-// (each entry), or for id 9 one passive element segment of n references to the function.
-func manyEntries(id byte, n int, entry []byte) []byte {
-	uleb := func(b []byte, v uint64) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v == 0 {
-				return append(b, c)
-			}
-			b = append(b, c|0x80)
-		}
-	}
-	section := func(b []byte, id byte, body []byte) []byte {
-		return append(uleb(append(b, id), uint64(len(body))), body...)
-	}
-	b := append([]byte(nil), wasmbin.Header...)
-	b = section(b, 1, []byte{1, 0x60, 0, 0})
-	b = section(b, 3, []byte{1, 0})
-	var body []byte
-	if id == 0 { // a name section naming the function n times
-		sub := uleb(nil, uint64(n))
-		for range n {
-			sub = append(sub, 0, 1, 'x')
-		}
-		body = append(uleb([]byte{4, 'n', 'a', 'm', 'e', 1}, uint64(len(sub))), sub...)
-		b = section(b, 10, []byte{1, 2, 0, 0x0b})
-		return section(b, 0, body)
-	}
-	if id == 9 {
-		body = uleb([]byte{1, 1, 0}, uint64(n)) // one segment: passive, funcref, n entries
-		body = append(body, make([]byte, n)...)
-	} else {
-		body = uleb(nil, uint64(n))
-		for range n {
-			body = append(body, entry...)
-		}
-	}
-	b = section(b, id, body)
-	return section(b, 10, []byte{1, 2, 0, 0x0b})
-}
 
 // runningHost runs a host on a fresh handler directory serving ok.wasm (ok.example).
 func runningHost(t *testing.T, cfg Config) (h *Host, dir string, lg *logs, done <-chan error) {
 	t.Helper()
-	dir = tempDir(t)
-	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	dir = sandboxtest.TempDir(t)
+	sandboxtest.CopyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
 	cfg.HandlerDir = dir
 	h, lg = newStrictHost(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -150,7 +69,7 @@ func stillFine(t *testing.T, h *Host, dir string, done <-chan error) {
 	if okh == nil {
 		t.Fatal("ok.example left the registry")
 	}
-	if err := okh.ValidatePlugin(context.Background(), info("ok.example", "p")); err != nil {
+	if err := okh.ValidatePlugin(context.Background(), sandboxtest.Info("ok.example", "p")); err != nil {
 		t.Errorf("ok.example after the hostile file: %v", err)
 	}
 	installFile(t, fixture("echo"), filepath.Join(dir, "echo.wasm"))
@@ -161,7 +80,7 @@ func stillFine(t *testing.T, h *Host, dir string, done <-chan error) {
 func errorOf(t *testing.T, h *Host, path string) HandlerStatus {
 	t.Helper()
 	var s HandlerStatus
-	waitFor(t, "an error for "+path, func() bool {
+	testwait.Until(t, "an error for "+path, func() bool {
 		var ok bool
 		s, ok = status(h, path)
 		return ok && s.LastError != ""
@@ -195,43 +114,43 @@ func TestHostileFiles(t *testing.T) {
 			}
 		}, RefusedNotRegular, []string{"not a regular file (a directory)"}},
 		{"compile-bomb", Config{}, func(t *testing.T, path string) {
-			writeFile(t, path, bombModule(100_000, 1, 0x02)) // the issue's 300 KB, 82 s to compile
+			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(100_000, 1, 0x02)) // the issue's 300 KB, 82 s to compile
 		}, RefusedStructure, []string{"refused before compiling", "function 0: blocks nested more than 4096 deep (handlers.limits.maxNesting)"}},
 		{"compile-bomb-spread", Config{}, func(t *testing.T, path string) {
-			writeFile(t, path, bombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
+			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
 		}, RefusedStructure, []string{"refused before compiling", "over the limit of 50000000 (a constant"}},
 		{"locals", Config{Limits: limits.Handler{MaxLocals: 1000}}, func(t *testing.T, path string) {
 			b := append([]byte(nil), wasmbin.Header...)
 			b = append(b, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0)
 			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
-			writeFile(t, path, b)
+			sandboxtest.WriteFile(t, path, b)
 		}, RefusedStructure, []string{"more than 1000 locals (handlers.limits.maxLocals)"}},
 		{"big-table", Config{}, func(t *testing.T, path string) {
-			copyFile(t, fixture("bigtable"), path, 0o644)
+			sandboxtest.CopyFile(t, fixture("bigtable"), path, 0o644)
 		}, RefusedStructure, []string{"tables of 100000000 elements, over the limit of 200000 (handlers.limits.maxTableElements)"}},
 		{"table-grow", Config{}, func(t *testing.T, path string) {
-			copyFile(t, fixture("tablegrow"), path, 0o644)
+			sandboxtest.CopyFile(t, fixture("tablegrow"), path, 0o644)
 		}, RefusedStructure, []string{"grows table 0, which declares no maximum"}},
 		{"globals", Config{}, func(t *testing.T, path string) {
-			writeFile(t, path, manyEntries(6, 5_000_000, []byte{0x7f, 0, 0x41, 0, 0x0b})) // 25 MB, 540 MB to compile
+			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(6, 5_000_000, []byte{0x7f, 0, 0x41, 0, 0x0b})) // 25 MB, 540 MB to compile
 		}, RefusedStructure, []string{"global section of 5000000 entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
 		{"element-segment", Config{}, func(t *testing.T, path string) {
-			writeFile(t, path, manyEntries(9, 5_000_000, nil)) // 5 MB, 343 MB to compile
+			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(9, 5_000_000, nil)) // 5 MB, 343 MB to compile
 		}, RefusedStructure, []string{"element segments of 5000000 entries, over the limit of 200000 (handlers.limits.maxTableElements)"}},
 		{"names", Config{}, func(t *testing.T, path string) {
-			writeFile(t, path, manyEntries(0, 3_000_000, nil)) // 16 MB, 91 MB to compile
+			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(0, 3_000_000, nil)) // 16 MB, 91 MB to compile
 		}, RefusedStructure, []string{"name section of 3000000 or more entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
 		{"deep", Config{Limits: limits.Handler{MaxNesting: 32}}, func(t *testing.T, path string) {
-			copyFile(t, fixture("deep"), path, 0o644)
+			sandboxtest.CopyFile(t, fixture("deep"), path, 0o644)
 		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},
 		{"too-large", Config{Limits: limits.Handler{MaxModuleSize: 2000}}, func(t *testing.T, path string) {
-			writeFile(t, path, make([]byte, 5000))
+			sandboxtest.WriteFile(t, path, make([]byte, 5000))
 		}, RefusedTooLarge, []string{"file of 5000 bytes over the limit of 2000 bytes (handlers.limits.maxModuleSize)"}},
 		{"compile-timeout", Config{Limits: limits.Handler{CompileTimeout: limits.Duration(300 * time.Millisecond), MaxNesting: 1 << 30}}, func(t *testing.T, path string) {
-			writeFile(t, path, bombModule(6000, 1, 0x03)) // about a second to compile
+			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(6000, 1, 0x03)) // about a second to compile
 		}, RefusedCompileTimeout, []string{"compile did not finish within 300ms (handlers.limits.compileTimeout); abandoned"}},
 		{"not-wasm", Config{}, func(t *testing.T, path string) {
-			copyFile(t, fixture("notwasm"), path, 0o644)
+			sandboxtest.CopyFile(t, fixture("notwasm"), path, 0o644)
 		}, RefusedInvalid, []string{"not valid WebAssembly"}},
 	}
 	for _, tt := range tests {
@@ -255,7 +174,7 @@ func TestHostileFiles(t *testing.T) {
 				t.Errorf("refusals %v, want one %s", h.Refusals(), tt.reason)
 			}
 			stillFine(t, h, dir, done)
-			waitFor(t, "the abandoned compiles to end", func() bool {
+			testwait.Until(t, "the abandoned compiles to end", func() bool {
 				n, _ := h.AbandonedCompiles()
 				return n == 0
 			})
@@ -263,27 +182,16 @@ func TestHostileFiles(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestHostileFilesAtStart: a FIFO and a compile bomb present when the host starts do not keep
 // it from becoming ready, and the good handler beside them serves.
 func TestHostileFilesAtStart(t *testing.T) {
-	dir := tempDir(t)
-	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	dir := sandboxtest.TempDir(t)
+	sandboxtest.CopyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
 	if err := syscall.Mkfifo(filepath.Join(dir, "a-fifo.wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "b-bomb.wasm"), bombModule(100_000, 1, 0x02))
-	writeFile(t, filepath.Join(dir, "c-slow.wasm"), bombModule(6000, 1, 0x03))
+	sandboxtest.WriteFile(t, filepath.Join(dir, "b-bomb.wasm"), sandboxtest.BombModule(100_000, 1, 0x02))
+	sandboxtest.WriteFile(t, filepath.Join(dir, "c-slow.wasm"), sandboxtest.BombModule(6000, 1, 0x03))
 	h, _ := newStrictHost(t, Config{HandlerDir: dir, Limits: limits.Handler{CompileTimeout: limits.Duration(300 * time.Millisecond), MaxNesting: 1 << 30}})
 	startRun(t, h)
 	if _, ok := h.Registry().Get("ok.example"); !ok {
@@ -293,7 +201,7 @@ func TestHostileFilesAtStart(t *testing.T) {
 	if r[RefusedNotRegular] != 1 || r[RefusedStructure] != 1 || r[RefusedCompileTimeout] != 1 {
 		t.Errorf("refusals %v", r)
 	}
-	waitFor(t, "the abandoned compile to end", func() bool {
+	testwait.Until(t, "the abandoned compile to end", func() bool {
 		n, total := h.AbandonedCompiles()
 		return n == 0 && total == 1
 	})
@@ -308,7 +216,7 @@ func TestKVQuotaPerFile(t *testing.T) {
 	installFile(t, fixture("kvfill"), path)
 	for _, typ := range []string{"kvfill.a", "kvfill.b", "kvfill.c", "kvfill.d"} {
 		hd := handlerFor(t, h.Registry(), typ)
-		if _, err := hd.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
+		if _, err := hd.RegisterPlugin(context.Background(), sandboxtest.Info(typ, "p")); err != nil {
 			t.Fatalf("%s: %v", typ, err)
 		}
 	}
@@ -325,7 +233,7 @@ func TestKVQuotaPerFile(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stores to be freed", func() bool { return h.Store("kvfill.a") == nil })
+	testwait.Until(t, "the stores to be freed", func() bool { return h.Store("kvfill.a") == nil })
 	stillFine(t, h, dir, done)
 }
 
@@ -334,12 +242,12 @@ func TestKVQuotaPerFile(t *testing.T) {
 func TestQuarantine(t *testing.T) {
 	h, _ := newTestHost(t, Config{Quarantine: &limits.Quarantine{After: 2, Backoff: limits.Duration(100 * time.Millisecond), MaxBackoff: limits.Duration(time.Second)}})
 	m := mustLoad(t, h, "trap")
-	p := info("trap.example", "p")
+	p := sandboxtest.Info("trap.example", "p")
 	for range 2 {
-		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+		sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
 	}
 	err := m.ValidatePlugin(context.Background(), p)
-	errContains(t, err, ErrQuarantined, "testdata/trap.wasm", "2 traps or timeouts in a row", "unreachable", "then one is let through as a probe")
+	sandboxtest.ErrContains(t, err, ErrQuarantined, "testdata/trap.wasm", "2 traps or timeouts in a row", "unreachable", "then one is let through as a probe")
 	if errors.Is(err, ErrTrap) {
 		t.Error("a call failed at once by the quarantine counts as a trap")
 	}
@@ -347,7 +255,7 @@ func TestQuarantine(t *testing.T) {
 	if !q.Quarantined || q.Count != 1 || q.FastFailed != 1 || q.Until.IsZero() {
 		t.Errorf("quarantine %+v", q)
 	}
-	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
+	testwait.Until(t, "the back-off", func() bool { return time.Now().After(q.Until) })
 	// A probe that works (deregister accepts) ends the quarantine.
 	if err := m.DeRegisterPlugin(context.Background(), p); err != nil {
 		t.Fatalf("probe: %v", err)
@@ -357,12 +265,12 @@ func TestQuarantine(t *testing.T) {
 	}
 	// Again, and a probe that traps: back for twice as long.
 	for range 2 {
-		errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+		sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
 	}
 	q = m.Own().(*served).q.status()
-	waitFor(t, "the back-off", func() bool { return time.Now().After(q.Until) })
+	testwait.Until(t, "the back-off", func() bool { return time.Now().After(q.Until) })
 	probed := time.Now()
-	errContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
+	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
 	q2 := m.Own().(*served).q.status()
 	// The back-off starts when the probe fails, after probed: twice the first, whatever the
 	// load (not measured from now, which a busy machine may have carried past it).
@@ -377,9 +285,9 @@ func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
 	installFile(t, fixture("loop"), path)
 	hd := handlerFor(t, h.Registry(), "loop.example")
 	for range 2 {
-		errContains(t, hd.ValidatePlugin(context.Background(), info("loop.example", "p")), context.DeadlineExceeded)
+		sandboxtest.ErrContains(t, hd.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p")), context.DeadlineExceeded)
 	}
-	errContains(t, hd.ValidatePlugin(context.Background(), info("loop.example", "p")), ErrQuarantined, path, "timed out")
+	sandboxtest.ErrContains(t, hd.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p")), ErrQuarantined, path, "timed out")
 	s, _ := status(h, path)
 	if !s.Quarantine.Quarantined || !strings.Contains(s.Quarantine.Reason, "timed out") || s.Failures != 3 || s.Timeouts != 2 {
 		t.Errorf("status %+v", s)
@@ -387,7 +295,7 @@ func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
 	stillFine(t, h, dir, done)
 	// A new version of the file starts afresh.
 	installFile(t, fixture("trap"), path)
-	waitFor(t, "the new version", func() bool {
+	testwait.Until(t, "the new version", func() bool {
 		s, _ := status(h, path)
 		return s.Serving && !s.Quarantine.Quarantined
 	})
@@ -401,7 +309,7 @@ func TestPermissionsRecheckedAtRunTime(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the directory to be refused", func() bool { return h.DirectoryError() != "" })
+	testwait.Until(t, "the directory to be refused", func() bool { return h.DirectoryError() != "" })
 	if !strings.Contains(h.DirectoryError(), "writable by group or other") || h.Refusals()[RefusedDirectory] != 1 {
 		t.Errorf("directory error %q, refusals %v", h.DirectoryError(), h.Refusals())
 	}
@@ -442,7 +350,7 @@ func TestFixturesUpToDate(t *testing.T) {
 		t.Skip("wat2wasm not installed (Debian: wabt)")
 	}
 	wats, _ := filepath.Glob("testdata/*.wat")
-	out := tempDir(t)
+	out := sandboxtest.TempDir(t)
 	for _, wat := range wats {
 		got := filepath.Join(out, "x.wasm")
 		if b, err := exec.Command("wat2wasm", "-o", got, wat).CombinedOutput(); err != nil {
@@ -499,7 +407,7 @@ func TestIdlePoolsShrink(t *testing.T) {
 	if s.Instances != 3 {
 		t.Fatalf("%d instances, want 3", s.Instances)
 	}
-	waitFor(t, "the pool to shrink", func() bool {
+	testwait.Until(t, "the pool to shrink", func() bool {
 		s, _ := status(h, path)
 		return s.Instances == 1
 	})

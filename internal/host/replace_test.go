@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // tool returns the path of a command the test drives, or skips the test when it is not
@@ -48,7 +48,7 @@ func atomicWrite(t *testing.T, dir, name, src string) {
 	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, src, filepath.Join(dir, ts, name), 0o644)
+	sandboxtest.CopyFile(t, src, filepath.Join(dir, ts, name), 0o644)
 	old, _ := os.Readlink(filepath.Join(dir, "..data"))
 	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
 		t.Fatal(err)
@@ -82,10 +82,10 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 	}
 	// The fixtures are copied to 0644 sources: the tools keep the mode of what they copy, and
 	// a checkout may have made them group-writable.
-	srcDir := tempDir(t)
+	srcDir := sandboxtest.TempDir(t)
 	v1, v2 := filepath.Join(srcDir, "v1.wasm"), filepath.Join(srcDir, "v2.wasm")
-	copyFile(t, abs("reload_v1"), v1, 0o644)
-	copyFile(t, abs("reload_v2"), v2, 0o644)
+	sandboxtest.CopyFile(t, abs("reload_v1"), v1, 0o644)
+	sandboxtest.CopyFile(t, abs("reload_v2"), v2, 0o644)
 	touchPast := func(p string) {
 		past := time.Now().Add(-time.Hour)
 		if err := os.Chtimes(p, past, past); err != nil {
@@ -171,7 +171,7 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			base := tempDir(t)
+			base := sandboxtest.TempDir(t)
 			dir := filepath.Join(base, "h")
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
@@ -187,21 +187,21 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 			hd := handlerFor(t, h.Registry(), "reload.example")
 			// Plugins registered through it.
 			for _, p := range []string{"p1", "p2"} {
-				if err := hd.ValidatePlugin(ctx, info("reload.example", p)); err != nil {
+				if err := hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", p)); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := hd.RegisterPlugin(ctx, info("reload.example", p)); err != nil {
+				if _, err := hd.RegisterPlugin(ctx, sandboxtest.Info("reload.example", p)); err != nil {
 					t.Fatal(err)
 				}
 			}
 
 			tc.replace(t, dir)
 
-			waitFor(t, "version 2 to serve", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p3"))) })
-			waitFor(t, "the status to show version 2 serving, nothing gone", func() bool {
+			testwait.Until(t, "version 2 to serve", func() bool { return isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p3"))) })
+			testwait.Until(t, "the status to show version 2 serving, nothing gone", func() bool {
 				st := h.Handlers()
 				return len(st) == 1 && st[0].Serving && st[0].GoneSince.IsZero() && st[0].File == filepath.Join(dir, "reload.wasm") &&
-					st[0].SHA256 == sha256Hex(t, v2)
+					st[0].SHA256 == sandboxtest.FileSHA256(t, v2)
 			})
 			if now, ok := h.Registry().Get("reload.example"); !ok || now != hd {
 				t.Error("the plugin type's handler changed in the registry: its plugins would be deregistered")
@@ -213,7 +213,7 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 				t.Errorf("%d plugin type retirements logged", n)
 			}
 			for _, p := range []string{"p1", "p2"} {
-				if err := hd.DeRegisterPlugin(ctx, info("reload.example", p)); err != nil {
+				if err := hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", p)); err != nil {
 					t.Errorf("DeRegisterPlugin(%s) through the new revision: %v", p, err)
 				}
 			}
@@ -226,11 +226,11 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 // the file and then writes it: a file caught half-written is never refused.
 func TestRunInstallNewFileNoFalseError(t *testing.T) {
 	tool(t, "install")
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Millisecond})
 	startRun(t, h)
-	src := filepath.Join(tempDir(t), "min.wasm")
-	copyFile(t, fixture("min"), src, 0o644)
+	src := filepath.Join(sandboxtest.TempDir(t), "min.wasm")
+	sandboxtest.CopyFile(t, fixture("min"), src, 0o644)
 	for i := range 10 {
 		name := "min" + string(rune('a'+i)) + ".wasm"
 		if i > 0 {
@@ -238,10 +238,10 @@ func TestRunInstallNewFileNoFalseError(t *testing.T) {
 			if err := os.Remove(filepath.Join(dir, "min"+string(rune('a'+i-1))+".wasm")); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the previous file to be removed", func() bool { return len(h.Handlers()) == 0 })
+			testwait.Until(t, "the previous file to be removed", func() bool { return len(h.Handlers()) == 0 })
 		}
 		run(t, dir, "install", "-m", "0644", src, name)
-		waitFor(t, name+" to serve", func() bool {
+		testwait.Until(t, name+" to serve", func() bool {
 			s, ok := status(h, filepath.Join(dir, name))
 			return ok && s.Serving
 		})
@@ -252,27 +252,17 @@ func TestRunInstallNewFileNoFalseError(t *testing.T) {
 	logs.NoErrors(t)
 }
 
-func sha256Hex(t testing.TB, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // TestRunRemovalGrace: a file removed keeps serving, shown gone, until it has stayed gone for
 // the removal grace; a handler directory deleted counts as the removal of all its files, those
 // unlinked before it went included.
 func TestRunRemovalGrace(t *testing.T) {
-	base := tempDir(t)
+	base := sandboxtest.TempDir(t)
 	dir := filepath.Join(base, "h")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"), 0o644)
-	copyFile(t, fixture("min"), filepath.Join(dir, "min.wasm"), 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "reload.wasm"), 0o644)
+	sandboxtest.CopyFile(t, fixture("min"), filepath.Join(dir, "min.wasm"), 0o644)
 	const grace = 300 * time.Millisecond
 	h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: grace})
 	startRun(t, h)
@@ -283,7 +273,7 @@ func TestRunRemovalGrace(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "reload.wasm")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the file to be shown gone", func() bool {
+	testwait.Until(t, "the file to be shown gone", func() bool {
 		s, _ := status(h, filepath.Join(dir, "reload.wasm"))
 		return !s.GoneSince.IsZero()
 	})
@@ -292,11 +282,11 @@ func TestRunRemovalGrace(t *testing.T) {
 			t.Errorf("removed before its grace ended: %+v", s)
 		}
 	}
-	waitFor(t, "the type to leave the registry", func() bool { return !h.Registry().Has("reload.example") })
+	testwait.Until(t, "the type to leave the registry", func() bool { return !h.Registry().Has("reload.example") })
 	if took := time.Since(removed); took < grace {
 		t.Errorf("removed %v after the file went, before the grace of %v", took, grace)
 	}
-	if err := hd.DeRegisterPlugin(ctx, info("reload.example", "p")); err != nil {
+	if err := hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", "p")); err != nil {
 		t.Errorf("the retired handler no longer deregisters: %v", err)
 	}
 
@@ -306,11 +296,11 @@ func TestRunRemovalGrace(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "min.example to leave the registry", func() bool { return !h.Registry().Has("min.example") })
+	testwait.Until(t, "min.example to leave the registry", func() bool { return !h.Registry().Has("min.example") })
 	if took := time.Since(removed); took < grace {
 		t.Errorf("a file of the deleted directory was removed %v after, before the grace of %v", took, grace)
 	}
-	waitFor(t, "the removal's log line", func() bool { _, ok := logs.Find("handler file removed"); return ok })
+	testwait.Until(t, "the removal's log line", func() bool { _, ok := logs.Find("handler file removed"); return ok })
 	logs.NoErrors(t)
 }
 
@@ -319,14 +309,14 @@ func TestRunRemovalGrace(t *testing.T) {
 // same way; a binding to a file or a digest decides whatever the names and the order.
 func TestRunTypeOwnership(t *testing.T) {
 	t.Run("no binding: the incumbent keeps it, at run time and at start", func(t *testing.T) {
-		dir := tempDir(t)
-		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		dir := sandboxtest.TempDir(t)
+		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
 		h, _ := newStrictHost(t, Config{HandlerDir: dir})
 		stop := startRun(t, h)
 		handlerFor(t, h.Registry(), "reload.example")
 		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
 		want := "plugin type reload.example is already handled by " + filepath.Join(dir, "csi.wasm")
-		waitFor(t, "a.wasm to be refused", func() bool {
+		testwait.Until(t, "a.wasm to be refused", func() bool {
 			s, _ := status(h, filepath.Join(dir, "a.wasm"))
 			return strings.Contains(s.LastError, want)
 		})
@@ -345,7 +335,7 @@ func TestRunTypeOwnership(t *testing.T) {
 		}
 	})
 	t.Run("with the revision store: a restart keeps the incumbent", func(t *testing.T) {
-		dir, revDir := tempDir(t), filepath.Join(tempDir(t), "revisions")
+		dir, revDir := sandboxtest.TempDir(t), filepath.Join(sandboxtest.TempDir(t), "revisions")
 		run := func() *Host {
 			h, _ := newStrictHost(t, Config{HandlerDir: dir})
 			if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
@@ -355,12 +345,12 @@ func TestRunTypeOwnership(t *testing.T) {
 			t.Cleanup(func() { stop(); h.Close(context.Background()) })
 			return h
 		}
-		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
 		h := run()
 		handlerFor(t, h.Registry(), "reload.example")
 		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
 		want := "plugin type reload.example is already handled by " + filepath.Join(dir, "csi.wasm")
-		waitFor(t, "a.wasm to be refused", func() bool {
+		testwait.Until(t, "a.wasm to be refused", func() bool {
 			s, _ := status(h, filepath.Join(dir, "a.wasm"))
 			return strings.Contains(s.LastError, want)
 		})
@@ -379,9 +369,9 @@ func TestRunTypeOwnership(t *testing.T) {
 		}
 	})
 	t.Run("bound to a file", func(t *testing.T) {
-		dir := tempDir(t)
-		copyFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"), 0o644)
-		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
+		dir := sandboxtest.TempDir(t)
+		sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"), 0o644)
+		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
 		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
 			"reload.example": {File: filepath.Join(dir, "csi.wasm")},
 		}})
@@ -399,29 +389,29 @@ func TestRunTypeOwnership(t *testing.T) {
 		}
 	})
 	t.Run("bound to a digest", func(t *testing.T) {
-		dir := tempDir(t)
-		copyFile(t, fixture("reload_v1"), filepath.Join(dir, "a.wasm"), 0o644)
+		dir := sandboxtest.TempDir(t)
+		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "a.wasm"), 0o644)
 		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
-			"reload.example": {Digest: "sha256:" + sha256Hex(t, fixture("reload_v2"))},
+			"reload.example": {Digest: "sha256:" + sandboxtest.FileSHA256(t, fixture("reload_v2"))},
 		}})
 		startRun(t, h)
 		if s, _ := status(h, filepath.Join(dir, "a.wasm")); s.Serving || !strings.Contains(s.LastError, "bound to the module sha256:") {
 			t.Errorf("a module of another digest: %+v", s)
 		}
 		installFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"))
-		waitFor(t, "the module of the bound digest to serve", func() bool {
+		testwait.Until(t, "the module of the bound digest to serve", func() bool {
 			s, _ := status(h, filepath.Join(dir, "a.wasm"))
 			return s.Serving
 		})
 	})
 	t.Run("two hosts on one registry", func(t *testing.T) {
 		reg := registration.NewRegistry()
-		dir1, dir2 := tempDir(t), tempDir(t)
-		copyFile(t, fixture("reload_v1"), filepath.Join(dir1, "reload.wasm"), 0o644)
+		dir1, dir2 := sandboxtest.TempDir(t), sandboxtest.TempDir(t)
+		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir1, "reload.wasm"), 0o644)
 		h1, _ := newStrictHost(t, Config{HandlerDir: dir1, Registry: reg})
 		startRun(t, h1)
 		hd := handlerFor(t, reg, "reload.example")
-		copyFile(t, fixture("reload_v2"), filepath.Join(dir2, "reload.wasm"), 0o644)
+		sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(dir2, "reload.wasm"), 0o644)
 		h2, _ := newStrictHost(t, Config{HandlerDir: dir2, Registry: reg})
 		startRun(t, h2)
 		s, _ := status(h2, filepath.Join(dir2, "reload.wasm"))
@@ -440,9 +430,9 @@ func TestRunTypeOwnership(t *testing.T) {
 // TestRunLastErrorIsPast: a refused update shows its error and when; the next revision that
 // loads clears it, and so does the file getting the serving bytes back.
 func TestRunLastErrorIsPast(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "reload.wasm")
-	copyFile(t, fixture("reload_v1"), path, 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v1"), path, 0o644)
 	h, _ := newStrictHost(t, Config{HandlerDir: dir})
 	startRun(t, h)
 	ctx := context.Background()
@@ -452,7 +442,7 @@ func TestRunLastErrorIsPast(t *testing.T) {
 		t.Helper()
 		before := time.Now()
 		installFile(t, fixture("notwasm"), path)
-		waitFor(t, "the broken update to be refused", func() bool {
+		testwait.Until(t, "the broken update to be refused", func() bool {
 			s, _ := status(h, path)
 			return strings.Contains(s.LastError, "not valid WebAssembly")
 		})
@@ -462,22 +452,22 @@ func TestRunLastErrorIsPast(t *testing.T) {
 	}
 	refused()
 	installFile(t, fixture("reload_v2"), path)
-	waitFor(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, info("reload.example", "p"))) })
+	testwait.Until(t, "version 2", func() bool { return isV2(hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p"))) })
 	// Cleared as the new revision is installed (a moment after it starts serving).
-	waitFor(t, "the error of the refused update to be cleared by the next revision", func() bool {
+	testwait.Until(t, "the error of the refused update to be cleared by the next revision", func() bool {
 		s, _ := status(h, path)
 		return s.LastError == "" && s.LastErrorAt.IsZero()
 	})
 
 	refused()
 	installFile(t, fixture("reload_v2"), path) // the bytes serving
-	waitFor(t, "the refusal to be cleared", func() bool { s, _ := status(h, path); return s.LastError == "" })
+	testwait.Until(t, "the refusal to be cleared", func() bool { s, _ := status(h, path); return s.LastError == "" })
 }
 
 // TestRunTogetherFirstByName: files that arrive together (a directory swapped for another, an
 // image volume that changes) and declare one plugin type go by name, as at start.
 func TestRunTogetherFirstByName(t *testing.T) {
-	base := tempDir(t)
+	base := sandboxtest.TempDir(t)
 	dir := filepath.Join(base, "h")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -489,15 +479,15 @@ func TestRunTogetherFirstByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b.wasm first, by time: the name decides, not the order.
-	copyFile(t, fixture("reload_v1"), filepath.Join(next, "b.wasm"), 0o644)
-	copyFile(t, fixture("reload_v2"), filepath.Join(next, "a.wasm"), 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(next, "b.wasm"), 0o644)
+	sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(next, "a.wasm"), 0o644)
 	if err := os.Rename(dir, dir+".old"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(next, dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both files to be tried", func() bool {
+	testwait.Until(t, "both files to be tried", func() bool {
 		a, _ := status(h, filepath.Join(dir, "a.wasm"))
 		b, _ := status(h, filepath.Join(dir, "b.wasm"))
 		return (a.Serving || a.LastError != "") && (b.Serving || b.LastError != "")
@@ -523,24 +513,24 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 		{name: "mv to another name", replace: func(t *testing.T, dir string) { run(t, dir, "mv", "h-v1.wasm", "h-v2.wasm") }},
 		{name: "rm the old, cp the new", replace: func(t *testing.T, dir string) {
 			run(t, dir, "rm", "h-v1.wasm")
-			copyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
+			sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
 		}},
 		{name: "cp the new, rm the old", conflict: true, replace: func(t *testing.T, dir string) {
-			copyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
+			sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(dir, "h-v2.wasm"), 0o644)
 			run(t, dir, "rm", "h-v1.wasm")
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := tempDir(t)
-			copyFile(t, fixture("reload_v1"), filepath.Join(dir, "h-v1.wasm"), 0o644)
+			dir := sandboxtest.TempDir(t)
+			sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "h-v1.wasm"), 0o644)
 			h, logs := newStrictHost(t, Config{HandlerDir: dir, RemovalGrace: time.Hour})
 			startRun(t, h)
 			hd := handlerFor(t, h.Registry(), "reload.example")
 
 			tc.replace(t, dir)
 
-			waitFor(t, "h-v2.wasm to serve alone", func() bool {
+			testwait.Until(t, "h-v2.wasm to serve alone", func() bool {
 				st := h.Handlers()
 				return len(st) == 1 && st[0].File == filepath.Join(dir, "h-v2.wasm") && st[0].Serving && st[0].LastError == ""
 			})
@@ -553,7 +543,7 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 			if n := logs.Count("retired"); n != 0 {
 				t.Errorf("%d retirements logged", n)
 			}
-			waitFor(t, "the hand-over's log line", func() bool { _, ok := logs.Find("plugin type handed over"); return ok })
+			testwait.Until(t, "the hand-over's log line", func() bool { _, ok := logs.Find("plugin type handed over"); return ok })
 			if !tc.conflict {
 				logs.NoErrors(t)
 			}
@@ -564,12 +554,12 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 // TestRunCompileBusyRetried: a file refused for now because abandoned compiles are still
 // running is tried again a second later by itself, without another event.
 func TestRunCompileBusyRetried(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, logs := newStrictHost(t, Config{HandlerDir: dir, Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
 	startRun(t, h)
-	writeFile(t, filepath.Join(dir, "slow.wasm"), bombModule(6000, 1, 0x03))
-	waitFor(t, "the slow compile to be abandoned", func() bool { n, _ := h.AbandonedCompiles(); return n == 1 })
-	copyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
+	sandboxtest.WriteFile(t, filepath.Join(dir, "slow.wasm"), sandboxtest.BombModule(6000, 1, 0x03))
+	testwait.Until(t, "the slow compile to be abandoned", func() bool { n, _ := h.AbandonedCompiles(); return n == 1 })
+	sandboxtest.CopyFile(t, fixture("ok"), filepath.Join(dir, "ok.wasm"), 0o644)
 	handlerFor(t, h.Registry(), "ok.example")
 	if logs.Count("not loaded for now") == 0 {
 		t.Log("the abandoned compile ended before ok.wasm was read: nothing was retried")

@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,20 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 const revType = "rev.example"
-
-func fixtureSum(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(fixture(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
 
 // revHost runs a host over a handler directory of its own with a revision store; the test
 // installs fixtures as rev.wasm with install.
@@ -37,9 +27,9 @@ type revHost struct {
 
 func newRevHost(t *testing.T, revDir string, rc RevisionConfig) *revHost {
 	t.Helper()
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	if revDir == "" {
-		revDir = filepath.Join(tempDir(t), "revisions")
+		revDir = filepath.Join(sandboxtest.TempDir(t), "revisions")
 	}
 	h, l := newStrictHost(t, Config{HandlerDir: dir})
 	rc.Dir = revDir
@@ -68,8 +58,8 @@ func (rh *revHost) run(t *testing.T) {
 func (rh *revHost) install(t *testing.T, name string) string {
 	t.Helper()
 	installFile(t, fixture(name), filepath.Join(rh.dir, "rev.wasm"))
-	sum := fixtureSum(t, name)
-	waitFor(t, name+" installed", func() bool {
+	sum := sandboxtest.FileSHA256(t, fixture(name))
+	testwait.Until(t, name+" installed", func() bool {
 		revs, _ := rh.History(revType)
 		return len(revs) > 0 && revs[0].SHA256 == sum && revs[0].InFile
 	})
@@ -88,7 +78,7 @@ func (rh *revHost) handler(t *testing.T) registration.Handler {
 // published registers a plugin and returns which revision published it.
 func (rh *revHost) published(t *testing.T) string {
 	t.Helper()
-	pub, err := rh.handler(t).RegisterPlugin(context.Background(), info(revType, "p"))
+	pub, err := rh.handler(t).RegisterPlugin(context.Background(), sandboxtest.Info(revType, "p"))
 	if err != nil {
 		t.Fatalf("RegisterPlugin: %v", err)
 	}
@@ -138,8 +128,8 @@ func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
 	if _, pin := rh.History(revType); pin != nil {
 		t.Errorf("pin %+v kept after the file changed", pin)
 	}
-	err = rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p"))
-	errContains(t, err, registration.ErrRejected, "refused by v3")
+	err = rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p"))
+	sandboxtest.ErrContains(t, err, registration.ErrRejected, "refused by v3")
 
 	// Back to v4 by digest prefix, then the pin cleared by the operator.
 	if _, err := rh.Rollback(context.Background(), revType, v4[:8]); err != nil {
@@ -151,15 +141,15 @@ func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
 	if err := rh.Unpin(revType); err != nil {
 		t.Fatal(err)
 	}
-	errContains(t, rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")), registration.ErrRejected, "refused by v3")
+	sandboxtest.ErrContains(t, rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")), registration.ErrRejected, "refused by v3")
 	if err := rh.Unpin(revType); !errors.Is(err, ErrNoRevision) {
 		t.Errorf("Unpin of a type not pinned: %v, want ErrNoRevision", err)
 	}
 }
 
 func TestRollbackPinOutlivesARestart(t *testing.T) {
-	revDir := filepath.Join(tempDir(t), "revisions")
-	dir := tempDir(t)
+	revDir := filepath.Join(sandboxtest.TempDir(t), "revisions")
+	dir := sandboxtest.TempDir(t)
 	first := func() {
 		h, _ := newStrictHost(t, Config{HandlerDir: dir})
 		if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
@@ -184,7 +174,7 @@ func TestRollbackPinOutlivesARestart(t *testing.T) {
 	rh.dir = dir
 	rh.Host.cfg.HandlerDir = dir
 	rh.run(t)
-	waitFor(t, "the pin applied again", func() bool {
+	testwait.Until(t, "the pin applied again", func() bool {
 		_, pin := rh.History(revType)
 		return pin != nil
 	})
@@ -199,13 +189,13 @@ func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
 	v1 := rh.install(t, "rev_v1")
 	v2 := rh.install(t, "rev_v2")
 	for range 3 {
-		errContains(t, rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")), ErrTrap)
+		sandboxtest.ErrContains(t, rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")), ErrTrap)
 	}
-	waitFor(t, "the automatic rollback", func() bool {
+	testwait.Until(t, "the automatic rollback", func() bool {
 		_, pin := rh.History(revType)
 		return pin != nil
 	})
-	if err := rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")); err != nil {
+	if err := rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")); err != nil {
 		t.Errorf("after the automatic rollback: %v", err)
 	}
 	revs, pin := rh.History(revType)
@@ -216,7 +206,7 @@ func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
 		t.Errorf("history = %+v; want v2 marked rolled back with its 3 traps", revs)
 	}
 	// The log line follows the pin by a moment.
-	waitFor(t, "the rollback's log line", func() bool { _, ok := rh.logs.Find("rolled back automatically"); return ok })
+	testwait.Until(t, "the rollback's log line", func() bool { _, ok := rh.logs.Find("rolled back automatically"); return ok })
 	a, ok := rh.logs.Find("rolled back automatically")
 	if !ok || a["plugin_type"] != revType || a["from_sha256"] != v2 || a["to_sha256"] != v1 {
 		t.Errorf("log = %v, %v", a, ok)
@@ -241,22 +231,22 @@ func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
 	}
 	cand := fixture("rev_v3")
 	if fixturesShared() {
-		cand = filepath.Join(tempDir(t), "rev_v3.wasm")
-		copyFile(t, fixture("rev_v3"), cand, 0o644)
+		cand = filepath.Join(sandboxtest.TempDir(t), "rev_v3.wasm")
+		sandboxtest.CopyFile(t, fixture("rev_v3"), cand, 0o644)
 	}
 	st, err := rh.SetShadow(context.Background(), revType, cand)
-	if err != nil || st.SHA256 != fixtureSum(t, "rev_v3") || st.Version != "3.0.0" {
+	if err != nil || st.SHA256 != sandboxtest.FileSHA256(t, fixture("rev_v3")) || st.Version != "3.0.0" {
 		t.Fatalf("SetShadow = %+v, %v", st, err)
 	}
 	for range 2 {
-		if err := rh.handler(t).ValidatePlugin(context.Background(), info(revType, "p")); err != nil {
+		if err := rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")); err != nil {
 			t.Fatalf("the serving revision accepts, the shadow must not change that: %v", err)
 		}
 	}
 	if got := rh.published(t); got != "v1" {
 		t.Errorf("register published revision=%q, want the serving v1", got)
 	}
-	waitFor(t, "two shadow runs", func() bool { return len(rh.Shadows()) == 1 && rh.Shadows()[0].Runs == 2 })
+	testwait.Until(t, "two shadow runs", func() bool { return len(rh.Shadows()) == 1 && rh.Shadows()[0].Runs == 2 })
 	s := rh.Shadows()[0]
 	if s.Disagreements != 2 || !strings.Contains(s.LastDisagreement, "serving accept") || !strings.Contains(s.LastDisagreement, "reject") {
 		t.Errorf("shadow = %+v; want 2 disagreements", s)
@@ -276,16 +266,16 @@ func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
 // TestShadowCannotChangeTheStore: a candidate's kv_set is refused (CodeDenied): kv.wasm's
 // validate, which fails when kv_set fails, fails in the shadow while the serving copy accepts.
 func TestShadowCannotChangeTheStore(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	h, _ := newStrictHost(t, Config{HandlerDir: dir})
-	copyFile(t, fixture("kv"), filepath.Join(dir, "kv.wasm"), 0o600)
+	sandboxtest.CopyFile(t, fixture("kv"), filepath.Join(dir, "kv.wasm"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	<-h.Ready()
-	cand := filepath.Join(tempDir(t), "kv.wasm")
-	copyFile(t, fixture("kv"), cand, 0o600)
+	cand := filepath.Join(sandboxtest.TempDir(t), "kv.wasm")
+	sandboxtest.CopyFile(t, fixture("kv"), cand, 0o600)
 	if _, err := h.SetShadow(context.Background(), "kv.example", cand); err != nil {
 		t.Fatal(err)
 	}
@@ -293,10 +283,10 @@ func TestShadowCannotChangeTheStore(t *testing.T) {
 	if !ok {
 		t.Fatal("kv.example is not served")
 	}
-	if err := hd.ValidatePlugin(context.Background(), info("kv.example", "p")); err != nil {
+	if err := hd.ValidatePlugin(context.Background(), sandboxtest.Info("kv.example", "p")); err != nil {
 		t.Fatalf("the serving handler's validate: %v", err)
 	}
-	waitFor(t, "the shadow run", func() bool { return h.Shadows()[0].Runs == 1 })
+	testwait.Until(t, "the shadow run", func() bool { return h.Shadows()[0].Runs == 1 })
 	if s := h.Shadows()[0]; s.Disagreements != 1 || s.Failures != 1 || !strings.Contains(s.LastDisagreement, "fail") {
 		t.Errorf("shadow = %+v; want its kv_set refused, so its validate failing", s)
 	}
@@ -310,8 +300,8 @@ func TestRevisionsHammer(t *testing.T) {
 	rh.run(t)
 	rh.install(t, "rev_v1")
 	rh.install(t, "rev_v4")
-	cand := filepath.Join(tempDir(t), "rev_v3.wasm")
-	copyFile(t, fixture("rev_v3"), cand, 0o600)
+	cand := filepath.Join(sandboxtest.TempDir(t), "rev_v3.wasm")
+	sandboxtest.CopyFile(t, fixture("rev_v3"), cand, 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan error, 4)
@@ -323,7 +313,7 @@ func TestRevisionsHammer(t *testing.T) {
 				if !ok {
 					continue
 				}
-				pub, err := hd.RegisterPlugin(context.Background(), info(revType, "p"))
+				pub, err := hd.RegisterPlugin(context.Background(), sandboxtest.Info(revType, "p"))
 				if err != nil && !errors.Is(err, ErrRetired) {
 					errs <- err
 					return
@@ -332,7 +322,7 @@ func TestRevisionsHammer(t *testing.T) {
 					errs <- errors.New("published " + pub["revision"])
 					return
 				}
-				_ = hd.ValidatePlugin(context.Background(), info(revType, "p"))
+				_ = hd.ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p"))
 			}
 		})
 	}

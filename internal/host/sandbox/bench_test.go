@@ -6,43 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
-	"github.com/wasmhost/wasmhost/internal/guestbuild"
-
-	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 )
-
-// percentiles reports the p50 and p99 of ds as metrics.
-func percentiles(b *testing.B, ds []time.Duration, unit string) {
-	if len(ds) == 0 {
-		return
-	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "p50-"+unit)
-	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds()), "p99-"+unit)
-	b.ReportMetric(float64(ds[len(ds)-1].Nanoseconds()), "max-"+unit)
-}
-
-var benchPlugin = registration.PluginInfo{
-	Socket: "/var/lib/kubelet/plugins_registry/csi.example.com-reg.sock", Name: "csi.example.com",
-	Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock", Versions: []string{"1.0.0"},
-}
-
-// sdks names the SDKs the example handler is written with, in the order of the table in
-// docs/benchmarks.md.
-var sdks = []string{"go-sdk", "c-sdk", "rust-sdk", "as-sdk"}
-
-// exampleHandler builds the example handler (example.wasmhost.dev) with each SDK.
-var exampleHandler = map[string]func(b *testing.B) string{
-	"go-sdk":   func(b *testing.B) string { return guesttest.Build(b, "../../../examples/handler-go") },
-	"c-sdk":    func(b *testing.B) string { return guestbuild.Shipped(b, "example") },
-	"rust-sdk": func(b *testing.B) string { return guestbuild.Rust(b, "examples/handler-rust/example.rs") },
-	"as-sdk":   func(b *testing.B) string { return guestbuild.AS(b, "examples/handler-as/example.ts") },
-}
 
 // BenchmarkInterruption measures how long after its deadline a looping guest's call returns
 // (overshoot), including the instance replacement that follows.
@@ -54,14 +22,14 @@ func BenchmarkInterruption(b *testing.B) {
 	ds := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		t0 := time.Now()
-		err := m.ValidatePlugin(ctx, info("loop.example", "p"))
+		err := m.ValidatePlugin(ctx, sandboxtest.Info("loop.example", "p"))
 		ds = append(ds, time.Since(t0)-timeout)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
-	percentiles(b, ds, "overshoot-ns")
+	sandboxtest.Percentiles(b, ds, "overshoot-ns")
 }
 
 // BenchmarkLoad measures LoadFile in a new Host: compiled from scratch (cold) and from a warm
@@ -89,10 +57,10 @@ func BenchmarkInspect(b *testing.B) {
 // module left (modes[1]).
 func benchNewHost(b *testing.B, modes [2]string, op func(ctx context.Context, h *Sandbox, path string, bin []byte) error) {
 	modules := map[string]func(b *testing.B) string{"wat": func(*testing.B) string { return fixture("ok") }}
-	for _, lang := range sdks {
-		modules[lang] = exampleHandler[lang]
+	for _, lang := range sandboxtest.SDKs {
+		modules[lang] = sandboxtest.ExampleHandler[lang]
 	}
-	for _, name := range append([]string{"wat"}, sdks...) {
+	for _, name := range append([]string{"wat"}, sandboxtest.SDKs...) {
 		b.Run(name, func(b *testing.B) {
 			path := modules[name](b) // built once for both modes
 			bin, err := os.ReadFile(path)
@@ -104,7 +72,7 @@ func benchNewHost(b *testing.B, modes [2]string, op func(ctx context.Context, h 
 					ctx := context.Background()
 					cache := "" // modes[0]: no cache on disk
 					if i == 1 {
-						cache = filepath.Join(tempDir(b), "cache")
+						cache = filepath.Join(sandboxtest.TempDir(b), "cache")
 						h, err := New(ctx, withDefaults(Config{CacheDir: cache}))
 						if err != nil {
 							b.Fatal(err)
@@ -141,10 +109,10 @@ func BenchmarkInstanceMemory(b *testing.B) {
 		typ  string
 	}{
 		{"wat", func(*testing.B) string { return fixture("ok") }, "ok.example"},
-		{"go-sdk", exampleHandler["go-sdk"], "example.wasmhost.dev"},
-		{"c-sdk", exampleHandler["c-sdk"], "example.wasmhost.dev"},
-		{"rust-sdk", exampleHandler["rust-sdk"], "example.wasmhost.dev"},
-		{"as-sdk", exampleHandler["as-sdk"], "example.wasmhost.dev"},
+		{"go-sdk", sandboxtest.ExampleHandler["go-sdk"], "example.wasmhost.dev"},
+		{"c-sdk", sandboxtest.ExampleHandler["c-sdk"], "example.wasmhost.dev"},
+		{"rust-sdk", sandboxtest.ExampleHandler["rust-sdk"], "example.wasmhost.dev"},
+		{"as-sdk", sandboxtest.ExampleHandler["as-sdk"], "example.wasmhost.dev"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			path := tc.path(b)
@@ -188,7 +156,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			mc.release(first)
-			p := benchPlugin
+			p := sandboxtest.BenchPlugin()
 			p.Type, p.Versions = tc.typ, []string{"v1"}
 			for range 2000 {
 				if err := mc.ValidatePlugin(ctx, p); err != nil {

@@ -2,26 +2,23 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-)
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
+)
 
 // Inspect reads the cache directory that a load of the same bytes left (a pulled module
 // admitted again when the daemon restarts), leaves it in place when it is done, and makes
 // none for bytes that have none: a description is not kept.
 func TestInspectUsesTheCacheItFinds(t *testing.T) {
 	ctx := context.Background()
-	cache := filepath.Join(tempDir(t), "cache")
-	modDir := func(name string) string { return filepath.Join(cache, moduleCacheDir, fixtureSum(t, name)) }
+	cache := filepath.Join(sandboxtest.TempDir(t), "cache")
+	modDir := func(name string) string {
+		return filepath.Join(cache, moduleCacheDir, sandboxtest.FileSHA256(t, fixture(name)))
+	}
 	read := func(name string) []byte {
 		b, err := os.ReadFile(fixture(name))
 		if err != nil {
@@ -67,7 +64,7 @@ func TestInspectUsesTheCacheItFinds(t *testing.T) {
 	if _, err := h2.Inspect(ctx, fixture("reload_v1"), read("reload_v1")); err != nil {
 		t.Fatal(err)
 	}
-	if exists(modDir("reload_v1")) {
+	if sandboxtest.Exists(modDir("reload_v1")) {
 		t.Errorf("Inspect of bytes never loaded made a cache directory: %s", modDir("reload_v1"))
 	}
 	// A load after the description still finds its entry, and the directory goes with the
@@ -77,18 +74,7 @@ func TestInspectUsesTheCacheItFinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close(ctx)
-	if exists(modDir("ok")) {
+	if sandboxtest.Exists(modDir("ok")) {
 		t.Errorf("the directory of ok.wasm stays after its last module closed")
 	}
-}
-
-// fixtureSum is the SHA-256 of a fixture, hex (the host's tests' too).
-func fixtureSum(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(fixture(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
@@ -25,12 +26,12 @@ func TestCallStackBound(t *testing.T) {
 	m := mustLoad(t, h, "recurse")
 	good := mustLoad(t, h, "ok")
 	ctx := context.Background()
-	p := info("recurse.example", "p")
+	p := sandboxtest.Info("recurse.example", "p")
 	for range 2 {
-		errContains(t, m.ValidatePlugin(ctx, p), ErrTrap, "recurse.wasm", "wasmhost_validate",
+		sandboxtest.ErrContains(t, m.ValidatePlugin(ctx, p), ErrTrap, "recurse.wasm", "wasmhost_validate",
 			"call stack over 1048576 bytes (handlers.limits.maxCallStack)")
 		_, err := m.RegisterPlugin(ctx, p)
-		errContains(t, err, ErrTrap, "wasmhost_register", "handlers.limits.maxCallStack")
+		sandboxtest.ErrContains(t, err, ErrTrap, "wasmhost_register", "handlers.limits.maxCallStack")
 	}
 	if err := m.DeRegisterPlugin(ctx, p); err != nil {
 		t.Errorf("deregister, which does not recurse: %v", err)
@@ -46,7 +47,7 @@ func TestCallStackBoundLeavesGoGuests(t *testing.T) {
 	path := guesttest.Build(t, "../testdata/goguest")
 	h, _ := newTestSandbox(t, Config{MemoryLimit: 32 << 20, CallTimeout: time.Minute, PoolSize: 1, Limits: limits.Handler{MaxCallStack: 8 << 10}})
 	m := mustLoadPath(t, h, path)
-	if err := m.ValidatePlugin(context.Background(), info("go.example", "fine")); err != nil {
+	if err := m.ValidatePlugin(context.Background(), sandboxtest.Info("go.example", "fine")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -138,7 +139,7 @@ func BenchmarkRecursion(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			h, _ := newTestSandbox(b, Config{PoolSize: 1, Limits: limits.Handler{MaxCallStack: limits.ByteSize(bc.limit)}})
 			m := mustLoad(b, h, "recurse")
-			p := info("recurse.example", "p")
+			p := sandboxtest.Info("recurse.example", "p")
 			runtime.GC()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -139,7 +140,7 @@ func FuzzLoad(f *testing.F) {
 		if len(m.PluginTypes()) == 0 {
 			t.Fatal("a module without plugin types loaded")
 		}
-		p := info(m.PluginTypes()[0], "fuzz")
+		p := sandboxtest.Info(m.PluginTypes()[0], "fuzz")
 		_ = m.ValidatePlugin(ctx, p)
 		_, _ = m.RegisterPlugin(ctx, p)
 		_ = m.DeRegisterPlugin(ctx, p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -21,13 +22,13 @@ func TestGoGuest(t *testing.T) {
 	ctx := context.Background()
 	m := mustLoadPath(t, h, path)
 	good := mustLoad(t, h, "ok")
-	call := func(name string) error { return m.ValidatePlugin(ctx, info("go.example", name)) }
+	call := func(name string) error { return m.ValidatePlugin(ctx, sandboxtest.Info("go.example", name)) }
 
 	if err := call("fine"); err != nil {
 		t.Fatalf("a normal call: %v", err)
 	}
 	t.Run("panic", func(t *testing.T) {
-		errContains(t, call("panic"), ErrTrap, path, "wasmhost_validate", `"panic"`)
+		sandboxtest.ErrContains(t, call("panic"), ErrTrap, path, "wasmhost_validate", `"panic"`)
 		if _, ok := logs.Find("panic: boom from panic"); !ok {
 			t.Error("the guest's panic message was not logged")
 		}
@@ -37,7 +38,7 @@ func TestGoGuest(t *testing.T) {
 		checkOK(t, good)
 	})
 	t.Run("out of memory", func(t *testing.T) {
-		errContains(t, call("oom"), ErrTrap, path)
+		sandboxtest.ErrContains(t, call("oom"), ErrTrap, path)
 		if _, ok := logs.Find("out of memory"); !ok {
 			t.Error("the guest's out-of-memory message was not logged")
 		}

@@ -2,17 +2,15 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // logs captures log records for assertions (shown with $WASMHOST_TESTLOG).
@@ -116,59 +114,10 @@ func mustLoad(t testing.TB, sb *Sandbox, name string) *Module {
 	return m
 }
 
-func tempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "wh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func info(pluginType, name string) registration.PluginInfo {
-	return registration.PluginInfo{Type: pluginType, Name: name}
-}
-
 // checkOK asserts that a well-behaved module still serves.
 func checkOK(t testing.TB, m *Module) {
 	t.Helper()
-	if err := m.ValidatePlugin(context.Background(), info("ok.example", "fine")); err != nil {
+	if err := m.ValidatePlugin(context.Background(), sandboxtest.Info("ok.example", "fine")); err != nil {
 		t.Errorf("the ok handler failed after a hostile call: %v", err)
-	}
-}
-
-// waitFor waits until cond holds (testwait.Until).
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, what, cond)
-}
-
-func errContains(t testing.TB, err error, sentinel error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %v with %q", sentinel, parts)
-	}
-	if sentinel != nil && !errors.Is(err, sentinel) {
-		t.Errorf("error %q does not match %v", err, sentinel)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not contain %q", err, p)
-		}
-	}
-}
-
-func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dst, mode); err != nil {
-		t.Fatal(err)
 	}
 }

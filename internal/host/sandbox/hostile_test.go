@@ -9,22 +9,24 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // Hostile modules (issue 9) as the sandbox meets them: compile bombs, floods of log lines,
 // published keys, plugin calls and key-value writes; the host's tests drop hostile files into a
-// running host's handler directory (internal/host, hostile_test.go). bombModule and writeFile
-// are the host's tests', duplicated: a test package cannot import another's.
+// running host's handler directory (internal/host, hostile_test.go). Both build their hostile
+// modules with sandboxtest.
 
 // TestAbandonedCompileOutlivesClose: a host closed while an abandoned compile runs returns at
 // once, and the compile's end (which closes the compilation cache) does not crash.
 func TestAbandonedCompileOutlivesClose(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "slow.wasm")
-	writeFile(t, path, bombModule(6000, 1, 0x03))
+	sandboxtest.WriteFile(t, path, sandboxtest.BombModule(6000, 1, 0x03))
 	h, err := New(context.Background(), withDefaults(Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}}))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func TestAbandonedCompileOutlivesClose(t *testing.T) {
 	if err := h.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the abandoned compile to end", func() bool {
+	testwait.Until(t, "the abandoned compile to end", func() bool {
 		n, _ := h.AbandonedCompiles()
 		return n == 0
 	})
@@ -46,17 +48,17 @@ func TestAbandonedCompileOutlivesClose(t *testing.T) {
 
 func TestCompileBusy(t *testing.T) {
 	h, _ := newStrictSandbox(t, Config{Limits: limits.Handler{CompileTimeout: limits.Duration(50 * time.Millisecond), MaxNesting: 1 << 30}})
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "slow.wasm")
-	writeFile(t, path, bombModule(6000, 1, 0x03))
+	sandboxtest.WriteFile(t, path, sandboxtest.BombModule(6000, 1, 0x03))
 	if _, err := loadFile(h, context.Background(), path); RefusalReason(err) != RefusedCompileTimeout {
 		t.Fatalf("LoadFile: %v", err)
 	}
 	_, err := loadFile(h, context.Background(), fixture("ok"))
 	if n, _ := h.AbandonedCompiles(); n == 1 { // the first compile may have ended meanwhile
-		errContains(t, err, ErrBadModule, "abandoned compiles of other files are still running (their bound is a constant")
+		sandboxtest.ErrContains(t, err, ErrBadModule, "abandoned compiles of other files are still running (their bound is a constant")
 	}
-	waitFor(t, "the abandoned compile to end", func() bool {
+	testwait.Until(t, "the abandoned compile to end", func() bool {
 		n, _ := h.AbandonedCompiles()
 		return n == 0
 	})
@@ -82,17 +84,17 @@ func TestStructureOfShippedHandlers(t *testing.T) {
 func TestLogFlood(t *testing.T) {
 	h, lg := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "logflood")
-	err := m.ValidatePlugin(context.Background(), info("logflood.example", "p"))
-	errContains(t, err, ErrBudget, "testdata/logflood.wasm", "logged more than 1000 lines in one call", "handlers.limits.logLinesPerCall")
+	err := m.ValidatePlugin(context.Background(), sandboxtest.Info("logflood.example", "p"))
+	sandboxtest.ErrContains(t, err, ErrBudget, "testdata/logflood.wasm", "logged more than 1000 lines in one call", "handlers.limits.logLinesPerCall")
 	if !errors.Is(err, ErrTrap) {
 		t.Errorf("a budget error does not match ErrTrap: %v", err)
 	}
 	if n := lg.Count(""); n > 1100 {
 		t.Errorf("%d records logged", n)
 	}
-	_, err = m.RegisterPlugin(context.Background(), info("logflood.example", "p"))
-	errContains(t, err, ErrBudget, "logged more than 65536 bytes", "handlers.limits.logBytesPerCall")
-	if err := m.DeRegisterPlugin(context.Background(), info("logflood.example", "p")); err != nil {
+	_, err = m.RegisterPlugin(context.Background(), sandboxtest.Info("logflood.example", "p"))
+	sandboxtest.ErrContains(t, err, ErrBudget, "logged more than 65536 bytes", "handlers.limits.logBytesPerCall")
+	if err := m.DeRegisterPlugin(context.Background(), sandboxtest.Info("logflood.example", "p")); err != nil {
 		t.Errorf("deregister after the floods: %v", err)
 	}
 }
@@ -100,7 +102,7 @@ func TestLogFlood(t *testing.T) {
 func TestPublishFlood(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "publishflood")
-	pub, err := m.RegisterPlugin(context.Background(), info("publishflood.example", "p"))
+	pub, err := m.RegisterPlugin(context.Background(), sandboxtest.Info("publishflood.example", "p"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +122,14 @@ func TestPluginCallFlood(t *testing.T) {
 	})
 	m := mustLoad(t, h, "pcflood")
 	err := m.ValidatePlugin(context.Background(), registration.PluginInfo{Type: "pcflood.example", Name: "p", Endpoint: "/x.sock"})
-	errContains(t, err, ErrBudget, "made more than 16 plugin_call calls", "handlers.limits.pluginCallsPerCall")
+	sandboxtest.ErrContains(t, err, ErrBudget, "made more than 16 plugin_call calls", "handlers.limits.pluginCallsPerCall")
 }
 
 func TestKVKeysPerFile(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{Limits: limits.Handler{KVKeysPerHandler: 5}})
 	m := mustLoad(t, h, "kvfill")
 	for _, typ := range []string{"kvfill.a", "kvfill.b"} {
-		if _, err := m.RegisterPlugin(context.Background(), info(typ, "p")); err != nil {
+		if _, err := m.RegisterPlugin(context.Background(), sandboxtest.Info(typ, "p")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,8 +141,8 @@ func TestKVKeysPerFile(t *testing.T) {
 // TestInspectRefusesCompileBomb: the tools' Inspect checks the structure before compiling too.
 func TestInspectRefusesCompileBomb(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
-	_, err := h.Inspect(context.Background(), "bomb.wasm", bombModule(100_000, 1, 0x02))
-	errContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
+	_, err := h.Inspect(context.Background(), "bomb.wasm", sandboxtest.BombModule(100_000, 1, 0x02))
+	sandboxtest.ErrContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
 }
 
 func TestPrintable(t *testing.T) {
@@ -155,57 +157,5 @@ func TestPrintable(t *testing.T) {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-// bombModule builds a module whose funcs functions each nest depth blocks (op 0x02), loops
-// (0x03) or ifs (0x04): the compile bomb of issue 9 at depth 100,000. It is not a handler (no
-// exports): what matters is what compiling it costs.
-func bombModule(depth, funcs int, op byte) []byte {
-	uleb := func(b []byte, v uint64) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v == 0 {
-				return append(b, c)
-			}
-			b = append(b, c|0x80)
-		}
-	}
-	section := func(b []byte, id byte, body []byte) []byte {
-		return append(uleb(append(b, id), uint64(len(body))), body...)
-	}
-	b := append([]byte(nil), wasmbin.Header...)
-	b = section(b, 1, []byte{1, 0x60, 0, 0}) // one type: () -> ()
-	fs := uleb(nil, uint64(funcs))
-	for range funcs {
-		fs = append(fs, 0)
-	}
-	b = section(b, 3, fs)
-	body := []byte{0} // no locals
-	for range depth {
-		if op == 0x04 {
-			body = append(body, 0x41, 0) // i32.const 0
-		}
-		body = append(body, op, 0x40)
-	}
-	for range depth + 1 {
-		body = append(body, 0x0b)
-	}
-	code := uleb(nil, uint64(funcs))
-	for range funcs {
-		code = append(uleb(code, uint64(len(body))), body...)
-	}
-	return section(b, 10, code)
-}
-
-func writeFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), ".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 )
 
 // TestKVCompareAndSet runs testdata/cas.wat, which checks kv_compare_and_set's codes from the
@@ -15,7 +16,7 @@ import (
 func TestKVCompareAndSet(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "cas")
-	if err := m.ValidatePlugin(context.Background(), info("cas.example", "p")); err != nil {
+	if err := m.ValidatePlugin(context.Background(), sandboxtest.Info("cas.example", "p")); err != nil {
 		t.Fatalf("validate: %v", err)
 	}
 }

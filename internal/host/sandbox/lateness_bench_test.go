@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 )
 
 // BenchmarkDeadlineLateness measures how late a looping handler call is stopped: the time from
@@ -42,11 +44,11 @@ func BenchmarkDeadlineLateness(b *testing.B) {
 			h, _ := newTestSandbox(b, Config{CallTimeout: timeout, PoolSize: max(lc.loopers, lc.busy), Logger: logger})
 			m := mustLoad(b, h, "loop")
 			ok := mustLoad(b, h, "ok")
-			p := info("loop.example", "p")
+			p := sandboxtest.Info("loop.example", "p")
 			var others, failed atomic.Int64
 			lc.run(b,
 				func() {
-					if err := ok.ValidatePlugin(context.Background(), info("ok.example", "q")); err != nil {
+					if err := ok.ValidatePlugin(context.Background(), sandboxtest.Info("ok.example", "q")); err != nil {
 						failed.Add(1) // timed out: reported, not fatal
 					}
 					others.Add(1)
@@ -157,6 +159,6 @@ func (lc latenessCase) run(b *testing.B, work func(), loop func() time.Duration)
 	b.StopTimer()
 	stop.Store(true)
 	busy.Wait()
-	percentiles(b, late, "late-ns")
+	sandboxtest.Percentiles(b, late, "late-ns")
 	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 }

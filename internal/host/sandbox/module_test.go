@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 func TestLoadOK(t *testing.T) {
@@ -36,14 +38,14 @@ func TestLoadOK(t *testing.T) {
 		t.Errorf("capabilities %v, want none", m.Capabilities())
 	}
 
-	if err := m.ValidatePlugin(ctx, info("ok.example", "p1")); err != nil {
+	if err := m.ValidatePlugin(ctx, sandboxtest.Info("ok.example", "p1")); err != nil {
 		t.Fatalf("ValidatePlugin: %v", err)
 	}
-	pub, err := m.RegisterPlugin(ctx, info("ok.example", "p1"))
+	pub, err := m.RegisterPlugin(ctx, sandboxtest.Info("ok.example", "p1"))
 	if err != nil || fmt.Sprint(pub) != "map[k:v]" {
 		t.Fatalf("RegisterPlugin = %v, %v; want map[k:v]", pub, err)
 	}
-	if err := m.DeRegisterPlugin(ctx, info("ok.example", "p1")); err != nil {
+	if err := m.DeRegisterPlugin(ctx, sandboxtest.Info("ok.example", "p1")); err != nil {
 		t.Fatalf("DeRegisterPlugin: %v", err)
 	}
 	// The guest's log line, with the structured keys.
@@ -58,7 +60,7 @@ func TestLoadOK(t *testing.T) {
 		t.Error("the load was not logged")
 	}
 	// A type the module does not declare.
-	errContains(t, m.ValidatePlugin(ctx, info("other", "p1")), registration.ErrNoHandler, "other", fixture("ok"))
+	sandboxtest.ErrContains(t, m.ValidatePlugin(ctx, sandboxtest.Info("other", "p1")), registration.ErrNoHandler, "other", fixture("ok"))
 }
 
 func TestRequestResultPublish(t *testing.T) {
@@ -77,7 +79,7 @@ func TestRequestResultPublish(t *testing.T) {
 		t.Errorf("the guest read request %q, want %q", got, want)
 	}
 	_, err = m.RegisterPlugin(ctx, p)
-	errContains(t, err, ErrHandlerFailed, "register broke", fixture("echo"), abi.ExportRegister, `"x"`)
+	sandboxtest.ErrContains(t, err, ErrHandlerFailed, "register broke", fixture("echo"), abi.ExportRegister, `"x"`)
 	// publish outside register is denied.
 	if err := m.DeRegisterPlugin(ctx, p); err != nil {
 		t.Errorf("publish during deregister was not denied: %v", err)
@@ -88,23 +90,23 @@ func TestKV(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
-	p := info("kv.example", "p")
+	p := sandboxtest.Info("kv.example", "p")
 	_, err := m.RegisterPlugin(ctx, p)
-	errContains(t, err, registration.ErrRejected, "missing")
+	sandboxtest.ErrContains(t, err, registration.ErrRejected, "missing")
 	if err := m.ValidatePlugin(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	_, err = m.RegisterPlugin(ctx, p)
-	errContains(t, err, registration.ErrRejected, ": v1")
+	sandboxtest.ErrContains(t, err, registration.ErrRejected, ": v1")
 	// A second module of the same type shares the store (it is the type's, not the module's).
 	m2 := mustLoad(t, h, "kv")
 	_, err = m2.RegisterPlugin(ctx, p)
-	errContains(t, err, registration.ErrRejected, ": v1")
+	sandboxtest.ErrContains(t, err, registration.ErrRejected, ": v1")
 	if err := m.DeRegisterPlugin(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	_, err = m2.RegisterPlugin(ctx, p)
-	errContains(t, err, registration.ErrRejected, "missing")
+	sandboxtest.ErrContains(t, err, registration.ErrRejected, "missing")
 }
 
 // TestLimits: the host functions return the ABI's codes at its limits (testdata/limits.wat
@@ -113,7 +115,7 @@ func TestLimits(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "limits")
 	ctx := context.Background()
-	p := info("limits.example", "p")
+	p := sandboxtest.Info("limits.example", "p")
 	if err := m.ValidatePlugin(ctx, p); err != nil {
 		t.Errorf("validate: %v", err)
 	}
@@ -168,14 +170,14 @@ func TestHostile(t *testing.T) {
 			for _, pt := range m.PluginTypes() {
 				pluginType = pt
 			}
-			err := tt.call(m, info(pluginType, tt.plugin))
-			errContains(t, err, tt.sentinel, append(tt.parts, fixture(tt.fixture))...)
-			if err := tt.after(m, info(pluginType, "normal")); err != nil {
+			err := tt.call(m, sandboxtest.Info(pluginType, tt.plugin))
+			sandboxtest.ErrContains(t, err, tt.sentinel, append(tt.parts, fixture(tt.fixture))...)
+			if err := tt.after(m, sandboxtest.Info(pluginType, "normal")); err != nil {
 				t.Errorf("the next normal call failed: %v", err)
 			}
 			checkOK(t, good)
 			// Again, with the instance that replaced the broken one.
-			errContains(t, tt.call(m, info(pluginType, tt.plugin)), tt.sentinel)
+			sandboxtest.ErrContains(t, tt.call(m, sandboxtest.Info(pluginType, tt.plugin)), tt.sentinel)
 		})
 	}
 }
@@ -185,7 +187,7 @@ func TestHostile(t *testing.T) {
 func TestMemoryLimit(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{MemoryLimit: 2 << 20, CallTimeout: 20 * time.Second})
 	m := mustLoad(t, h, "grow")
-	errContains(t, m.ValidatePlugin(context.Background(), info("grow.example", "p")), registration.ErrRejected, "capped")
+	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), sandboxtest.Info("grow.example", "p")), registration.ErrRejected, "capped")
 	checkOK(t, mustLoad(t, h, "ok"))
 }
 
@@ -222,7 +224,7 @@ func TestRefusedAtLoad(t *testing.T) {
 			if m != nil {
 				t.Fatalf("loaded %s", tt.fixture)
 			}
-			errContains(t, err, ErrBadModule, "host: bad module "+fixture(tt.fixture)+": ", tt.want)
+			sandboxtest.ErrContains(t, err, ErrBadModule, "host: bad module "+fixture(tt.fixture)+": ", tt.want)
 			if tt.sentinel != nil && !errors.Is(err, tt.sentinel) {
 				t.Errorf("error %q does not match %v", err, tt.sentinel)
 			}
@@ -262,7 +264,7 @@ func TestPluginCall(t *testing.T) {
 		t.Errorf("capabilities %v", m.Capabilities())
 	}
 	p := registration.PluginInfo{Type: "plain.example", Name: "p", Endpoint: "/run/p.sock"}
-	errContains(t, m.ValidatePlugin(context.Background(), p), registration.ErrRejected, ": pong")
+	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), registration.ErrRejected, ": pong")
 	if fmt.Sprint(got) != "[/run/p.sock /svc/Ping ping]" {
 		t.Errorf("plugin call got %q", got)
 	}
@@ -272,10 +274,10 @@ func TestPluginCall(t *testing.T) {
 		Grants:       map[string][]string{"plain.example": {abi.CapabilityPluginCall}},
 	})
 	m2 := mustLoad(t, h2, "ungranted")
-	errContains(t, m2.ValidatePlugin(context.Background(), p), ErrHandlerFailed, "dial failed")
+	sandboxtest.ErrContains(t, m2.ValidatePlugin(context.Background(), p), ErrHandlerFailed, "dial failed")
 	// No endpoint: the call fails without reaching the caller.
 	got = nil
-	errContains(t, m.ValidatePlugin(context.Background(), info("plain.example", "p")), ErrHandlerFailed, "the plugin has no endpoint")
+	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), sandboxtest.Info("plain.example", "p")), ErrHandlerFailed, "the plugin has no endpoint")
 	if got != nil {
 		t.Errorf("the caller was called without an endpoint: %q", got)
 	}
@@ -296,12 +298,12 @@ func TestHostFuncsCoverABI(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
-	dir := tempDir(t)
+	dir := sandboxtest.TempDir(t)
 	path := filepath.Join(dir, "ok.wasm")
-	copyFile(t, fixture("ok"), path, 0o664)
+	sandboxtest.CopyFile(t, fixture("ok"), path, 0o664)
 	h, _ := newStrictSandbox(t, Config{})
 	_, err := loadFile(h, context.Background(), path)
-	errContains(t, err, ErrInsecure, path, "writable by group or other", "handlers.allowInsecure", "--allow-insecure-handlers")
+	sandboxtest.ErrContains(t, err, ErrInsecure, path, "writable by group or other", "handlers.allowInsecure", "--allow-insecure-handlers")
 
 	h2, _ := newTestSandbox(t, Config{AllowInsecure: true})
 	checkOK(t, mustLoadPath(t, h2, path))
@@ -312,7 +314,7 @@ func TestPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(context.Background(), withDefaults(Config{CacheDir: cache}))
-	errContains(t, err, ErrInsecure, cache, "want 0700")
+	sandboxtest.ErrContains(t, err, ErrInsecure, cache, "want 0700")
 	fresh := filepath.Join(dir, "fresh", "cache")
 	h3, _ := newStrictSandbox(t, Config{CacheDir: fresh})
 	fi, err := os.Stat(fresh)
@@ -342,7 +344,7 @@ func TestRareCallsOneInstance(t *testing.T) {
 	m := mustLoad(t, h, "kv")
 	ctx := context.Background()
 	for i := range 100 {
-		p := info("kv.example", fmt.Sprint(i))
+		p := sandboxtest.Info("kv.example", fmt.Sprint(i))
 		if err := m.ValidatePlugin(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +439,7 @@ func TestPoolHammer(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				p := info("kv.example", fmt.Sprint(g, i))
+				p := sandboxtest.Info("kv.example", fmt.Sprint(g, i))
 				if err := m.ValidatePlugin(ctx, p); err != nil {
 					t.Error(err)
 					return
@@ -460,18 +462,18 @@ func TestTimeoutWhileWaitingForAnInstance(t *testing.T) {
 	m := mustLoad(t, h, "loop")
 	ctx := context.Background()
 	done := make(chan error)
-	go func() { done <- m.ValidatePlugin(ctx, info("loop.example", "a")) }()
+	go func() { done <- m.ValidatePlugin(ctx, sandboxtest.Info("loop.example", "a")) }()
 	// The caller's own shorter deadline is what the message reports.
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err := m.ValidatePlugin(short, info("loop.example", "b"))
-	errContains(t, err, context.DeadlineExceeded, "timed out after")
-	errContains(t, <-done, context.DeadlineExceeded, "timed out after 200ms")
+	err := m.ValidatePlugin(short, sandboxtest.Info("loop.example", "b"))
+	sandboxtest.ErrContains(t, err, context.DeadlineExceeded, "timed out after")
+	sandboxtest.ErrContains(t, <-done, context.DeadlineExceeded, "timed out after 200ms")
 	// A canceled caller is told so, not that the handler timed out.
 	canceled, cancel2 := context.WithCancel(ctx)
 	cancel2()
-	_, err = m.RegisterPlugin(canceled, info("loop.example", "c"))
-	errContains(t, err, context.Canceled, "canceled")
+	_, err = m.RegisterPlugin(canceled, sandboxtest.Info("loop.example", "c"))
+	sandboxtest.ErrContains(t, err, context.Canceled, "canceled")
 }
 
 func TestClose(t *testing.T) {
@@ -482,7 +484,7 @@ func TestClose(t *testing.T) {
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	errContains(t, m.ValidatePlugin(ctx, info("ok.example", "p")), ErrRetired, fixture("ok"))
+	sandboxtest.ErrContains(t, m.ValidatePlugin(ctx, sandboxtest.Info("ok.example", "p")), ErrRetired, fixture("ok"))
 	checkOK(t, m2)
 	if err := h.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -490,7 +492,7 @@ func TestClose(t *testing.T) {
 	if err := h.Close(ctx); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	errContains(t, m2.ValidatePlugin(ctx, info("ok.example", "p")), ErrRetired)
+	sandboxtest.ErrContains(t, m2.ValidatePlugin(ctx, sandboxtest.Info("ok.example", "p")), ErrRetired)
 	if _, err := loadFile(h, ctx, fixture("ok")); !errors.Is(err, ErrClosed) {
 		t.Errorf("LoadFile after Close = %v, want ErrClosed", err)
 	}
@@ -505,16 +507,16 @@ func TestCloseInterruptsCalls(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		close(started)
-		done <- m.ValidatePlugin(context.Background(), info("loop.example", "p"))
+		done <- m.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p"))
 	}()
 	<-started
-	waitFor(t, "the call to start", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.inflight == 1 })
+	testwait.Until(t, "the call to start", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.inflight == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := h.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	errContains(t, <-done, ErrRetired, "closed during the call")
+	sandboxtest.ErrContains(t, <-done, ErrRetired, "closed during the call")
 }
 
 // TestMemoryLimitInPages: the sandbox of a host's defaults limits an instance's memory to the

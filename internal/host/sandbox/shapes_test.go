@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
@@ -31,23 +33,6 @@ var endlessShapes = []string{
 	"hostcalls", // a host function at every node
 }
 
-// noHang fails the test if f has not returned within a minute: a call that does not stop is
-// reported instead of hanging the run. The bound is no timing assertion: the calls it waits on
-// have deadlines a hundred times shorter.
-func noHang(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s: still running after a minute", what)
-	}
-}
-
 // TestEveryCodeShapeStopsAtItsDeadline: each endless shape ends at handlers.callTimeout, named,
 // counted as a timeout, and the good handler beside it keeps answering.
 func TestEveryCodeShapeStopsAtItsDeadline(t *testing.T) {
@@ -56,9 +41,9 @@ func TestEveryCodeShapeStopsAtItsDeadline(t *testing.T) {
 	for _, shape := range endlessShapes {
 		t.Run(shape, func(t *testing.T) {
 			m := mustLoad(t, h, shape)
-			noHang(t, shape, func() {
-				err := m.ValidatePlugin(context.Background(), info(shape+".example", "p"))
-				errContains(t, err, context.DeadlineExceeded, shape+".wasm", "wasmhost_validate", "timed out after 200ms")
+			sandboxtest.NoHang(t, shape, func() {
+				err := m.ValidatePlugin(context.Background(), sandboxtest.Info(shape+".example", "p"))
+				sandboxtest.ErrContains(t, err, context.DeadlineExceeded, shape+".wasm", "wasmhost_validate", "timed out after 200ms")
 			})
 			if n := m.stats.timeouts.Load(); n != 1 {
 				t.Errorf("%d timeouts counted, want 1", n)
@@ -77,10 +62,10 @@ func TestEveryCodeShapeHonoursCancel(t *testing.T) {
 			m := mustLoad(t, h, shape)
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
-			go func() { errc <- m.ValidatePlugin(ctx, info(shape+".example", "p")) }()
-			waitFor(t, "the call to run", func() bool { return m.sb.gate.account(shape+".example").cpu.Load() > 0 })
+			go func() { errc <- m.ValidatePlugin(ctx, sandboxtest.Info(shape+".example", "p")) }()
+			testwait.Until(t, "the call to run", func() bool { return m.sb.gate.account(shape+".example").cpu.Load() > 0 })
 			cancel()
-			noHang(t, shape, func() { errContains(t, <-errc, context.Canceled, "canceled") })
+			sandboxtest.NoHang(t, shape, func() { sandboxtest.ErrContains(t, <-errc, context.Canceled, "canceled") })
 		})
 	}
 }
@@ -94,10 +79,10 @@ func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
 	errc := make(chan error, len(endlessShapes))
 	for _, shape := range endlessShapes {
 		m := mustLoad(t, h, shape)
-		go func() { errc <- m.ValidatePlugin(ctx, info(shape+".example", "p")) }()
-		waitFor(t, shape+" to run", func() bool { return h.gate.account(shape+".example").cpu.Load() > 0 })
+		go func() { errc <- m.ValidatePlugin(ctx, sandboxtest.Info(shape+".example", "p")) }()
+		testwait.Until(t, shape+" to run", func() bool { return h.gate.account(shape+".example").cpu.Load() > 0 })
 	}
-	noHang(t, "runtime.GC", func() {
+	sandboxtest.NoHang(t, "runtime.GC", func() {
 		for range 3 {
 			runtime.GC()
 		}
@@ -114,9 +99,9 @@ func TestGuestCallsDoNotStopTheWorld(t *testing.T) {
 func TestCPUBudget(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{CallTimeout: time.Hour, Limits: limits.Handler{CallCPU: limits.Duration(50 * time.Millisecond)}})
 	m := mustLoad(t, h, "calltree")
-	noHang(t, "calltree", func() {
-		err := m.ValidatePlugin(context.Background(), info("calltree.example", "p"))
-		errContains(t, err, ErrCPUBudget, "calltree.wasm", "used more than 50ms of CPU (handlers.limits.callCPU)")
+	sandboxtest.NoHang(t, "calltree", func() {
+		err := m.ValidatePlugin(context.Background(), sandboxtest.Info("calltree.example", "p"))
+		sandboxtest.ErrContains(t, err, ErrCPUBudget, "calltree.wasm", "used more than 50ms of CPU (handlers.limits.callCPU)")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("a CPU budget error does not match context.DeadlineExceeded: %v", err)
 		}
@@ -132,7 +117,7 @@ func TestCPUBudget(t *testing.T) {
 func TestWideFramesCountTowardTheCallStack(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	m := mustLoad(t, h, "wide")
-	errContains(t, m.ValidatePlugin(context.Background(), info("wide.example", "p")), ErrTrap,
+	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), sandboxtest.Info("wide.example", "p")), ErrTrap,
 		"call stack over 1048576 bytes (handlers.limits.maxCallStack)")
 }
 
@@ -140,7 +125,7 @@ func TestWideFramesCountTowardTheCallStack(t *testing.T) {
 // (wazero's read of it blocked every later compile); one in place of a kept revision: the
 // host's TestFIFOsInTheDaemonsOwnFiles.
 func TestFIFOInTheCompileCache(t *testing.T) {
-	cache := tempDir(t)
+	cache := sandboxtest.TempDir(t)
 	h, _ := newTestSandbox(t, Config{CacheDir: cache})
 	mustLoad(t, h, "ok")
 	dirs, _ := filepath.Glob(filepath.Join(cache, moduleCacheDir, "*", "wazero-*"))
@@ -161,7 +146,7 @@ func TestFIFOInTheCompileCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2, _ := newTestSandbox(t, Config{CacheDir: cache})
-	noHang(t, "a load with a FIFO in the compile cache", func() { mustLoad(t, h2, "ok") })
+	sandboxtest.NoHang(t, "a load with a FIFO in the compile cache", func() { mustLoad(t, h2, "ok") })
 	if fi, err := os.Lstat(fifo); err == nil && !fi.Mode().IsRegular() {
 		t.Errorf("the FIFO is still in the compile cache: %v", fi.Mode())
 	}
@@ -212,7 +197,7 @@ func TestTheRewriteIsNotAWayIn(t *testing.T) {
 func TestRecursionInInitialize(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
 	_, err := loadFile(h, context.Background(), fixture("initrecurse"))
-	errContains(t, err, ErrBadModule, "initrecurse.wasm", "_initialize", "call stack over 1048576 bytes (handlers.limits.maxCallStack)")
+	sandboxtest.ErrContains(t, err, ErrBadModule, "initrecurse.wasm", "_initialize", "call stack over 1048576 bytes (handlers.limits.maxCallStack)")
 }
 
 // TestInstanceMemoryCeiling: instances that grew their memory are closed once idle when they
@@ -223,7 +208,7 @@ func TestInstanceMemoryCeiling(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
-			if err := m.ValidatePlugin(context.Background(), info("grow.example", fmt.Sprint(i))); !errors.Is(err, registration.ErrRejected) {
+			if err := m.ValidatePlugin(context.Background(), sandboxtest.Info("grow.example", fmt.Sprint(i))); !errors.Is(err, registration.ErrRejected) {
 				t.Errorf("grow: %v", err)
 			}
 		})
