@@ -19,6 +19,7 @@ import (
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/testwait"
@@ -76,7 +77,7 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(cfg.HandlerDir, "fifo.wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bomb := append([]byte{0, 'a', 's', 'm', 1, 0, 0, 0, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0, 10}, nestedBlocks(100_000)...)
+	bomb := sandboxtest.BombModule(100_000, 1, 0x02)
 	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, ".bomb"), bomb, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestHostileHandlersAtStart(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(cfg.HandlerDir, "a-fifo.wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bomb := append([]byte{0, 'a', 's', 'm', 1, 0, 0, 0, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0, 10}, nestedBlocks(100_000)...)
+	bomb := sandboxtest.BombModule(100_000, 1, 0x02)
 	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "b-bomb.wasm"), bomb, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -202,27 +203,4 @@ func TestHostileHandlersAtStart(t *testing.T) {
 	if err := d.Ready(); err != nil {
 		t.Errorf("not ready: %v", err)
 	}
-}
-
-// nestedBlocks is a code section of one function nesting depth blocks, with its size.
-func nestedBlocks(depth int) []byte {
-	body := []byte{0}
-	for range depth {
-		body = append(body, 0x02, 0x40)
-	}
-	for range depth + 1 {
-		body = append(body, 0x0b)
-	}
-	uleb := func(b []byte, v int) []byte {
-		for {
-			c := byte(v & 0x7f)
-			v >>= 7
-			if v == 0 {
-				return append(b, c)
-			}
-			b = append(b, c|0x80)
-		}
-	}
-	code := append(uleb([]byte{1}, len(body)), body...)
-	return append(uleb(nil, len(code)), code...)
 }
