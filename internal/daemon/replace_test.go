@@ -17,52 +17,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/oci"
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 )
-
-// recordLogs keeps the daemon's records.
-type recordLogs struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *recordLogs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *recordLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *recordLogs) WithGroup(string) slog.Handler            { return l }
-func (l *recordLogs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	l.recs = append(l.recs, r.Clone())
-	l.mu.Unlock()
-	return nil
-}
-
-// matching returns the messages of the records at level or above whose message contains msg.
-func (l *recordLogs) matching(level slog.Level, msg string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, r := range l.recs {
-		if r.Level >= level && strings.Contains(r.Message, msg) {
-			var b strings.Builder
-			b.WriteString(r.Message)
-			r.Attrs(func(a slog.Attr) bool {
-				b.WriteString(" " + a.Key + "=" + a.Value.String())
-				return true
-			})
-			out = append(out, b.String())
-		}
-	}
-	return out
-}
 
 func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 	for _, name := range []string{"install", "cp", "mv", "rm", "mkdir"} {
@@ -88,7 +53,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &recordLogs{}
+	logs := &logtest.Logs{}
 	d := runTestDaemon(t, cfg, slog.New(logs))
 	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "b.sock"),
 		registrationtest.Info{Type: "reload.example", Name: "b", Versions: []string{"v1"}}, registrationtest.Options{})
@@ -146,7 +111,7 @@ func TestReplacingAHandlerKeepsItsPluginsRegistered(t *testing.T) {
 			t.Errorf("%s: the plugin is %+v; want registered since %v", s.name, v, registeredAt)
 		}
 	}
-	for _, bad := range append(logs.matching(slog.LevelError, ""), logs.matching(slog.LevelDebug, "deregistered")...) {
+	for _, bad := range append(logs.Matching(slog.LevelError, ""), logs.Matching(slog.LevelDebug, "deregistered")...) {
 		t.Errorf("logged: %s", bad)
 	}
 }

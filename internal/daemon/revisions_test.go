@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -45,7 +46,7 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &recordLogs{}
+	logs := &logtest.Logs{}
 	d := runTestDaemon(t, cfg, slog.New(logs))
 	c, err := client.Dial(d.AdminSocket())
 	if err != nil {
@@ -114,8 +115,8 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 		t.Errorf("handler pins: %v; want rev.example on v1 over v2", pins)
 	}
 	// The pin is visible a moment before the rollback's log line is written: wait for it.
-	waitFor("the rollback's log line", func() bool { return len(logs.matching(slog.LevelWarn, "rolled back automatically")) > 0 })
-	if l := logs.matching(slog.LevelWarn, "rolled back automatically"); len(l) != 1 || !strings.Contains(l[0], sums["rev_v2"]) {
+	waitFor("the rollback's log line", func() bool { return len(logs.Matching(slog.LevelWarn, "rolled back automatically")) > 0 })
+	if l := logs.Matching(slog.LevelWarn, "rolled back automatically"); len(l) != 1 || !strings.Contains(l[0], sums["rev_v2"]) {
 		t.Errorf("automatic rollback logged: %q", l)
 	}
 
@@ -148,14 +149,14 @@ func TestRevisionsRollbackAndShadowEndToEnd(t *testing.T) {
 		s := handler().GetShadows()
 		return history().GetShadow().GetDisagreements() == 1 && len(s) == 1 && s[0].GetRuns() == 1
 	})
-	if l := logs.matching(slog.LevelWarn, "shadow handler disagrees"); len(l) != 1 ||
+	if l := logs.Matching(slog.LevelWarn, "shadow handler disagrees"); len(l) != 1 ||
 		!strings.Contains(l[0], "serving_decision=accept") || !strings.Contains(l[0], "shadow_decision=reject") {
 		t.Errorf("disagreement logged: %q", l)
 	}
 	if s := handler().GetShadows(); len(s) != 1 || s[0].GetRuns() != 1 {
 		t.Errorf("handler shadows: %v", s)
 	}
-	for _, bad := range logs.matching(slog.LevelDebug, "deregistered") {
+	for _, bad := range logs.Matching(slog.LevelDebug, "deregistered") {
 		t.Errorf("logged: %s", bad)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/oci"
 	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
@@ -244,7 +245,7 @@ func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
 // handlers.pull.firstWait; then such plugins are told no, with a warning naming the source.
 func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 	cfg, source := unreachableSourceConfig(t, 2*time.Second)
-	logs := &recordLogs{}
+	logs := &logtest.Logs{}
 	start := time.Now()
 	d := runTestDaemon(t, cfg, slog.New(logs))
 	p := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "csi.sock"),
@@ -265,7 +266,7 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 	if st := d.oci.sources.Statuses()[0]; st.Reason != oci.ReasonUnreachable || st.Refused {
 		t.Errorf("source after the wait: %+v", st)
 	}
-	if got := logs.matching(slog.LevelWarn, "not serving when the first wait ended"); len(got) != 1 || !strings.Contains(got[0], source) {
+	if got := logs.Matching(slog.LevelWarn, "not serving when the first wait ended"); len(got) != 1 || !strings.Contains(got[0], source) {
 		t.Errorf("warnings at the end of the wait: %q", got)
 	}
 	if err := d.Ready(); err != nil {
@@ -278,12 +279,12 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 // file that is refused is counted as not serving, and a plugin waiting for its type is named.
 func TestEmptyHandlerDirSaysSo(t *testing.T) {
 	cfg, _ := testDaemonConfig(t)
-	logs := &recordLogs{}
+	logs := &logtest.Logs{}
 	d := runTestDaemon(t, cfg, slog.New(logs))
 	waitUntil(t, "ready", func() bool { return d.Ready() == nil })
 	waitUntil(t, "the warnings", func() bool {
-		return len(logs.matching(slog.LevelWarn, "the handler directory holds no handler file")) == 1 &&
-			len(logs.matching(slog.LevelWarn, "no handler serves any plugin type")) == 1
+		return len(logs.Matching(slog.LevelWarn, "the handler directory holds no handler file")) == 1 &&
+			len(logs.Matching(slog.LevelWarn, "no handler serves any plugin type")) == 1
 	})
 	if got := d.problems(); len(got) != 1 || !strings.Contains(got[0], "the handler directory "+cfg.HandlerDir+" holds no handler file") {
 		t.Errorf("problems: %q", got)

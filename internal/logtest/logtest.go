@@ -70,6 +70,20 @@ func (l *Logs) Count(msg string) int {
 	return n
 }
 
+// Matching returns the records at level or above whose message contains msg, each as its
+// message followed by AttrString's pairs.
+func (l *Logs) Matching(level slog.Level, msg string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.recs {
+		if r.Level >= level && strings.Contains(r.Message, msg) {
+			out = append(out, r.Message+AttrString(r))
+		}
+	}
+	return out
+}
+
 // NoErrors fails t for every record at level error.
 func (l *Logs) NoErrors(t testing.TB) {
 	t.Helper()
