@@ -96,15 +96,7 @@ func (kv *kvStore) setLocked(m *Module, key string, val []byte) (int32, string) 
 	}
 	kvQuotaMu.Lock()
 	defer kvQuotaMu.Unlock()
-	if kv.owner != q { // the type changed hands: its store is charged to the new handler
-		if kv.owner != nil {
-			kv.owner.keys -= len(kv.m)
-			kv.owner.bytes -= kv.bytes
-		}
-		q.keys += len(kv.m)
-		q.bytes += kv.bytes
-		kv.owner = q
-	}
+	kv.chargeLocked(q) // the type may have changed hands: its store is charged to the new handler
 	switch {
 	case dKeys > 0 && q.keys+dKeys > lim.KVKeysPerHandler:
 		return abi.CodeTooLarge, fmt.Sprintf("handler %s holds %d keys in its stores, the most (handlers.limits.kvKeysPerHandler)", m.file, q.keys)
@@ -156,13 +148,26 @@ func (sb *Sandbox) DropStore(pluginType string) {
 	kv.mu.Lock()
 	defer kv.mu.Unlock()
 	kvQuotaMu.Lock()
+	kv.chargeLocked(nil)
+	kvQuotaMu.Unlock()
+	kv.m, kv.bytes = nil, 0
+}
+
+// chargeLocked charges the store to the quota q of the handler that now writes it (nil: to
+// none), taking it off its former owner's. The caller holds kv.mu and kvQuotaMu.
+func (kv *kvStore) chargeLocked(q *kvQuota) {
+	if kv.owner == q {
+		return
+	}
 	if kv.owner != nil {
 		kv.owner.keys -= len(kv.m)
 		kv.owner.bytes -= kv.bytes
-		kv.owner = nil
 	}
-	kvQuotaMu.Unlock()
-	kv.m, kv.bytes = nil, 0
+	if q != nil {
+		q.keys += len(kv.m)
+		q.bytes += kv.bytes
+	}
+	kv.owner = q
 }
 
 // kvUsage returns the keys and bytes charged to q.

@@ -91,11 +91,7 @@ func (sb *Sandbox) SetStore(pluginType string, kv map[string][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kvQuotaMu.Lock()
-	if s.owner != nil {
-		s.owner.keys -= len(s.m)
-		s.owner.bytes -= s.bytes
-		s.owner = nil
-	}
+	s.chargeLocked(nil)
 	kvQuotaMu.Unlock()
 	s.m, s.bytes = make(map[string][]byte, len(kv)), 0
 	for k, v := range kv {
