@@ -29,6 +29,10 @@ func TestHandlerConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	options, err := conformance.LoadFixture("deviceplugin/testdata/options.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		handler string
 		opts    conformance.Options
@@ -52,6 +56,17 @@ func TestHandlerConformance(t *testing.T) {
 			PluginType: "DRAPlugin",
 			Valid:      conformance.Plugin{Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", Versions: []string{"v1.DRAPlugin", "v1.DRAResourceHealth"}},
 			Invalid:    []conformance.Plugin{{Name: "old.example.com", Versions: []string{"v1alpha3.DRAPlugin"}}},
+		}},
+		{"deviceplugin", conformance.Options{
+			PluginType: "DevicePlugin",
+			Valid:      conformance.Plugin{Name: "example.com/gpu", Versions: []string{"v1beta1"}},
+			Invalid: []conformance.Plugin{
+				{Name: "example.com/gpu", Versions: []string{"v1alpha1"}},
+				{Name: "kubernetes.io/gpu", Versions: []string{"v1beta1"}},
+				{Name: "gpu", Versions: []string{"v1beta1"}},
+			},
+			Grants:  map[string][]string{"DevicePlugin": {abi.CapabilityPluginCall}},
+			Fixture: options,
 		}},
 	} {
 		t.Run(tc.handler, func(t *testing.T) {
