@@ -37,9 +37,11 @@ func TestWalkthroughRust(t *testing.T) {
 		t.Skip("builds a Rust handler and the wasmhost command")
 	}
 	doctest.Tool(t, "go", "Go 1.26")
-	// The walkthrough's rustc must have the wasm32-wasi standard library: Debian's does
-	// (libstd-rust-dev-wasm32); a rustup toolchain earlier in PATH may not.
-	rustc := guestbuild.Rustc(t)
+	// The walkthrough's rustc must have a wasm standard library (wasm32-wasip1 or, before
+	// rustc 1.78, wasm32-wasi): the one in PATH when it has one; else another found, put
+	// first in PATH (a rustup toolchain may have no wasm target installed, Debian's rustc has
+	// wasm32-wasi with libstd-rust-dev-wasm32). WasmRustc logs which rustc and target.
+	rustc, _ := guestbuild.WasmRustc(t)
 	walkthrough(t, "handler-rust", "widget", doctest.PathFirst(t, rustc))
 }
 

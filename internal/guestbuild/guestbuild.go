@@ -73,27 +73,33 @@ func ShippedBytes(tb testing.TB, name string) []byte {
 }
 
 // Rust builds a Rust handler from src (a path relative to the repository's root) and the Rust
-// SDK, and returns the module's path in a temporary directory tb removes.
+// SDK with the SDK's build script (abi/rust/build, as the walkthrough does) and the rustc
+// WasmRustc finds, and returns the module's path in a temporary directory tb removes.
 func Rust(tb testing.TB, src string) string {
 	tb.Helper()
-	rustc := Rustc(tb)
-	root, dir := repoRoot(), tempDir(tb)
-	run(tb, rustc, "--edition", "2021", "--crate-type", "rlib", "--target", "wasm32-wasi", "-O", "-C", "panic=abort",
-		"--crate-name", "wasmhost", "--out-dir", dir, filepath.Join(root, "abi", "rust", "src", "lib.rs"))
-	out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".rs")+".wasm")
-	run(tb, rustc, "--edition", "2021", "--crate-type", "cdylib", "--target", "wasm32-wasi", "-O", "-C", "panic=abort",
-		"-C", "lto", "-C", "strip=symbols", "-C", "link-arg=-zstack-size=65536",
-		"--extern", "wasmhost="+filepath.Join(dir, "libwasmhost.rlib"), "-o", out, filepath.Join(root, src))
+	rustc, _ := WasmRustc(tb)
+	root := repoRoot()
+	out := filepath.Join(tempDir(tb), strings.TrimSuffix(filepath.Base(src), ".rs")+".wasm")
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(root, "abi", "rust", "build"), filepath.Join(root, src), out)
+	cmd.Env = append(os.Environ(), "RUSTC="+rustc)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("abi/rust/build %s: %v\n%s", src, err, b)
+	}
+	tb.Logf("abi/rust/build %s, in %v:\n%s", src, time.Since(start).Round(time.Millisecond), b)
 	return out
 }
 
 // RustTest builds the unit tests of a Rust handler or test file, src (a path relative to the
 // repository's root), natively with rustc --test against the Rust SDK built natively (whose
 // host functions are then its fake host, wasmhost::fake), warnings as errors, and returns the
-// test program's path in a temporary directory tb removes.
+// test program's path in a temporary directory tb removes. It uses the rustc in PATH, which
+// needs no wasm target for this.
 func RustTest(tb testing.TB, src string) string {
 	tb.Helper()
-	rustc := Rustc(tb)
+	rustc := tool(tb, "rustc", "rustup, or Debian: rustc")
+	tb.Logf("rustc in PATH: %s, %s", rustc, rustcVersion(rustc))
 	root, dir := repoRoot(), tempDir(tb)
 	run(tb, rustc, "--edition", "2021", "--crate-type", "rlib", "-D", "warnings", "--crate-name", "wasmhost",
 		"--out-dir", dir, filepath.Join(root, "abi", "rust", "src", "lib.rs"))
@@ -109,6 +115,16 @@ func RustTest(tb testing.TB, src string) string {
 // removes. The compiler is the one examples/handler-as pins, installed there by npm ci.
 func AS(tb testing.TB, src string) string {
 	tb.Helper()
+	return ASWithFlags(tb, src, ASFlags...)
+}
+
+// ASFlags are the compiler's flags of the walkthrough, after the SDK's --path.
+var ASFlags = []string{"--use", "abort=", "-O3"}
+
+// ASWithFlags is AS with the compiler's flags given in place of ASFlags: a build the
+// walkthrough warns against, to see what the daemon says of it.
+func ASWithFlags(tb testing.TB, src string, flags ...string) string {
+	tb.Helper()
 	root := repoRoot()
 	asc := filepath.Join(root, "examples", "handler-as", "node_modules", ".bin", "asc")
 	if _, err := os.Stat(asc); err != nil {
@@ -116,31 +132,84 @@ func AS(tb testing.TB, src string) string {
 	}
 	tool(tb, "node", "Node.js 20 and npm")
 	out := filepath.Join(tempDir(tb), strings.TrimSuffix(filepath.Base(src), ".ts")+".wasm")
-	run(tb, asc, filepath.Join(root, src), "--path", filepath.Join(root, "abi", "assemblyscript"),
-		"--use", "abort=", "-O3", "-o", out)
+	args := append([]string{filepath.Join(root, src), "--path", filepath.Join(root, "abi", "assemblyscript")}, flags...)
+	run(tb, asc, append(args, "-o", out)...)
 	return out
 }
 
-// Rustc returns a rustc with the wasm32-wasi standard library: the first in PATH, or
-// Debian's /usr/bin/rustc (a rustup toolchain in PATH may lack the target).
-func Rustc(tb testing.TB) string {
+// WasmTargets are the WASI targets a Rust handler is built for, in the order abi/rust/build
+// prefers them: wasm32-wasip1 (rustc 1.78 and later), wasm32-wasi (before 1.78; removed in 1.84).
+var WasmTargets = []string{"wasm32-wasip1", "wasm32-wasi"}
+
+// WasmRustc returns a rustc with the standard library of one of WasmTargets, and that target:
+// the rustc in PATH when it has one, else the first other rustc found that has one (a later
+// rustc in PATH, Debian's /usr/bin/rustc), since a rustup toolchain may have no wasm target
+// installed. It logs which rustc and target it chose, and why when it is not the one in PATH.
+func WasmRustc(tb testing.TB) (rustc, target string) {
 	tb.Helper()
-	var candidates []string
-	if p, err := exec.LookPath("rustc"); err == nil {
-		candidates = append(candidates, p)
-	}
-	candidates = append(candidates, "/usr/bin/rustc")
-	for _, rustc := range candidates {
-		out, err := exec.Command(rustc, "--print", "sysroot").Output()
-		if err != nil {
+	candidates := rustcs()
+	for k, rustc := range candidates {
+		target := wasmTarget(rustc)
+		if target == "" {
+			tb.Logf("rustc %s (%s) has no wasm target installed (%s)", rustc, rustcVersion(rustc), strings.Join(WasmTargets, ", "))
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi")); err == nil {
-			return rustc
+		if k > 0 {
+			tb.Logf("rustc in PATH lacks a wasm target: using %s instead", rustc)
+		}
+		tb.Logf("rustc %s (%s), target %s", rustc, rustcVersion(rustc), target)
+		return rustc, target
+	}
+	missing(tb, "a rustc with a wasm standard library ("+strings.Join(WasmTargets, " or ")+")",
+		"rustup target add wasm32-wasip1, or Debian: rustc libstd-rust-dev-wasm32")
+	return "", ""
+}
+
+// rustcs lists every rustc found: each in PATH, in PATH's order, then Debian's /usr/bin/rustc,
+// each once (by the file it resolves to).
+func rustcs() []string {
+	var found []string
+	seen := map[string]bool{}
+	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), "/usr/bin") {
+		p := filepath.Join(dir, "rustc")
+		if dir == "" || !isExecutable(p) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		found = append(found, p)
+	}
+	return found
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// wasmTarget returns the first of WasmTargets whose standard library rustc has, or "".
+func wasmTarget(rustc string) string {
+	out, err := exec.Command(rustc, "--print", "sysroot").Output()
+	if err != nil {
+		return ""
+	}
+	for _, t := range WasmTargets {
+		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", t)); err == nil {
+			return t
 		}
 	}
-	missing(tb, "a rustc with the wasm32-wasi standard library", "Debian: rustc libstd-rust-dev-wasm32")
 	return ""
+}
+
+func rustcVersion(rustc string) string {
+	out, err := exec.Command(rustc, "--version").Output()
+	if err != nil {
+		return "version unknown: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func tool(tb testing.TB, name, install string) string {

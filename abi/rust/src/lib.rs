@@ -18,12 +18,14 @@
 //! wasmhost::export!(Widget, Manifest { plugin_types: &["example.com/widget"], name: "widget", version: "0.1.0" });
 //! ```
 //!
-//! Built with rustc alone (the crate has no dependencies) for `wasm32-wasi`, as a `cdylib`:
+//! Built with rustc alone (the crate has no dependencies) for `wasm32-wasip1` (rustc 1.78 and
+//! later) or `wasm32-wasi` (before 1.78), as a `cdylib`; `abi/rust/build widget.rs` picks the
+//! target the rustc in use has and runs:
 //!
 //! ```text
-//! rustc --edition 2021 --crate-type rlib --target wasm32-wasi -O --crate-name wasmhost abi/rust/src/lib.rs
-//! rustc --edition 2021 --crate-type cdylib --target wasm32-wasi -O -C panic=abort -C lto -C strip=symbols \
-//!     --extern wasmhost=libwasmhost.rlib -o widget.wasm widget.rs
+//! rustc --edition 2021 --crate-type rlib --target $TARGET -O -C panic=abort --crate-name wasmhost abi/rust/src/lib.rs
+//! rustc --edition 2021 --crate-type cdylib --target $TARGET -O -C panic=abort -C lto -C strip=symbols \
+//!     -C link-arg=-zstack-size=65536 --extern wasmhost=libwasmhost.rlib -o widget.wasm widget.rs
 //! ```
 //!
 //! In a build for another target (`rustc --test`), the host functions are those of an in-memory
