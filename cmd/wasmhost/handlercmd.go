@@ -162,11 +162,26 @@ func loadHints(err error, path string, types []string, caps []string) []string {
 		hints = append(hints, "make the file writable by its owner only (chmod go-w "+path+"), or pass --allow-insecure (the daemon: handlers.allowInsecure or --allow-insecure-handlers)")
 	case strings.Contains(err.Error(), "memory minimum"):
 		hints = append(hints, "raise handlers.memoryLimit, or make the module declare less memory")
-	case strings.Contains(err.Error(), "missing export "+abi.ExportABIVersion):
-		hints = append(hints, "is it a handler? A Go handler calls guest.Handle in init and is built with -buildmode=c-shared")
+	case slices.ContainsFunc(abi.RequiredExports, func(e string) bool { return strings.Contains(err.Error(), "missing export "+e) }):
+		hints = append(hints, "is it a handler? Each SDK makes the ABI's exports: "+sdkExportHints())
+	case strings.Contains(err.Error(), "imports unknown host function env.abort"), strings.Contains(err.Error(), "module[env] not instantiated"):
+		hints = append(hints, asAbortHint)
 	}
 	return hints
 }
+
+// sdkExportHints says, for each SDK, what a module lacking the ABI's exports left out.
+func sdkExportHints() string {
+	return "Go: call guest.Handle in init, build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; " +
+		"C: define wh_handler_def and compile abi/c/wasmhost.c into the module (clang ... handler.c wasmhost.c); " +
+		"Rust: wasmhost::export!(YourHandler, Manifest { ... }), built as --crate-type cdylib (abi/rust/build does both); " +
+		"AssemblyScript: re-export them from the entry file (export { " + strings.Join(abi.RequiredExports, ", ") + " } from \"wasmhost\")"
+}
+
+// asAbortHint is the hint for an AssemblyScript module built without --use abort=: it imports
+// env.abort, which wazero reports as "module[env] not instantiated" when it instantiates it.
+const asAbortHint = "an AssemblyScript build imports env.abort unless told not to: build with asc ... --use abort= " +
+	"(the daemon provides only its own functions and WASI's; an abort then traps)"
 
 // ---- handler test ----
 
@@ -420,15 +435,22 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	if sess != nil {
 		typ = sess.Plugin.Type
 	}
+	var typeErr error
 	if typ == "" {
 		if len(rep.Manifest.PluginTypes) != 1 {
 			why := rep.DescribeError
 			if why == "" {
 				why = fmt.Sprintf("it declares %q", rep.Manifest.PluginTypes)
 			}
-			return fmt.Errorf("--type is needed: the module's plugin type cannot be taken from its manifest (%s)", why)
+			typeErr = fmt.Errorf("--type is needed: the module's plugin type cannot be taken from its manifest (%s)", why)
+			if rep.DescribeError == "" {
+				return typeErr
+			}
+			// It does not instantiate: its load error, with its hint, comes first, as --type
+			// would not help.
+		} else {
+			typ = rep.Manifest.PluginTypes[0]
 		}
-		typ = rep.Manifest.PluginTypes[0]
 	}
 
 	socket := o.socket
@@ -440,9 +462,11 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		info = harness.PluginInfo(sess)
 		socket = info.Socket
 	}
-	p, err := registration.ValidateInfo(socket, info)
-	if err != nil {
-		return fmt.Errorf("the daemon would refuse this plugin before any handler: %w", err)
+	var p registration.PluginInfo
+	if typeErr == nil {
+		if p, err = registration.ValidateInfo(socket, info); err != nil {
+			return fmt.Errorf("the daemon would refuse this plugin before any handler: %w", err)
+		}
 	}
 	v.Plugin = pluginInfoView{Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions}
 	if v.Plugin.Versions == nil {
@@ -504,6 +528,9 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		return printHandlerTest(out, o.output, &v)
 	}
 	defer m.Close(context.WithoutCancel(ctx))
+	if typeErr != nil {
+		return typeErr
+	}
 
 	v.Passed = true
 	var steps []harness.Step
@@ -580,9 +607,10 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 		name += " " + v.Manifest.Version
 	}
 	fmt.Fprintf(out, "handler   %s: %s, ABI v%d, %s, sha256 %s\n", v.File, name, v.ABIVersion, handlerBytes(v.Size), handlerShortSum(v.SHA256))
-	p := v.Plugin
-	fmt.Fprintf(out, "plugin    %s %q, versions %s\n", p.Type, p.Name, handlerQuoteList(p.Versions))
-	fmt.Fprintf(out, "          socket   %s\n          endpoint %s\n", p.Socket, p.Endpoint)
+	if p := v.Plugin; p.Type != "" { // none when the module's type is unknown and it did not load
+		fmt.Fprintf(out, "plugin    %s %q, versions %s\n", p.Type, p.Name, handlerQuoteList(p.Versions))
+		fmt.Fprintf(out, "          socket   %s\n          endpoint %s\n", p.Socket, p.Endpoint)
+	}
 	sb := fmt.Sprintf("timeout %s, memory %s, grants %s", v.Sandbox.Timeout, v.Sandbox.MemoryLimit, handlerQuoteList(v.Sandbox.Grants))
 	switch {
 	case v.Sandbox.CallFixture != "":
