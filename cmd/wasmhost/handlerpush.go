@@ -127,7 +127,7 @@ before anything is written: when none verifies, nothing is written and the exit
 status is 1. The file is written through a temporary file in its directory and renamed, so a
 script never finds a part of a module, or an unverified one, under its name.`,
 		Example: `  wasmhost handler pull registry.example.com/wasmhost/csi:v1
-  wasmhost handler pull --key platform.pub -o csi.wasm registry.example.com/wasmhost/csi@sha256:…
+  wasmhost handler pull --key platform.pub -O csi.wasm registry.example.com/wasmhost/csi@sha256:…
   wasmhost handler inspect csi.wasm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
