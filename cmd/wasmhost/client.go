@@ -865,9 +865,11 @@ func writeStatus(w io.Writer, st *adminv1.Status) {
 	fmt.Fprintf(tw, "uptime:\t%s%s\n", shortDuration(st.GetUptime().AsDuration()), started)
 	fmt.Fprintf(tw, "ready:\t%s\n", ready)
 	fmt.Fprintf(tw, "plugins:\t%s\n", plugins)
-	handlers := strconv.FormatUint(uint64(st.GetHandlers()), 10)
-	if n := st.GetHandlersNotServing(); n > 0 || st.GetHandlersServing() > 0 {
-		handlers += fmt.Sprintf(" (%d serving, %d not serving)", st.GetHandlersServing(), n)
+	// What serves is the count: a file or source that serves nothing (refused, not pulled yet)
+	// is not a handler, and problems: says why.
+	handlers := fmt.Sprintf("%d serving", st.GetHandlersServing())
+	if n := st.GetHandlersNotServing(); n > 0 {
+		handlers += fmt.Sprintf(", %d %s not serving", n, map[bool]string{true: "source or file", false: "sources or files"}[n == 1])
 	}
 	fmt.Fprintf(tw, "handlers:\t%s\n", handlers)
 	fmt.Fprintf(tw, "watchers:\t%d\n", st.GetWatchers())

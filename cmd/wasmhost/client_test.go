@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,7 +281,7 @@ func TestClientStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"v0.0.0-test", "ready:    no: start-up handlers are still loading",
-		"plugins:  3 (1 registered, 1 failing, 1 waiting-for-handler)", "handlers: 2"} {
+		"plugins:  3 (1 registered, 1 failing, 1 waiting-for-handler)", "handlers: 2 serving\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("status lacks %q:\n%s", s, out)
 		}
@@ -597,5 +598,29 @@ func TestStatusCountsEveryState(t *testing.T) {
 	want := "plugins:  6 (1 registered, 1 standby, 2 rejected, 1 waiting-for-handler, 1 quarantined-someday)"
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("status:\n%s\nwant the line %q", buf.String(), want)
+	}
+}
+
+// TestClientStatusCountsWhatServes: one handler serving and five sources refused read
+// "1 serving, 5 sources or files not serving", not "6 handlers", with the five under problems.
+func TestClientStatusCountsWhatServes(t *testing.T) {
+	src := &admintest.Source{}
+	hs := []state.Handler{{PluginTypes: []string{"CSIPlugin"}, File: "/h/csi.wasm", Source: state.SourceFile, Serving: true}}
+	for i := range 5 {
+		hs = append(hs, state.Handler{File: "registry.example.com/h/m" + strconv.Itoa(i) + ":v1", Source: state.SourceRegistry, Reason: "policy"})
+	}
+	src.SetHandlers(hs...)
+	_, sock := clientTestServer(t, src)
+	out, _, err := runClient(t.Context(), "status", "--admin-socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"handlers: 1 serving, 5 sources or files not serving\n", "problems: 5 handler sources or files not serving: "} {
+		if !strings.Contains(out, s) {
+			t.Errorf("status lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Contains(out, "handlers: 6") {
+		t.Errorf("status counts the refused sources as handlers:\n%s", out)
 	}
 }
