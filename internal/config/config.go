@@ -47,6 +47,9 @@ type Config struct {
 	Metrics      MetricsConfig      `yaml:"metrics"`
 	// Publish takes what handlers publish to the cluster (publish.go).
 	Publish PublishConfig `yaml:"publish"`
+	// Forward presents the plugins of some types to the kubelet once their handlers admitted
+	// them (forward.go). Defaults to off.
+	Forward ForwardConfig `yaml:"forward"`
 
 	// lines maps each key set in the file Load read to its line, for Validate's messages.
 	lines map[string]int
@@ -278,6 +281,7 @@ func (c *Config) Validate() error {
 	c.Handlers.validateSources(bad)
 	c.Handlers.validateCapture(bad)
 	c.validatePublish(bad)
+	c.validateForward(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)
 	}
@@ -325,7 +329,7 @@ func (c *Config) AbsolutePaths() error {
 	if err := c.Handlers.absoluteKeyPaths(); err != nil {
 		return err
 	}
-	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket, &c.Publish.FeatureFile.Dir, &c.Publish.Kubeconfig} {
+	for _, p := range []*string{&c.SocketDir, &c.HandlerDir, &c.StateDir, &c.Admin.Socket, &c.Publish.FeatureFile.Dir, &c.Publish.Kubeconfig, &c.Forward.KubeletDir} {
 		if *p == "" {
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/forward"
 	"github.com/wasmhost/wasmhost/internal/registration/liveness"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
@@ -66,6 +67,7 @@ type Daemon struct {
 	admin    *admin.Server
 	metrics  *metrics.Metrics
 	liveness *liveness.Monitor
+	forward  *forward.Forwarder // presents plugins to the kubelet (forward.*); nil when off
 	pub      *publish.Publisher // takes what handlers publish to the cluster (publish.go); nil when off
 	events   *kube.Recorder     // Events on the Node; nil when off
 	capture  *capture.Ring      // the sessions of the last registrations (capture.go); nil when off
@@ -89,6 +91,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	defer func() {
 		if err != nil && d.liveness != nil {
 			d.liveness.Close()
+		}
+		if err != nil && d.forward != nil {
+			d.forward.Close()
 		}
 	}()
 	resync := time.Duration(cfg.Watcher.Resync)
@@ -170,7 +175,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	if err != nil {
 		return nil, err
 	}
-	reg, err := registrar.New(registrar.Config{
+	rcfg := registrar.Config{
 		TypeSlots: typeSlots,
 		Liveness:  d.liveness,
 		Handlers:  d.registry,
@@ -184,7 +189,23 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		NotifyTimeout:   time.Duration(cfg.Registration.NotifyTimeout),
 		HandlerTimeout:  time.Duration(cfg.Handlers.CallTimeout),
 		Observer:        observer{d.metrics},
-	})
+	}
+	if cfg.Forward.On() {
+		// Before the reconciler's first pass: the sockets an earlier run left in the
+		// kubelet's directory are removed here.
+		d.forward, err = forward.New(forward.Config{
+			Dir:       cfg.Forward.KubeletDir,
+			Types:     cfg.Forward.Types,
+			RecordDir: filepath.Join(cfg.StateDir, "forward"),
+			Status:    d.state,
+			Logger:    log.With("component", "forward"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		rcfg.Forward = d.forward
+	}
+	reg, err := registrar.New(rcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +301,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return d.host.Run(gctx)
 	})
 	g.Go(func() error { return d.liveness.Run(gctx) })
+	if d.forward != nil {
+		g.Go(func() error { return d.forward.Run(gctx) })
+	}
 	g.Go(func() error { return d.oci.run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })

@@ -24,6 +24,7 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 		"internal/reconciler":             2,
 		"internal/registration":           3,
 		"internal/registration/registrar": 3,
+		"internal/registration/forward":   3,
 		"internal/host":                   4,
 	}
 	// A package under a stage's (internal/host/wasmbin) is at that stage.

@@ -232,6 +232,9 @@ type PluginView struct {
 	RegisteredAt        time.Time
 	HandlerFile         string
 	HandlerSHA256       string
+	// Kubelet is the plugin's standing with the kubelet when its type is forwarded; zero
+	// otherwise.
+	Kubelet Kubelet
 }
 
 // ChangeType says what happened to a socket's view.
@@ -271,6 +274,7 @@ type Store struct {
 	meta        map[string]viewMeta // of every path with a status
 	handlers    map[string]Handler  // by file
 	servingType map[string]string   // plugin type -> file serving it
+	kubelet     map[string]Kubelet  // by socket path: forwarded plugins' standing (kubelet.go)
 	counters    func() map[string]HandlerCounters
 	history     func(pluginType string) (History, bool)
 
@@ -301,6 +305,7 @@ func New() *Store {
 		meta:        make(map[string]viewMeta),
 		handlers:    make(map[string]Handler),
 		servingType: make(map[string]string),
+		kubelet:     make(map[string]Kubelet),
 		maxTombs:    DefaultTombstones,
 		subs:        make(map[*Subscription]struct{}),
 	}
@@ -644,6 +649,7 @@ func (s *Store) DeleteStatus(path string, since time.Time) {
 	created := s.meta[path].created
 	delete(s.status, path)
 	delete(s.meta, path)
+	delete(s.kubelet, path)
 	s.rev++
 	last.Rev = s.rev
 	s.tombs = append(s.tombs, tomb{rev: s.rev, created: created, view: last})
@@ -813,6 +819,7 @@ func (s *Store) viewLocked(path string) PluginView {
 	v := PluginView{Status: s.status[path], Rev: s.meta[path].rev}
 	v.Path = path
 	_, v.Desired = s.sockets[path]
+	v.Kubelet = s.kubelet[path]
 	if p, ok := s.plugins[path]; ok {
 		v.Registered = true
 		v.PluginType, v.PluginName = p.Type, p.Name

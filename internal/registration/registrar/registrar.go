@@ -84,6 +84,10 @@ type Config struct {
 	// Observer is told how every handler call and every registration went, for metrics.
 	// Defaults to nil: nobody is told.
 	Observer Observer
+	// Forward, if set, presents the plugins of the types it forwards to the kubelet once
+	// their handler admitted them, and the plugin is told it is registered only once the
+	// kubelet accepted it too (forward.go). Defaults to nil: no plugin is forwarded.
+	Forward Forwarder
 }
 
 // typeSlotWait is how long a registration waits for a slot of its plugin type before it gives
@@ -269,19 +273,30 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
 
+	// The handler phase holds a slot of the plugin's type and the lock of its group; both
+	// are let go before the wait for the kubelet's verdict of a forwarded plugin (below).
+	release := func() {}
 	if r.cfg.TypeSlots != nil {
-		release, ok := r.cfg.TypeSlots.Acquire(ctx, info.Type, typeSlotWait)
+		rel, ok := r.cfg.TypeSlots.Acquire(ctx, info.Type, typeSlotWait)
 		if !ok {
 			log.Debug("every slot of the plugin's type is taken; it waits for one")
 			return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions,
 				Err: fmt.Errorf("%w: %s", typeslots.ErrBusy, info.Type)}
 		}
-		defer release()
+		release = rel
 	}
-
 	// Several instances of one plugin (a rolling update): the newest one registered is the
 	// one the handler serves; the one it replaces stays registered as a standby.
-	defer r.lockGroup(info.Type, info.Name)()
+	unlock := r.lockGroup(info.Type, info.Name)
+	held := true
+	letGo := func() {
+		if held {
+			held = false
+			unlock()
+			release()
+		}
+	}
+	defer letGo()
 	prev, hasPrev := r.activeOf(info.Type, info.Name, s.Path)
 
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
@@ -325,6 +340,14 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		published = maps.Clone(published)
 		r.cfg.Actual.Update(s.Path, func(p *state.Plugin) { p.Published = published })
 	}
+	if fw := r.cfg.Forward; fw != nil && fw.Forwards(info.Type) {
+		letGo()
+		if err := r.forward(ctx, log, client, s, info); err != nil {
+			return err
+		}
+		r.registered(log, client, s, info, prev.Socket, start)
+		return nil
+	}
 
 	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
 		r.cfg.Actual.Remove(s.Path)
@@ -342,11 +365,18 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		}
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
-	if hasPrev {
+	r.registered(log, client, s, info, prev.Socket, start)
+	return nil
+}
+
+// registered logs a registration, and has the plugin watched for liveness from now on.
+// replaced is the instance it replaces, now a standby, if any.
+func (r *Registrar) registered(log *slog.Logger, client *wireConn, s state.Socket, info registration.PluginInfo, replaced string, start time.Time) {
+	if replaced != "" {
 		// The message is the same as for any registration (operators search for it); the
 		// instance it replaces, now a standby, is named.
 		log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions,
-			"replaces_as_standby", prev.Socket, "elapsed", time.Since(start))
+			"replaces_as_standby", replaced, "elapsed", time.Since(start))
 	} else {
 		log.Info("plugin registered", "endpoint", info.Endpoint, "versions", info.Versions, "elapsed", time.Since(start))
 	}
@@ -359,7 +389,6 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 			}
 		}
 	}
-	return nil
 }
 
 // refused is the error of a handler call that refused the plugin. Where the handler gave a
@@ -411,6 +440,15 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 	if lv := r.cfg.Liveness; lv != nil {
 		lv.Forget(p.Socket)
 	}
+	if fw := r.cfg.Forward; fw != nil {
+		// Gone from the kubelet too: it deregisters the plugin when the socket goes.
+		fw.Remove(p.Socket)
+	}
+	return r.deregister(ctx, log, p)
+}
+
+// deregister is Deregister once the plugin is neither watched nor presented to the kubelet.
+func (r *Registrar) deregister(ctx context.Context, log *slog.Logger, p state.Plugin) error {
 	defer r.lockGroup(p.Type, p.Name)()
 	cur, ok := r.cfg.Actual.Get(p.Socket)
 	r.cfg.Actual.Remove(p.Socket)
@@ -465,6 +503,9 @@ func (r *Registrar) takeOver(ctx context.Context, q state.Plugin, log *slog.Logg
 	}
 	if err != nil {
 		log.Warn("standby instance could not take over; it will be registered anew", "instance", q.Socket, "error", err)
+		if fw := r.cfg.Forward; fw != nil {
+			fw.Remove(q.Socket)
+		}
 		r.cfg.Actual.Remove(q.Socket)
 		return false
 	}
