@@ -11,7 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/wasmhost/wasmhost/internal/safetext"
 )
 
 const (
@@ -32,20 +33,9 @@ const (
 // same registry is not expected to help.
 var ErrIntegrity = errors.New("oci: the registry served content that does not match its digest")
 
-// BoundText cuts s to at most n bytes (on a rune boundary) and says how much was cut.
-func BoundText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 40
-	if cut < 0 {
-		cut = 0
-	}
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
-}
+// BoundText cuts s to at most n bytes (on a rune boundary) and says how much was cut: the
+// daemon's one way of cutting untrusted text (safetext.Cut).
+func BoundText(s string, n int) string { return safetext.Cut(s, n) }
 
 // boundedError is an error whose text was cut; errors.Is and errors.As still see the
 // original.

@@ -141,3 +141,18 @@ func escape(s string) string {
 	}
 	return b.String()
 }
+
+// Cut bounds s to about n bytes, for text that untrusted input fills (an error a plugin sent, a
+// trap's stack trace): s itself when it is at most n bytes long, otherwise its start, cut on a
+// rune boundary, and how many bytes were left out, "… (1234 more bytes)", the whole at most n
+// bytes (n ≥ 40; a smaller n keeps nothing but the count).
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	keep := max(n-40, 0) // room for the count
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:keep], len(s)-keep)
+}

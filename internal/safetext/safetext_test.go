@@ -1,6 +1,7 @@
 package safetext_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,5 +118,26 @@ func TestFirstUnsafe(t *testing.T) {
 		if _, ok := safetext.FirstUnsafe(tc.in); ok != (safetext.Show(tc.in) != tc.in) {
 			t.Errorf("%q: FirstUnsafe finds %v, but Show changes it: %v", tc.in, ok, safetext.Show(tc.in) != tc.in)
 		}
+	}
+}
+
+func TestCut(t *testing.T) {
+	if got := safetext.Cut("short", 100); got != "short" {
+		t.Errorf("Cut of a short text = %q, want it unchanged", got)
+	}
+	long := strings.Repeat("é", 1000) // 2,000 bytes, two a rune
+	got := safetext.Cut(long, 101)
+	if len(got) > 101 {
+		t.Errorf("Cut(…, 101) is %d bytes long", len(got))
+	}
+	if !utf8.ValidString(got) {
+		t.Errorf("Cut split a rune: %q", got)
+	}
+	kept := got[:strings.Index(got, "…")]
+	if want := fmt.Sprintf("… (%d more bytes)", len(long)-len(kept)); !strings.HasSuffix(got, want) {
+		t.Errorf("Cut = %q, want it to end %q", got, want)
+	}
+	if !strings.HasPrefix(long, kept) || len(kept) == 0 {
+		t.Errorf("Cut kept %q, not the start of the text", kept)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 )
 
 // A registration is two small unary calls on one connection that is closed right after. A
@@ -58,6 +59,11 @@ const (
 	// maxHeaderList caps the headers, and the trailers, of a response: the sum of the fields'
 	// sizes as HTTP/2 counts them (name, value, 32), advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
 	maxHeaderList = registration.MaxInfoMessageSize
+	// maxFieldText bounds what is kept of each response field the client reads (:status,
+	// content-type, grpc-encoding, grpc-status, grpc-message): a status message is a
+	// sentence, yet a plugin may send 64 KiB of one, which would become the socket's last
+	// error, a log line and an Event. Past it the text is cut (safetext.Cut), on every retry.
+	maxFieldText = 1024
 
 	// HTTP/2's defaults (RFC 9113 §6.5.2), in force until the plugin's SETTINGS say otherwise.
 	defaultWindow       = 65535
@@ -458,17 +464,18 @@ func (w *wireConn) field(hf hpack.HeaderField) {
 		w.hdec.SetEmitEnabled(false)
 		return
 	}
+	v := safetext.Cut(hf.Value, maxFieldText)
 	switch hf.Name {
 	case ":status":
-		b.fields.status = hf.Value
+		b.fields.status = v
 	case "content-type":
-		b.fields.contentType = hf.Value
+		b.fields.contentType = v
 	case "grpc-encoding":
-		b.fields.grpcEncoding = hf.Value
+		b.fields.grpcEncoding = v
 	case "grpc-status":
-		b.fields.grpcStatus = hf.Value
+		b.fields.grpcStatus = v
 	case "grpc-message":
-		b.fields.grpcMessage = hf.Value
+		b.fields.grpcMessage = v
 	}
 }
 

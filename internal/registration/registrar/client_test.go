@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,22 @@ func TestWireConnScriptGzip(t *testing.T) {
 	got, err := w.call(context.Background(), "/x/GetInfo", nil)
 	if want := []byte{0x0a, 0x01, 'T', 0x12, 0x01, 'N'}; err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("call = %x, %v; want %x", got, err, want)
+	}
+}
+
+// A plugin's status message is kept to maxFieldText bytes, whatever it sends within the
+// header list limit: it becomes the socket's last error, a log line and an Event.
+func TestWireConnCutsStatusMessage(t *testing.T) {
+	long := strings.Repeat("m", 15_000) // in one HEADERS frame, under its 16 KiB
+	w := newWireConn(scriptConn{bytes.NewReader(serverScript(t, 1, nil, codes.Internal, long))})
+	defer w.close()
+	_, err := w.call(context.Background(), "/x/GetInfo", nil)
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Internal {
+		t.Fatalf("error = %v, want the plugin's Internal status", err)
+	}
+	if msg := st.Message(); len(msg) > maxFieldText || !strings.HasPrefix(msg, "mmmm") || !strings.Contains(msg, "more bytes") {
+		t.Errorf("status message of %d bytes kept as %d bytes (%.60q…), want at most %d, its start and how much was cut",
+			len(long), len(msg), msg, maxFieldText)
 	}
 }
