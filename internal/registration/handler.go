@@ -46,6 +46,9 @@ var (
 	// response, a connection error it sent, a compression that was not offered). It is the
 	// plugin's fault, not a socket nobody listens on: ErrUnreachable does not match it.
 	ErrProtocol = errors.New("registration: plugin protocol error")
+	// ErrResponseTooLarge: a plugin answered a handler's plugin_call with a message over the
+	// caller's limit (handlers.limits.pluginCallResponseSize); the guest is told CodeTooLarge.
+	ErrResponseTooLarge = errors.New("registration: plugin_call response too large")
 )
 
 type rejectedError struct{}

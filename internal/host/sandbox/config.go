@@ -19,7 +19,9 @@ import (
 type PluginCaller interface {
 	// Call invokes method (a full gRPC method name, "/package.Service/Method") on the plugin
 	// serving at endpoint with the encoded request req, and returns the encoded response. A
-	// response longer than maxResp bytes is an error. ctx carries the handler call's deadline.
+	// response longer than maxResp bytes is an error that matches
+	// registration.ErrResponseTooLarge (the guest gets CodeTooLarge). ctx carries the handler
+	// call's deadline.
 	Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error)
 }
 

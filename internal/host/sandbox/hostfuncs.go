@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -305,6 +307,10 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 	ret(stack, abi.StatusOK)
 }
 
+// maxMethodBytes bounds the method name a guest hands plugin_call: it is sent to the plugin
+// and named in the call's error, its log line and its session.
+const maxMethodBytes = 1024
+
 func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uint64) {
 	if m.denied(ctx, stack) {
 		return
@@ -320,6 +326,10 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ret(stack, abi.CodeDenied)
 		return
 	case len(method) == 0 || !utf8.Valid(method):
+		ret(stack, abi.CodeBadRequest)
+		return
+	case len(method) > maxMethodBytes:
+		st.pluginCallErr = fmt.Sprintf("method name of %d bytes, over %d (a gRPC method name, /package.Service/Method)", len(method), maxMethodBytes)
 		ret(stack, abi.CodeBadRequest)
 		return
 	case len(req) > abi.MaxRequestBytes:
@@ -356,6 +366,13 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	m.sb.offCPU(ctx, func() {
 		out, err = caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
 	})
+	if errors.Is(err, registration.ErrResponseTooLarge) {
+		// Refused by the caller as it arrived, before it was read whole.
+		st.pluginCallErr = fmt.Sprintf("response over the limit of %d bytes (handlers.limits.pluginCallResponseSize): %v", maxResp, err)
+		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeTooLarge, Error: st.pluginCallErr})
+		ret(stack, abi.CodeTooLarge)
+		return
+	}
 	if err != nil {
 		st.pluginCallErr = err.Error()
 		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeFailed, Error: err.Error()})

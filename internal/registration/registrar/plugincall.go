@@ -10,9 +10,14 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 )
 
 // ErrBadEndpoint: a plugin's endpoint is not a unix socket that plugin_call may dial.
@@ -22,6 +27,18 @@ var ErrBadEndpoint = errors.New("registrar: endpoint not callable")
 // nobody listening); the dial's error is wrapped too (errors.Is(err, syscall.ECONNREFUSED),
 // fs.ErrNotExist).
 var ErrEndpointUnreachable = errors.New("registrar: endpoint unreachable")
+
+// Bounds of plugin_call of what the plugin answers besides its message, which the caller
+// bounds (maxResp).
+const (
+	// pluginCallMaxHeaderList caps the headers and trailers of an answer, as the registration
+	// client's do (grpc-go's default is 16 MiB).
+	pluginCallMaxHeaderList = 64 << 10
+	// maxCallErrorText bounds the text of a failed call's error, the plugin's status message
+	// included: it is what error_read gives the guest, what a session records and what is
+	// logged.
+	maxCallErrorText = 1024
+)
 
 // PluginCaller makes the unary gRPC calls a handler asks for through the plugin_call host
 // function (the CSI handler asks its driver for NodeGetInfo, as the kubelet does). It only
@@ -61,6 +78,7 @@ func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byt
 			return d.DialContext(ctx, "unix", path) // a reconnect
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResp), grpc.ForceCodecV2(rawCodec{})),
+		grpc.WithMaxHeaderListSize(pluginCallMaxHeaderList),
 	)
 	if err != nil {
 		conn.Close()
@@ -72,9 +90,23 @@ func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byt
 	}()
 	var out rawMessage
 	if err := cc.Invoke(ctx, method, &rawMessage{b: req}, &out); err != nil {
-		return nil, fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, err)
+		return nil, pluginCallError(method, endpoint, maxResp, err)
 	}
 	return out.b, nil
+}
+
+// pluginCallError is the error of a call that failed: its gRPC status, with the message cut to
+// maxCallErrorText bytes; an answer over maxResp also matches registration.ErrResponseTooLarge.
+func pluginCallError(method, endpoint string, maxResp int, err error) error {
+	st := status.Convert(err)
+	msg := safetext.Cut(st.Message(), maxCallErrorText)
+	bounded := status.New(st.Code(), msg).Err()
+	// grpc-go refuses a message over MaxCallRecvMsgSize with this status, before it reads it.
+	if st.Code() == codes.ResourceExhausted && strings.HasPrefix(msg, "grpc: received message") && strings.Contains(msg, "larger than max") {
+		return fmt.Errorf("registrar: plugin_call %s on %s: %w: response over %d bytes: %w",
+			method, endpoint, registration.ErrResponseTooLarge, maxResp, bounded)
+	}
+	return fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, bounded)
 }
 
 // UnixPath returns the socket path of an endpoint: an absolute path, or unix:// (or unix:)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,10 +16,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // serveEcho serves every method on a unix socket: it answers with the request bytes reversed,
-// or with a NotFound status for /test.Svc/Missing.
+// or with a NotFound status for /test.Svc/Missing, a ResourceExhausted one for
+// /test.Svc/Exhausted, and an Internal one with a 30,000-byte message for /test.Svc/Verbose.
 func serveEcho(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "wh")
@@ -33,8 +37,13 @@ func serveEcho(t *testing.T) string {
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		method, _ := grpc.MethodFromServerStream(stream)
-		if method == "/test.Svc/Missing" {
+		switch method {
+		case "/test.Svc/Missing":
 			return status.Error(codes.NotFound, "no such thing")
+		case "/test.Svc/Exhausted":
+			return status.Error(codes.ResourceExhausted, "out of volumes")
+		case "/test.Svc/Verbose":
+			return status.Error(codes.Internal, strings.Repeat("v", 30_000))
 		}
 		var in rawMessage
 		if err := stream.RecvMsg(&in); err != nil {
@@ -74,8 +83,28 @@ func TestPluginCaller(t *testing.T) {
 	}
 
 	_, err = c.Call(ctx, path, "/test.Svc/Echo", bytes.Repeat([]byte("x"), 2000), 1000)
-	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
-		t.Errorf("a response over maxResp: got %v, want ResourceExhausted", err)
+	if !errors.Is(err, registration.ErrResponseTooLarge) || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a response over maxResp: got %v, want ErrResponseTooLarge and ResourceExhausted", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "over 1000 bytes") {
+		t.Errorf("a response over maxResp: %q does not name the limit", err)
+	}
+
+	// A plugin's own ResourceExhausted is its answer, not a response too large.
+	_, err = c.Call(ctx, path, "/test.Svc/Exhausted", nil, 1024)
+	if errors.Is(err, registration.ErrResponseTooLarge) || status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
+		t.Errorf("the plugin's ResourceExhausted: got %v, want that status and not ErrResponseTooLarge", err)
+	}
+
+	// A long status message is kept to maxCallErrorText bytes, its code as it was.
+	_, err = c.Call(ctx, path, "/test.Svc/Verbose", nil, 1024)
+	st, _ := status.FromError(errors.Unwrap(err))
+	if st.Code() != codes.Internal || len(st.Message()) > maxCallErrorText || !strings.HasPrefix(st.Message(), "vvv") {
+		t.Errorf("a 30,000-byte status message: got code %v, %d bytes; want Internal, its start, at most %d bytes",
+			st.Code(), len(st.Message()), maxCallErrorText)
+	}
+	if err != nil && len(err.Error()) > maxCallErrorText+200 {
+		t.Errorf("the error's text is %d bytes long", len(err.Error()))
 	}
 }
 
