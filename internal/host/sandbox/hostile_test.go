@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -157,5 +158,62 @@ func TestPrintable(t *testing.T) {
 		if got := printable(in); got != want {
 			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// withFuncNames returns module bin with a name section that names functions 0 to n-1, each
+// name size bytes long.
+func withFuncNames(bin []byte, n, size int) []byte {
+	uleb := func(b []byte, v int) []byte {
+		for {
+			c := byte(v & 0x7f)
+			if v >>= 7; v != 0 {
+				c |= 0x80
+			}
+			b = append(b, c)
+			if v == 0 {
+				return b
+			}
+		}
+	}
+	var names []byte
+	names = uleb(names, n)
+	for i := range n {
+		names = uleb(names, i)
+		names = uleb(names, size)
+		names = append(names, bytes.Repeat([]byte{'f'}, size)...)
+	}
+	body := uleb(nil, len("name"))
+	body = append(body, "name"...)
+	body = append(body, 1) // function names
+	body = uleb(body, len(names))
+	body = append(body, names...)
+	out := append(bytes.Clone(bin), 0) // a custom section
+	out = uleb(out, len(body))
+	return append(out, body...)
+}
+
+// A trap's text holds a stack trace named from the module's name section: with names of
+// 300,000 bytes it is cut to maxErrorText where it is made, for the handler's last error,
+// the socket's and the log.
+func TestTrapTextBounded(t *testing.T) {
+	bin, err := os.ReadFile(fixture("trap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sandboxtest.TempDir(t), "longnames.wasm")
+	sandboxtest.WriteFile(t, path, withFuncNames(bin, 6, 300_000))
+	sb, _ := newTestSandbox(t, Config{})
+	m, err := loadFile(sb, context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.ValidatePlugin(context.Background(), sandboxtest.Info("trap.example", "p"))
+	sandboxtest.ErrContains(t, err, ErrTrap, "unreachable", "more bytes)")
+	if n := len(err.Error()); n > maxErrorText {
+		t.Errorf("the trap's error is %d bytes long, over %d", n, maxErrorText)
+	}
+	if last := m.stats.last.Load(); last == nil || len(last.Msg) > maxErrorText {
+		t.Errorf("the handler's last error is not bounded: %v", last)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 )
 
 // The exports a handler module must have, by index: FnValidate, FnRegister and FnDeregister
@@ -593,9 +594,34 @@ func (m *Module) callError(parent, callCtx context.Context, st *callState, limit
 	default:
 		err = fmt.Errorf("%w in %s: %v", ErrTrap, what, err)
 	}
+	err = boundError(err)
 	m.stats.traps.Add(1)
 	m.stats.failures.Add(1)
 	m.stats.setLast(err)
+	return err
+}
+
+// maxErrorText bounds the text of a failed call's error: wazero's message for a trap holds a
+// stack trace of up to 30 frames, each named from the module's name section, a name as long
+// as the module makes it. The error is the handler's and the socket's last error and a log
+// line, so its text is cut (safetext.Cut) to this many bytes where it is made.
+const maxErrorText = 4 << 10
+
+// boundedError is an error whose text was cut to maxErrorText; errors.Is and As see the
+// original.
+type boundedError struct {
+	msg string
+	err error
+}
+
+func (e *boundedError) Error() string { return e.msg }
+func (e *boundedError) Unwrap() error { return e.err }
+
+// boundError returns err, its text cut to maxErrorText bytes when it is longer.
+func boundError(err error) error {
+	if msg := err.Error(); len(msg) > maxErrorText {
+		return &boundedError{msg: safetext.Cut(msg, maxErrorText), err: err}
+	}
 	return err
 }
 
@@ -717,7 +743,7 @@ func RefusalReason(err error) string {
 }
 
 func badModule(file string, also error, format string, args ...any) error {
-	return &moduleError{file: file, msg: fmt.Sprintf(format, args...), also: also}
+	return &moduleError{file: file, msg: safetext.Cut(fmt.Sprintf(format, args...), maxErrorText), also: also}
 }
 
 // refuse is badModule with a reason.
@@ -726,7 +752,7 @@ func badModule(file string, also error, format string, args ...any) error {
 func Refuse(file, reason, why string) error { return refuse(file, reason, nil, "%s", why) }
 
 func refuse(file, reason string, also error, format string, args ...any) error {
-	return &moduleError{file: file, reason: reason, msg: fmt.Sprintf(format, args...), also: also}
+	return &moduleError{file: file, reason: reason, msg: safetext.Cut(fmt.Sprintf(format, args...), maxErrorText), also: also}
 }
 
 func sigString(params, results []api.ValueType) string {
