@@ -115,6 +115,70 @@ func (PluginState) EnumDescriptor() ([]byte, []int) {
 	return file_admin_proto_rawDescGZIP(), []int{0}
 }
 
+// KubeletState is where a plugin presented to the kubelet stands with it.
+type KubeletState int32
+
+const (
+	KubeletState_KUBELET_STATE_UNSPECIFIED KubeletState = 0
+	// wasmhost made the plugin's socket in the kubelet's directory; the kubelet has not
+	// answered on it yet.
+	KubeletState_KUBELET_STATE_PENDING KubeletState = 1
+	// The kubelet said NotifyRegistrationStatus(true).
+	KubeletState_KUBELET_STATE_REGISTERED KubeletState = 2
+	// The kubelet said NotifyRegistrationStatus(false), with its reason in error: before it
+	// accepted the plugin (the registration was rolled back and is retried with backoff), or
+	// later (a kubelet that re-listed its directory), when the plugin stays registered.
+	KubeletState_KUBELET_STATE_REFUSED KubeletState = 3
+	// The kubelet did not answer in time; the registration was rolled back and is retried
+	// with backoff.
+	KubeletState_KUBELET_STATE_TIMEOUT KubeletState = 4
+)
+
+// Enum value maps for KubeletState.
+var (
+	KubeletState_name = map[int32]string{
+		0: "KUBELET_STATE_UNSPECIFIED",
+		1: "KUBELET_STATE_PENDING",
+		2: "KUBELET_STATE_REGISTERED",
+		3: "KUBELET_STATE_REFUSED",
+		4: "KUBELET_STATE_TIMEOUT",
+	}
+	KubeletState_value = map[string]int32{
+		"KUBELET_STATE_UNSPECIFIED": 0,
+		"KUBELET_STATE_PENDING":     1,
+		"KUBELET_STATE_REGISTERED":  2,
+		"KUBELET_STATE_REFUSED":     3,
+		"KUBELET_STATE_TIMEOUT":     4,
+	}
+)
+
+func (x KubeletState) Enum() *KubeletState {
+	p := new(KubeletState)
+	*p = x
+	return p
+}
+
+func (x KubeletState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KubeletState) Descriptor() protoreflect.EnumDescriptor {
+	return file_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (KubeletState) Type() protoreflect.EnumType {
+	return &file_admin_proto_enumTypes[1]
+}
+
+func (x KubeletState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KubeletState.Descriptor instead.
+func (KubeletState) EnumDescriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
 // EventType says what a PluginEvent means.
 type EventType int32
 
@@ -164,11 +228,11 @@ func (x EventType) String() string {
 }
 
 func (EventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_admin_proto_enumTypes[1].Descriptor()
+	return file_admin_proto_enumTypes[2].Descriptor()
 }
 
 func (EventType) Type() protoreflect.EnumType {
-	return &file_admin_proto_enumTypes[1]
+	return &file_admin_proto_enumTypes[2]
 }
 
 func (x EventType) Number() protoreflect.EnumNumber {
@@ -177,7 +241,7 @@ func (x EventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventType.Descriptor instead.
 func (EventType) EnumDescriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type CaptureSessionsRequest struct {
@@ -1536,7 +1600,10 @@ type Plugin struct {
 	// What the handler published about the plugin when it registered it.
 	Published map[string]string `protobuf:"bytes,13,rep,name=published,proto3" json:"published,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When the plugin was registered; absent unless it is registered.
-	RegisteredAt  *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// Where the plugin stands with the kubelet when its type is forwarded to it
+	// (forward.types, docs/forward.md); absent otherwise.
+	Kubelet       *KubeletStatus `protobuf:"bytes,15,opt,name=kubelet,proto3" json:"kubelet,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1669,6 +1736,84 @@ func (x *Plugin) GetRegisteredAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Plugin) GetKubelet() *KubeletStatus {
+	if x != nil {
+		return x.Kubelet
+	}
+	return nil
+}
+
+type KubeletStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State KubeletState           `protobuf:"varint,1,opt,name=state,proto3,enum=wasmhost.admin.v1.KubeletState" json:"state,omitempty"`
+	// The kubelet's own text when it refused; what went unanswered on a timeout.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The socket wasmhost made for the plugin in the kubelet's directory.
+	Socket string `protobuf:"bytes,3,opt,name=socket,proto3" json:"socket,omitempty"`
+	// When state last changed.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubeletStatus) Reset() {
+	*x = KubeletStatus{}
+	mi := &file_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeletStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeletStatus) ProtoMessage() {}
+
+func (x *KubeletStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeletStatus.ProtoReflect.Descriptor instead.
+func (*KubeletStatus) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *KubeletStatus) GetState() KubeletState {
+	if x != nil {
+		return x.State
+	}
+	return KubeletState_KUBELET_STATE_UNSPECIFIED
+}
+
+func (x *KubeletStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *KubeletStatus) GetSocket() string {
+	if x != nil {
+		return x.Socket
+	}
+	return ""
+}
+
+func (x *KubeletStatus) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 type PluginEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Type  EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=wasmhost.admin.v1.EventType" json:"type,omitempty"`
@@ -1684,7 +1829,7 @@ type PluginEvent struct {
 
 func (x *PluginEvent) Reset() {
 	*x = PluginEvent{}
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1841,7 @@ func (x *PluginEvent) String() string {
 func (*PluginEvent) ProtoMessage() {}
 
 func (x *PluginEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1854,7 @@ func (x *PluginEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PluginEvent.ProtoReflect.Descriptor instead.
 func (*PluginEvent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{23}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PluginEvent) GetType() EventType {
@@ -1812,7 +1957,7 @@ type Handler struct {
 
 func (x *Handler) Reset() {
 	*x = Handler{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1969,7 @@ func (x *Handler) String() string {
 func (*Handler) ProtoMessage() {}
 
 func (x *Handler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1982,7 @@ func (x *Handler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handler.ProtoReflect.Descriptor instead.
 func (*Handler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Handler) GetPluginTypes() []string {
@@ -2098,7 +2243,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2255,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2268,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{25}
+	return file_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Status) GetVersion() string {
@@ -2256,7 +2401,7 @@ type TypeWithoutHandler struct {
 
 func (x *TypeWithoutHandler) Reset() {
 	*x = TypeWithoutHandler{}
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2413,7 @@ func (x *TypeWithoutHandler) String() string {
 func (*TypeWithoutHandler) ProtoMessage() {}
 
 func (x *TypeWithoutHandler) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2426,7 @@ func (x *TypeWithoutHandler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeWithoutHandler.ProtoReflect.Descriptor instead.
 func (*TypeWithoutHandler) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{26}
+	return file_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TypeWithoutHandler) GetPluginType() string {
@@ -2316,7 +2461,7 @@ type PublishEvents struct {
 
 func (x *PublishEvents) Reset() {
 	*x = PublishEvents{}
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2473,7 @@ func (x *PublishEvents) String() string {
 func (*PublishEvents) ProtoMessage() {}
 
 func (x *PublishEvents) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2486,7 @@ func (x *PublishEvents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEvents.ProtoReflect.Descriptor instead.
 func (*PublishEvents) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{27}
+	return file_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishEvents) GetRecorded() uint64 {
@@ -2409,7 +2554,7 @@ type PublishSink struct {
 
 func (x *PublishSink) Reset() {
 	*x = PublishSink{}
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2566,7 @@ func (x *PublishSink) String() string {
 func (*PublishSink) ProtoMessage() {}
 
 func (x *PublishSink) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2579,7 @@ func (x *PublishSink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishSink.ProtoReflect.Descriptor instead.
 func (*PublishSink) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{28}
+	return file_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PublishSink) GetSink() string {
@@ -2631,7 +2776,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x14ListHandlersResponse\x126\n" +
 	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x12\n" +
-	"\x10GetStatusRequest\"\x82\x05\n" +
+	"\x10GetStatusRequest\"\xbe\x05\n" +
 	"\x06Plugin\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -2649,10 +2794,16 @@ const file_admin_proto_rawDesc = "" +
 	"\fhandler_file\x18\v \x01(\tR\vhandlerFile\x12%\n" +
 	"\x0ehandler_sha256\x18\f \x01(\tR\rhandlerSha256\x12F\n" +
 	"\tpublished\x18\r \x03(\v2(.wasmhost.admin.v1.Plugin.PublishedEntryR\tpublished\x12?\n" +
-	"\rregistered_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x1a<\n" +
+	"\rregistered_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12:\n" +
+	"\akubelet\x18\x0f \x01(\v2 .wasmhost.admin.v1.KubeletStatusR\akubelet\x1a<\n" +
 	"\x0ePublishedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x01\n" +
+	"\rKubeletStatus\x125\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1f.wasmhost.admin.v1.KubeletStateR\x05state\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x16\n" +
+	"\x06socket\x18\x03 \x01(\tR\x06socket\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xba\x01\n" +
 	"\vPluginEvent\x120\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1c.wasmhost.admin.v1.EventTypeR\x04type\x121\n" +
 	"\x06plugin\x18\x02 \x01(\v2\x19.wasmhost.admin.v1.PluginR\x06plugin\x12.\n" +
@@ -2757,7 +2908,13 @@ const file_admin_proto_rawDesc = "" +
 	" PLUGIN_STATE_WAITING_FOR_HANDLER\x10\x04\x12\x15\n" +
 	"\x11PLUGIN_STATE_GONE\x10\x05\x12\x19\n" +
 	"\x15PLUGIN_STATE_REJECTED\x10\x06\x12\x18\n" +
-	"\x14PLUGIN_STATE_STANDBY\x10\a*\x9b\x01\n" +
+	"\x14PLUGIN_STATE_STANDBY\x10\a*\x9c\x01\n" +
+	"\fKubeletState\x12\x1d\n" +
+	"\x19KUBELET_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15KUBELET_STATE_PENDING\x10\x01\x12\x1c\n" +
+	"\x18KUBELET_STATE_REGISTERED\x10\x02\x12\x19\n" +
+	"\x15KUBELET_STATE_REFUSED\x10\x03\x12\x19\n" +
+	"\x15KUBELET_STATE_TIMEOUT\x10\x04*\x9b\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EVENT_TYPE_ADDED\x10\x01\x12\x17\n" +
@@ -2789,110 +2946,115 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_admin_proto_goTypes = []any{
 	(PluginState)(0),                // 0: wasmhost.admin.v1.PluginState
-	(EventType)(0),                  // 1: wasmhost.admin.v1.EventType
-	(*CaptureSessionsRequest)(nil),  // 2: wasmhost.admin.v1.CaptureSessionsRequest
-	(*CaptureSessionsResponse)(nil), // 3: wasmhost.admin.v1.CaptureSessionsResponse
-	(*CapturedSession)(nil),         // 4: wasmhost.admin.v1.CapturedSession
-	(*PullHandlersRequest)(nil),     // 5: wasmhost.admin.v1.PullHandlersRequest
-	(*PullHandlersResponse)(nil),    // 6: wasmhost.admin.v1.PullHandlersResponse
-	(*ListRevisionsRequest)(nil),    // 7: wasmhost.admin.v1.ListRevisionsRequest
-	(*ListRevisionsResponse)(nil),   // 8: wasmhost.admin.v1.ListRevisionsResponse
-	(*RollbackRequest)(nil),         // 9: wasmhost.admin.v1.RollbackRequest
-	(*RollbackResponse)(nil),        // 10: wasmhost.admin.v1.RollbackResponse
-	(*ClearPinRequest)(nil),         // 11: wasmhost.admin.v1.ClearPinRequest
-	(*ClearPinResponse)(nil),        // 12: wasmhost.admin.v1.ClearPinResponse
-	(*SetShadowRequest)(nil),        // 13: wasmhost.admin.v1.SetShadowRequest
-	(*SetShadowResponse)(nil),       // 14: wasmhost.admin.v1.SetShadowResponse
-	(*Revision)(nil),                // 15: wasmhost.admin.v1.Revision
-	(*Pin)(nil),                     // 16: wasmhost.admin.v1.Pin
-	(*Shadow)(nil),                  // 17: wasmhost.admin.v1.Shadow
-	(*ListPluginsRequest)(nil),      // 18: wasmhost.admin.v1.ListPluginsRequest
-	(*ListPluginsResponse)(nil),     // 19: wasmhost.admin.v1.ListPluginsResponse
-	(*WatchPluginsRequest)(nil),     // 20: wasmhost.admin.v1.WatchPluginsRequest
-	(*ListHandlersRequest)(nil),     // 21: wasmhost.admin.v1.ListHandlersRequest
-	(*ListHandlersResponse)(nil),    // 22: wasmhost.admin.v1.ListHandlersResponse
-	(*GetStatusRequest)(nil),        // 23: wasmhost.admin.v1.GetStatusRequest
-	(*Plugin)(nil),                  // 24: wasmhost.admin.v1.Plugin
-	(*PluginEvent)(nil),             // 25: wasmhost.admin.v1.PluginEvent
-	(*Handler)(nil),                 // 26: wasmhost.admin.v1.Handler
-	(*Status)(nil),                  // 27: wasmhost.admin.v1.Status
-	(*TypeWithoutHandler)(nil),      // 28: wasmhost.admin.v1.TypeWithoutHandler
-	(*PublishEvents)(nil),           // 29: wasmhost.admin.v1.PublishEvents
-	(*PublishSink)(nil),             // 30: wasmhost.admin.v1.PublishSink
-	nil,                             // 31: wasmhost.admin.v1.Plugin.PublishedEntry
-	nil,                             // 32: wasmhost.admin.v1.Status.PluginsByStateEntry
-	(*timestamppb.Timestamp)(nil),   // 33: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
+	(KubeletState)(0),               // 1: wasmhost.admin.v1.KubeletState
+	(EventType)(0),                  // 2: wasmhost.admin.v1.EventType
+	(*CaptureSessionsRequest)(nil),  // 3: wasmhost.admin.v1.CaptureSessionsRequest
+	(*CaptureSessionsResponse)(nil), // 4: wasmhost.admin.v1.CaptureSessionsResponse
+	(*CapturedSession)(nil),         // 5: wasmhost.admin.v1.CapturedSession
+	(*PullHandlersRequest)(nil),     // 6: wasmhost.admin.v1.PullHandlersRequest
+	(*PullHandlersResponse)(nil),    // 7: wasmhost.admin.v1.PullHandlersResponse
+	(*ListRevisionsRequest)(nil),    // 8: wasmhost.admin.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),   // 9: wasmhost.admin.v1.ListRevisionsResponse
+	(*RollbackRequest)(nil),         // 10: wasmhost.admin.v1.RollbackRequest
+	(*RollbackResponse)(nil),        // 11: wasmhost.admin.v1.RollbackResponse
+	(*ClearPinRequest)(nil),         // 12: wasmhost.admin.v1.ClearPinRequest
+	(*ClearPinResponse)(nil),        // 13: wasmhost.admin.v1.ClearPinResponse
+	(*SetShadowRequest)(nil),        // 14: wasmhost.admin.v1.SetShadowRequest
+	(*SetShadowResponse)(nil),       // 15: wasmhost.admin.v1.SetShadowResponse
+	(*Revision)(nil),                // 16: wasmhost.admin.v1.Revision
+	(*Pin)(nil),                     // 17: wasmhost.admin.v1.Pin
+	(*Shadow)(nil),                  // 18: wasmhost.admin.v1.Shadow
+	(*ListPluginsRequest)(nil),      // 19: wasmhost.admin.v1.ListPluginsRequest
+	(*ListPluginsResponse)(nil),     // 20: wasmhost.admin.v1.ListPluginsResponse
+	(*WatchPluginsRequest)(nil),     // 21: wasmhost.admin.v1.WatchPluginsRequest
+	(*ListHandlersRequest)(nil),     // 22: wasmhost.admin.v1.ListHandlersRequest
+	(*ListHandlersResponse)(nil),    // 23: wasmhost.admin.v1.ListHandlersResponse
+	(*GetStatusRequest)(nil),        // 24: wasmhost.admin.v1.GetStatusRequest
+	(*Plugin)(nil),                  // 25: wasmhost.admin.v1.Plugin
+	(*KubeletStatus)(nil),           // 26: wasmhost.admin.v1.KubeletStatus
+	(*PluginEvent)(nil),             // 27: wasmhost.admin.v1.PluginEvent
+	(*Handler)(nil),                 // 28: wasmhost.admin.v1.Handler
+	(*Status)(nil),                  // 29: wasmhost.admin.v1.Status
+	(*TypeWithoutHandler)(nil),      // 30: wasmhost.admin.v1.TypeWithoutHandler
+	(*PublishEvents)(nil),           // 31: wasmhost.admin.v1.PublishEvents
+	(*PublishSink)(nil),             // 32: wasmhost.admin.v1.PublishSink
+	nil,                             // 33: wasmhost.admin.v1.Plugin.PublishedEntry
+	nil,                             // 34: wasmhost.admin.v1.Status.PluginsByStateEntry
+	(*timestamppb.Timestamp)(nil),   // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 36: google.protobuf.Duration
 }
 var file_admin_proto_depIdxs = []int32{
-	4,  // 0: wasmhost.admin.v1.CaptureSessionsResponse.sessions:type_name -> wasmhost.admin.v1.CapturedSession
-	33, // 1: wasmhost.admin.v1.CapturedSession.captured_at:type_name -> google.protobuf.Timestamp
-	26, // 2: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
-	15, // 3: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
-	16, // 4: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
-	17, // 5: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	15, // 6: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
-	17, // 7: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
-	33, // 8: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
-	33, // 9: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
-	33, // 10: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
-	24, // 11: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
-	26, // 12: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	5,  // 0: wasmhost.admin.v1.CaptureSessionsResponse.sessions:type_name -> wasmhost.admin.v1.CapturedSession
+	35, // 1: wasmhost.admin.v1.CapturedSession.captured_at:type_name -> google.protobuf.Timestamp
+	28, // 2: wasmhost.admin.v1.PullHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
+	16, // 3: wasmhost.admin.v1.ListRevisionsResponse.revisions:type_name -> wasmhost.admin.v1.Revision
+	17, // 4: wasmhost.admin.v1.ListRevisionsResponse.pin:type_name -> wasmhost.admin.v1.Pin
+	18, // 5: wasmhost.admin.v1.ListRevisionsResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	16, // 6: wasmhost.admin.v1.RollbackResponse.revision:type_name -> wasmhost.admin.v1.Revision
+	18, // 7: wasmhost.admin.v1.SetShadowResponse.shadow:type_name -> wasmhost.admin.v1.Shadow
+	35, // 8: wasmhost.admin.v1.Revision.first_loaded:type_name -> google.protobuf.Timestamp
+	35, // 9: wasmhost.admin.v1.Pin.since:type_name -> google.protobuf.Timestamp
+	35, // 10: wasmhost.admin.v1.Shadow.since:type_name -> google.protobuf.Timestamp
+	25, // 11: wasmhost.admin.v1.ListPluginsResponse.plugins:type_name -> wasmhost.admin.v1.Plugin
+	28, // 12: wasmhost.admin.v1.ListHandlersResponse.handlers:type_name -> wasmhost.admin.v1.Handler
 	0,  // 13: wasmhost.admin.v1.Plugin.state:type_name -> wasmhost.admin.v1.PluginState
-	33, // 14: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
-	33, // 15: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
-	31, // 16: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
-	33, // 17: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
-	1,  // 18: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
-	24, // 19: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
-	33, // 20: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
-	33, // 21: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
-	33, // 22: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
-	33, // 23: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
-	33, // 24: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
-	16, // 25: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
-	17, // 26: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
-	34, // 27: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
-	34, // 28: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
-	33, // 29: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
-	34, // 30: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
-	32, // 31: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
-	30, // 32: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
-	28, // 33: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
-	29, // 34: wasmhost.admin.v1.Status.publish_events:type_name -> wasmhost.admin.v1.PublishEvents
-	33, // 35: wasmhost.admin.v1.PublishEvents.last_error_at:type_name -> google.protobuf.Timestamp
-	33, // 36: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
-	33, // 37: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
-	33, // 38: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
-	18, // 39: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
-	20, // 40: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
-	21, // 41: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
-	23, // 42: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
-	7,  // 43: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
-	9,  // 44: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
-	11, // 45: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
-	13, // 46: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
-	5,  // 47: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
-	2,  // 48: wasmhost.admin.v1.Admin.CaptureSessions:input_type -> wasmhost.admin.v1.CaptureSessionsRequest
-	19, // 49: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
-	25, // 50: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
-	22, // 51: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
-	27, // 52: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
-	8,  // 53: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
-	10, // 54: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
-	12, // 55: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
-	14, // 56: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
-	6,  // 57: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
-	3,  // 58: wasmhost.admin.v1.Admin.CaptureSessions:output_type -> wasmhost.admin.v1.CaptureSessionsResponse
-	49, // [49:59] is the sub-list for method output_type
-	39, // [39:49] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	35, // 14: wasmhost.admin.v1.Plugin.next_retry:type_name -> google.protobuf.Timestamp
+	35, // 15: wasmhost.admin.v1.Plugin.last_transition:type_name -> google.protobuf.Timestamp
+	33, // 16: wasmhost.admin.v1.Plugin.published:type_name -> wasmhost.admin.v1.Plugin.PublishedEntry
+	35, // 17: wasmhost.admin.v1.Plugin.registered_at:type_name -> google.protobuf.Timestamp
+	26, // 18: wasmhost.admin.v1.Plugin.kubelet:type_name -> wasmhost.admin.v1.KubeletStatus
+	1,  // 19: wasmhost.admin.v1.KubeletStatus.state:type_name -> wasmhost.admin.v1.KubeletState
+	35, // 20: wasmhost.admin.v1.KubeletStatus.since:type_name -> google.protobuf.Timestamp
+	2,  // 21: wasmhost.admin.v1.PluginEvent.type:type_name -> wasmhost.admin.v1.EventType
+	25, // 22: wasmhost.admin.v1.PluginEvent.plugin:type_name -> wasmhost.admin.v1.Plugin
+	35, // 23: wasmhost.admin.v1.PluginEvent.time:type_name -> google.protobuf.Timestamp
+	35, // 24: wasmhost.admin.v1.Handler.loaded_at:type_name -> google.protobuf.Timestamp
+	35, // 25: wasmhost.admin.v1.Handler.last_error_at:type_name -> google.protobuf.Timestamp
+	35, // 26: wasmhost.admin.v1.Handler.gone_since:type_name -> google.protobuf.Timestamp
+	35, // 27: wasmhost.admin.v1.Handler.quarantined_until:type_name -> google.protobuf.Timestamp
+	17, // 28: wasmhost.admin.v1.Handler.pins:type_name -> wasmhost.admin.v1.Pin
+	18, // 29: wasmhost.admin.v1.Handler.shadows:type_name -> wasmhost.admin.v1.Shadow
+	36, // 30: wasmhost.admin.v1.Handler.cpu:type_name -> google.protobuf.Duration
+	36, // 31: wasmhost.admin.v1.Handler.throttled:type_name -> google.protobuf.Duration
+	35, // 32: wasmhost.admin.v1.Status.started_at:type_name -> google.protobuf.Timestamp
+	36, // 33: wasmhost.admin.v1.Status.uptime:type_name -> google.protobuf.Duration
+	34, // 34: wasmhost.admin.v1.Status.plugins_by_state:type_name -> wasmhost.admin.v1.Status.PluginsByStateEntry
+	32, // 35: wasmhost.admin.v1.Status.publish_sinks:type_name -> wasmhost.admin.v1.PublishSink
+	30, // 36: wasmhost.admin.v1.Status.types_without_handler:type_name -> wasmhost.admin.v1.TypeWithoutHandler
+	31, // 37: wasmhost.admin.v1.Status.publish_events:type_name -> wasmhost.admin.v1.PublishEvents
+	35, // 38: wasmhost.admin.v1.PublishEvents.last_error_at:type_name -> google.protobuf.Timestamp
+	35, // 39: wasmhost.admin.v1.PublishSink.last_write:type_name -> google.protobuf.Timestamp
+	35, // 40: wasmhost.admin.v1.PublishSink.last_error_at:type_name -> google.protobuf.Timestamp
+	35, // 41: wasmhost.admin.v1.PublishSink.next_retry:type_name -> google.protobuf.Timestamp
+	19, // 42: wasmhost.admin.v1.Admin.ListPlugins:input_type -> wasmhost.admin.v1.ListPluginsRequest
+	21, // 43: wasmhost.admin.v1.Admin.WatchPlugins:input_type -> wasmhost.admin.v1.WatchPluginsRequest
+	22, // 44: wasmhost.admin.v1.Admin.ListHandlers:input_type -> wasmhost.admin.v1.ListHandlersRequest
+	24, // 45: wasmhost.admin.v1.Admin.GetStatus:input_type -> wasmhost.admin.v1.GetStatusRequest
+	8,  // 46: wasmhost.admin.v1.Admin.ListRevisions:input_type -> wasmhost.admin.v1.ListRevisionsRequest
+	10, // 47: wasmhost.admin.v1.Admin.Rollback:input_type -> wasmhost.admin.v1.RollbackRequest
+	12, // 48: wasmhost.admin.v1.Admin.ClearPin:input_type -> wasmhost.admin.v1.ClearPinRequest
+	14, // 49: wasmhost.admin.v1.Admin.SetShadow:input_type -> wasmhost.admin.v1.SetShadowRequest
+	6,  // 50: wasmhost.admin.v1.Admin.PullHandlers:input_type -> wasmhost.admin.v1.PullHandlersRequest
+	3,  // 51: wasmhost.admin.v1.Admin.CaptureSessions:input_type -> wasmhost.admin.v1.CaptureSessionsRequest
+	20, // 52: wasmhost.admin.v1.Admin.ListPlugins:output_type -> wasmhost.admin.v1.ListPluginsResponse
+	27, // 53: wasmhost.admin.v1.Admin.WatchPlugins:output_type -> wasmhost.admin.v1.PluginEvent
+	23, // 54: wasmhost.admin.v1.Admin.ListHandlers:output_type -> wasmhost.admin.v1.ListHandlersResponse
+	29, // 55: wasmhost.admin.v1.Admin.GetStatus:output_type -> wasmhost.admin.v1.Status
+	9,  // 56: wasmhost.admin.v1.Admin.ListRevisions:output_type -> wasmhost.admin.v1.ListRevisionsResponse
+	11, // 57: wasmhost.admin.v1.Admin.Rollback:output_type -> wasmhost.admin.v1.RollbackResponse
+	13, // 58: wasmhost.admin.v1.Admin.ClearPin:output_type -> wasmhost.admin.v1.ClearPinResponse
+	15, // 59: wasmhost.admin.v1.Admin.SetShadow:output_type -> wasmhost.admin.v1.SetShadowResponse
+	7,  // 60: wasmhost.admin.v1.Admin.PullHandlers:output_type -> wasmhost.admin.v1.PullHandlersResponse
+	4,  // 61: wasmhost.admin.v1.Admin.CaptureSessions:output_type -> wasmhost.admin.v1.CaptureSessionsResponse
+	52, // [52:62] is the sub-list for method output_type
+	42, // [42:52] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2905,8 +3067,8 @@ func file_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   31,
+			NumEnums:      3,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -101,6 +101,11 @@ func newPluginsCmd() *cobra.Command {
   waiting-for-handler  no handler is loaded for the plugin's type; it is registered as
                        soon as one is
 
+When plugins are forwarded to the kubelet (forward.types), KUBELET says what the kubelet
+made of the plugin its handler admitted: pending (not answered yet), registered, refused:
+and the kubelet's own reason, or timeout (it did not answer; retried with backoff); - for
+a plugin that is not forwarded.
+
 SOCKET is relative to the directory the sockets have in common (-o wide shows the full
 path); AGE is the time since the plugin entered its state. -o wide adds the endpoint,
 attempts, next retry and the handler's file and SHA-256; -o json and -o yaml print
@@ -321,6 +326,44 @@ type pluginView struct {
 	HandlerSHA256  string            `json:"handlerSHA256,omitempty"`
 	Published      map[string]string `json:"published,omitempty"`
 	RegisteredAt   *time.Time        `json:"registeredAt,omitempty"`
+	Kubelet        *kubeletView      `json:"kubelet,omitempty"`
+}
+
+// kubeletView is where a plugin of a forwarded type stands with the kubelet.
+type kubeletView struct {
+	State  string     `json:"state"`
+	Error  string     `json:"error,omitempty"`
+	Socket string     `json:"socket,omitempty"`
+	Since  *time.Time `json:"since,omitempty"`
+}
+
+func newKubeletView(k *adminv1.KubeletStatus) *kubeletView {
+	if k == nil {
+		return nil
+	}
+	return &kubeletView{State: kubeletStateName(k.GetState()), Error: k.GetError(), Socket: k.GetSocket(), Since: timeOrNil(k.GetSince())}
+}
+
+// kubeletStateName is the daemon's name of a kubelet state: "pending", "registered", ...
+func kubeletStateName(s adminv1.KubeletState) string {
+	name, ok := strings.CutPrefix(s.String(), "KUBELET_STATE_")
+	if !ok || s == adminv1.KubeletState_KUBELET_STATE_UNSPECIFIED {
+		return "unknown"
+	}
+	return strings.ToLower(name)
+}
+
+// kubeletCell is the KUBELET column: -, pending, registered, refused: <the kubelet's text>, or
+// timeout.
+func kubeletCell(k *adminv1.KubeletStatus) string {
+	if k == nil {
+		return "-"
+	}
+	name := kubeletStateName(k.GetState())
+	if k.GetState() == adminv1.KubeletState_KUBELET_STATE_REFUSED && k.GetError() != "" {
+		return name + ": " + oneLine(k.GetError())
+	}
+	return name
 }
 
 func newPluginView(p *adminv1.Plugin) pluginView {
@@ -339,6 +382,7 @@ func newPluginView(p *adminv1.Plugin) pluginView {
 		HandlerSHA256:  p.GetHandlerSha256(),
 		Published:      p.GetPublished(),
 		RegisteredAt:   timeOrNil(p.GetRegisteredAt()),
+		Kubelet:        newKubeletView(p.GetKubelet()),
 	}
 	if v.Versions == nil {
 		v.Versions = []string{}
@@ -658,7 +702,13 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 		safeMessage(p)
 	}
 	tw := newTable()
-	header := []string{"SOCKET", "TYPE", "NAME", paint("STATE", colorNone, color), "VERSIONS", "AGE"}
+	header := []string{"SOCKET", "TYPE", "NAME", paint("STATE", colorNone, color)}
+	// The kubelet's verdict, when a plugin is forwarded to it (forward.types).
+	forwarded := slices.ContainsFunc(ps, func(p *adminv1.Plugin) bool { return p.GetKubelet() != nil })
+	if forwarded {
+		header = append(header, "KUBELET")
+	}
+	header = append(header, "VERSIONS", "AGE")
 	if wide {
 		header = append(header, "ENDPOINT", "ATTEMPTS", "NEXT-RETRY", "HANDLER", "SHA256")
 	}
@@ -685,8 +735,15 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 			lastErr = truncate(lastErr, 60)
 			published = truncate(published, 48)
 		}
-		row := []string{sock, orDash(p.GetType()), orDash(p.GetName()), paint(state, stateColor(state), color),
-			orDash(versions), age(p.GetLastTransition(), p.GetRegisteredAt(), now)}
+		row := []string{sock, orDash(p.GetType()), orDash(p.GetName()), paint(state, stateColor(state), color)}
+		if forwarded {
+			kubelet := kubeletCell(p.GetKubelet())
+			if !wide {
+				kubelet = truncate(kubelet, 40)
+			}
+			row = append(row, kubelet)
+		}
+		row = append(row, orDash(versions), age(p.GetLastTransition(), p.GetRegisteredAt(), now))
 		if wide {
 			next := "-"
 			if t := p.GetNextRetry(); t != nil {

@@ -224,7 +224,26 @@ func pluginToProto(p state.PluginView) *adminv1.Plugin {
 		HandlerSha256:  p.HandlerSHA256,
 		Published:      textMap(p.Published),
 		RegisteredAt:   timeToProto(p.RegisteredAt),
+		Kubelet:        kubeletToProto(p.Kubelet),
 	}
+}
+
+func kubeletToProto(k state.Kubelet) *adminv1.KubeletStatus {
+	if k == (state.Kubelet{}) {
+		return nil
+	}
+	st := adminv1.KubeletState_KUBELET_STATE_UNSPECIFIED
+	switch k.State {
+	case state.KubeletPending:
+		st = adminv1.KubeletState_KUBELET_STATE_PENDING
+	case state.KubeletRegistered:
+		st = adminv1.KubeletState_KUBELET_STATE_REGISTERED
+	case state.KubeletRefused:
+		st = adminv1.KubeletState_KUBELET_STATE_REFUSED
+	case state.KubeletTimeout:
+		st = adminv1.KubeletState_KUBELET_STATE_TIMEOUT
+	}
+	return &adminv1.KubeletStatus{State: st, Error: text(k.Error), Socket: text(k.Socket), Since: timeToProto(k.Since)}
 }
 
 func handlerToProto(h state.Handler) *adminv1.Handler {
