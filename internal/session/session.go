@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -46,6 +47,9 @@ type Session struct {
 	Handler Handler `yaml:"handler"`
 	// Redacted counts the spans of bytes the redaction rules replaced (handlers.capture.redact).
 	Redacted int `yaml:"redacted,omitempty"`
+	// Truncated, when set, is what the calls' recordings left out together (each call's
+	// Truncated says which): the session is incomplete, and a replay refuses it (Replayable).
+	Truncated *Truncated `yaml:"truncated,omitempty"`
 	// Calls are the handler calls, in order: validate, then register (and deregister).
 	Calls []Call `yaml:"calls"`
 }
@@ -86,6 +90,85 @@ type Call struct {
 	Result Result `yaml:"result"`
 	// Duration is how long the call took.
 	Duration time.Duration `yaml:"duration,omitempty"`
+	// Truncated, when set, says that the recording stopped at a bound (the capture's, or the
+	// sandbox's per call) and what it left out: Exchanges holds only those before it, and
+	// StoreBefore only the keys touched before it. The call itself ran on untouched: Result
+	// is how it really ended.
+	Truncated *Truncated `yaml:"truncated,omitempty"`
+}
+
+// Truncated is what a recording left out past its bounds.
+type Truncated struct {
+	// Exchanges is how many host calls were not recorded.
+	Exchanges int `yaml:"exchanges"`
+	// Bytes is what they (and the store values not recorded with them) would have taken, as
+	// Exchange.Size and StoreEntrySize count.
+	Bytes int64 `yaml:"bytes"`
+}
+
+// Add returns a new Truncated of t's counts (none when t is nil) plus n exchanges and b bytes:
+// t itself is never changed, so that a copy of a session may share it.
+func (t *Truncated) Add(n int, b int64) *Truncated {
+	sum := Truncated{Exchanges: n, Bytes: b}
+	if t != nil {
+		sum.Exchanges += t.Exchanges
+		sum.Bytes += t.Bytes
+	}
+	return &sum
+}
+
+// ErrTruncated is the error of a session whose recording stopped at a bound.
+var ErrTruncated = errors.New("session: truncated")
+
+// Replayable returns nil for a complete session, or an error matching ErrTruncated that names
+// the first truncated call: a replay would answer the module from an incomplete recording
+// (plugin_call answers and store values missing) and report departures that are not there.
+func (s *Session) Replayable() error {
+	for i, c := range s.Calls {
+		if c.Truncated != nil {
+			return fmt.Errorf("%w: calls[%d] (%s) was recorded only up to the capture's bounds, and %d host calls (%d bytes) after them were left out; "+
+				"a replay would report departures that are not there (docs/sessions.md, \"Bounds\")",
+				ErrTruncated, i, c.Export, c.Truncated.Exchanges, c.Truncated.Bytes)
+		}
+	}
+	if s.Truncated != nil {
+		return fmt.Errorf("%w: %d host calls (%d bytes) were left out (docs/sessions.md, \"Bounds\")", ErrTruncated, s.Truncated.Exchanges, s.Truncated.Bytes)
+	}
+	return nil
+}
+
+// What one kept exchange or store entry costs besides its bytes: the struct and the slice
+// and string headers it holds, so that many empty exchanges count too.
+const (
+	ExchangeOverhead   = int64(unsafe.Sizeof(Exchange{}))
+	StoreEntryOverhead = 64 // a map entry's key and value headers, and its share of the buckets
+)
+
+// Size is what x takes in a recording, in bytes: its key, method, payloads and error, and
+// ExchangeOverhead.
+func (x *Exchange) Size() int64 {
+	return ExchangeOverhead + int64(len(x.Fn)+len(x.Method)+len(x.Key)+len(x.Request)+len(x.Response)+len(x.Old)+len(x.Value)+len(x.Error))
+}
+
+// StoreEntrySize is what a StoreBefore entry takes, in bytes.
+func StoreEntrySize(key string, value []byte) int64 {
+	return StoreEntryOverhead + int64(len(key)+len(value))
+}
+
+// Size is what c takes in a recording, in bytes: its exchanges, its store entries and its
+// result (the reason and what it published).
+func (c *Call) Size() int64 {
+	n := int64(len(c.Export) + len(c.Result.Status) + len(c.Result.Reason))
+	for i := range c.Exchanges {
+		n += c.Exchanges[i].Size()
+	}
+	for k, v := range c.StoreBefore {
+		n += StoreEntrySize(k, v)
+	}
+	for k, v := range c.Result.Published {
+		n += StoreEntryOverhead + int64(len(k)+len(v))
+	}
+	return n
 }
 
 // The host functions an Exchange may be of.

@@ -46,6 +46,7 @@ type callState struct {
 
 	rec      *session.Call // the call's record, when the host records its type (record.go)
 	recKeys  map[string]bool
+	recBytes int64 // what rec holds, as session.Exchange.Size and StoreEntrySize count
 	recStart time.Time
 }
 
@@ -246,11 +247,15 @@ func (m *Module) hostKVGet(ctx context.Context, mod api.Module, stack []uint64) 
 	}
 	kv.mu.Unlock()
 	if !ok {
-		st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Code: abi.CodeNotFound})
+		if st.recording() {
+			st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Code: abi.CodeNotFound})
+		}
 		ret(stack, abi.CodeNotFound)
 		return
 	}
-	st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Value: v, Code: int32(len(v))})
+	if st.recording() {
+		st.note(session.Exchange{Fn: session.KVGet, Key: string(key), Value: v, Code: int32(len(v))})
+	}
 	ret(stack, int32(len(v)))
 }
 
@@ -287,7 +292,9 @@ func (m *Module) hostKVSet(ctx context.Context, mod api.Module, stack []uint64) 
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why
 	}
-	stateOf(ctx).note(session.Exchange{Fn: session.KVSet, Key: string(key), Value: val, Code: code, Error: why})
+	if stateOf(ctx).recording() {
+		stateOf(ctx).note(session.Exchange{Fn: session.KVSet, Key: string(key), Value: val, Code: code, Error: why})
+	}
 	ret(stack, code)
 }
 
@@ -303,7 +310,9 @@ func (m *Module) hostKVDelete(ctx context.Context, mod api.Module, stack []uint6
 	}
 	stateOf(ctx).noteBefore(kv, key)
 	kv.delete(string(key))
-	stateOf(ctx).note(session.Exchange{Fn: session.KVDelete, Key: string(key)})
+	if stateOf(ctx).recording() {
+		stateOf(ctx).note(session.Exchange{Fn: session.KVDelete, Key: string(key)})
+	}
 	ret(stack, abi.StatusOK)
 }
 
@@ -345,7 +354,9 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		ep, err := policy(st.pluginType, st.socket, st.endpoint)
 		if err != nil {
 			st.pluginCallErr = err.Error()
-			st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeDenied, Error: err.Error()})
+			if st.recording() {
+				st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeDenied, Error: err.Error()})
+			}
 			m.sb.log.LogAttrs(ctx, slog.LevelWarn, "plugin_call refused",
 				slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 				slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
@@ -375,7 +386,9 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	if err != nil {
 		st.pluginCallErr = err.Error()
-		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeFailed, Error: err.Error()})
+		if st.recording() {
+			st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeFailed, Error: err.Error()})
+		}
 		m.sb.log.LogAttrs(ctx, slog.LevelDebug, "plugin_call failed",
 			slog.String("plugin_type", st.pluginType), slog.String("plugin", st.plugin),
 			slog.String("handler", m.file), slog.String("method", string(method)), slog.Any("error", err))
@@ -384,11 +397,15 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 	}
 	if len(out) > maxResp {
 		st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d (handlers.limits.pluginCallResponseSize)", len(out), maxResp)
-		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeTooLarge, Error: st.pluginCallErr})
+		if st.recording() {
+			st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeTooLarge, Error: st.pluginCallErr})
+		}
 		ret(stack, abi.CodeTooLarge)
 		return
 	}
-	st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Response: out, Code: int32(len(out))})
+	if st.recording() {
+		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Response: out, Code: int32(len(out))})
+	}
 	copy(resp, out)
 	ret(stack, int32(len(out)))
 }

@@ -37,7 +37,9 @@ func (m *Module) hostKVCompareAndSet(ctx context.Context, mod api.Module, stack 
 	if why != "" {
 		stateOf(ctx).pluginCallErr = why
 	}
-	stateOf(ctx).note(session.Exchange{Fn: session.KVCAS, Key: string(key), Old: old, OldAbsent: old == nil, Value: val, Delete: val == nil, Code: code, Error: why})
+	if st := stateOf(ctx); st.recording() {
+		st.note(session.Exchange{Fn: session.KVCAS, Key: string(key), Old: old, OldAbsent: old == nil, Value: val, Delete: val == nil, Code: code, Error: why})
+	}
 	ret(stack, code)
 }
 

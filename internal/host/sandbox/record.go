@@ -37,27 +37,68 @@ func (m *Module) startRecord(st *callState) {
 	st.recKeys, st.recStart = map[string]bool{}, time.Now()
 }
 
+// The bounds of one call's recording, counted as the host functions fill it (note,
+// noteBefore), before anything is copied. Past either the recording stops adding, for the rest
+// of the call, and says what it left out (session.Call.Truncated); the call itself runs on as it
+// would unrecorded. They are constants, not handlers.limits keys: they bound what a debugging
+// aid keeps, which no operator needs to move to run a handler.
+//
+// The figures: a real registration records a few exchanges of a few hundred bytes (the shipped
+// CSI handler's register: a kv_get, a plugin_call NodeGetInfo answered in ~100-400 bytes, a
+// kv_compare_and_set of a ~100-byte record; the DRA and example handlers one or two kv_* calls
+// of a path). 256 exchanges leave room for the 16 plugin_calls handlers.limits allows
+// (pluginCallsPerCall) and 240 store accesses; 2 MiB holds one answer of the default
+// pluginCallResponseSize (1 MiB) with the store values the call reads. A handler reading a
+// 60,000-byte value in a loop stops being recorded after ~34 reads instead of holding
+// gigabytes. What the capture keeps across calls has bounds of its own (internal/capture).
+const (
+	MaxRecordExchanges = 256
+	MaxRecordBytes     = 2 << 20
+)
+
+// recording says whether st's call is being recorded: the host functions build an exchange for
+// note only then, so that a call of a type not captured costs nothing more.
+func (st *callState) recording() bool { return st != nil && st.rec != nil }
+
 // noteBefore records, when st's call is recorded, the value key has in kv before the call
 // first touches it: the part of the store the call saw, which is what a replay needs (and
 // costs what the call's own accesses cost, not a copy of the store per call).
 func (st *callState) noteBefore(kv *kvStore, key []byte) {
-	if st == nil || st.rec == nil || kv == nil || st.recKeys[string(key)] {
+	if !st.recording() || kv == nil || st.rec.Truncated != nil || st.recKeys[string(key)] {
 		return
 	}
-	st.recKeys[string(key)] = true
 	kv.mu.Lock()
+	defer kv.mu.Unlock()
 	v, ok := kv.m[string(key)]
+	size := session.StoreEntryOverhead + int64(len(key)+len(v))
+	if !st.fits(0, size) {
+		st.rec.Truncated = st.rec.Truncated.Add(0, size)
+		return
+	}
+	st.recBytes += size
+	st.recKeys[string(key)] = true
 	if ok {
 		st.rec.StoreBefore[string(key)] = slices.Clone(v)
 	}
-	kv.mu.Unlock()
 }
 
-// note records one exchange of st's call, when it is recorded. Byte slices are copied.
+// fits says whether n more exchanges of b bytes fit the bounds of st's recording.
+func (st *callState) fits(n int, b int64) bool {
+	return st.rec.Truncated == nil && len(st.rec.Exchanges)+n <= MaxRecordExchanges && st.recBytes+b <= MaxRecordBytes
+}
+
+// note records one exchange of st's call, when it is recorded and the exchange fits its
+// bounds; past them, it counts what it leaves out. Byte slices are copied.
 func (st *callState) note(x session.Exchange) {
-	if st == nil || st.rec == nil {
+	if !st.recording() {
 		return
 	}
+	size := x.Size()
+	if !st.fits(1, size) {
+		st.rec.Truncated = st.rec.Truncated.Add(1, size)
+		return
+	}
+	st.recBytes += size
 	x.Request, x.Response = slices.Clone(x.Request), slices.Clone(x.Response)
 	x.Old, x.Value = slices.Clone(x.Old), slices.Clone(x.Value)
 	st.rec.Exchanges = append(st.rec.Exchanges, x)
@@ -69,7 +110,7 @@ func (m *Module) endRecord(st *callState, p registration.PluginInfo, published m
 	if c == nil {
 		return
 	}
-	st.rec, st.recKeys = nil, nil
+	st.rec, st.recKeys, st.recBytes = nil, nil, 0
 	c.Duration = time.Since(st.recStart)
 	switch {
 	case err == nil:
