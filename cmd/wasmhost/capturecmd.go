@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,31 +58,18 @@ Replay a session against a module with wasmhost handler test --replay FILE.`,
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			taken := map[string]bool{}
-			for _, s := range resp.GetSessions() {
-				// What the daemon sent is checked as any session file is read.
-				if _, err := session.Unmarshal(s.GetYaml()); err != nil {
-					return fmt.Errorf("the session of %s from the daemon: %w", safeText(s.GetSocket()), err)
-				}
-				base := fileSafe(s.GetPluginType()) + "-" + fileSafe(s.GetPluginName())
-				name := base + ".yaml"
-				for i := 2; taken[name]; i++ {
-					name = fmt.Sprintf("%s-%d.yaml", base, i)
-				}
-				taken[name] = true
-				path := filepath.Join(dir, name)
-				if err := os.WriteFile(path, s.GetYaml(), 0o600); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", path, safeText(s.GetSocket()))
-			}
+			failed := writeSessions(cmd.OutOrStdout(), cmd.ErrOrStderr(), dir, resp.GetSessions())
 			if len(resp.GetSessions()) == 0 && all {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No session kept: no plugin registered since the daemon started, or capture is opted out for every type.")
 			}
-			if m := resp.GetMissing(); len(m) > 0 {
-				return fmt.Errorf("no session kept for %s (none registered since the daemon started, or its type opted out of capture)", safeText(strings.Join(m, ", ")))
+			var errs []error
+			if failed > 0 {
+				errs = append(errs, fmt.Errorf("%d of the %d sessions were not written (named above)", failed, len(resp.GetSessions())))
 			}
-			return nil
+			if m := resp.GetMissing(); len(m) > 0 {
+				errs = append(errs, fmt.Errorf("no session kept for %s (none registered since the daemon started, or its type opted out of capture)", safeText(strings.Join(m, ", "))))
+			}
+			return errors.Join(errs...)
 		},
 	}
 	def := os.Getenv(envAdminSocket)
@@ -94,17 +82,33 @@ Replay a session against a module with wasmhost handler test --replay FILE.`,
 	return cmd
 }
 
-// fileSafe makes s a file name: what is not a letter, digit, '.', '-' or '_' becomes '_'.
-func fileSafe(s string) string {
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			return r
+// writeSessions writes each session to its own file in dir, named by session.FileNamer (a
+// name too long for the file system is shortened, and stays unique), and prints each path
+// written to out. A session it cannot write (the daemon sent one that does not read, or the
+// file system refused the file) is named on errOut, and the others are written all the same;
+// it returns how many were not.
+func writeSessions(out, errOut io.Writer, dir string, sessions []*adminv1.CapturedSession) (failed int) {
+	var names session.FileNamer
+	for _, s := range sessions {
+		who := safeText(s.GetPluginType() + " " + s.GetPluginName() + " (" + s.GetSocket() + ")")
+		// What the daemon sent is checked as any session file is read.
+		parsed, err := session.Unmarshal(s.GetYaml())
+		if err != nil {
+			fmt.Fprintf(errOut, "not written: the session of %s from the daemon: %s\n", who, safeText(err.Error()))
+			failed++
+			continue
 		}
-		return '_'
-	}, s)
-	if s == "" || s[0] == '.' {
-		s = "_" + s
+		path := filepath.Join(dir, names.Name(s.GetPluginType(), s.GetPluginName()))
+		if err := os.WriteFile(path, s.GetYaml(), 0o600); err != nil {
+			fmt.Fprintf(errOut, "not written: the session of %s: %s\n", who, safeText(err.Error()))
+			failed++
+			continue
+		}
+		fmt.Fprintf(out, "%s\t%s\n", path, safeText(s.GetSocket()))
+		if t := parsed.Truncated; t != nil {
+			fmt.Fprintf(errOut, "%s: truncated at the capture's bounds, %d host calls (%d bytes) left out: a replay refuses it (docs/sessions.md, \"Bounds\")\n",
+				path, t.Exchanges, t.Bytes)
+		}
 	}
-	return s
+	return failed
 }

@@ -31,13 +31,23 @@ import (
 // its socket once it answers. Cleanup stops it and waits for Run.
 func clientTestServer(t *testing.T, src *admintest.Source) (*admin.Server, string) {
 	t.Helper()
+	return clientTestServerWith(t, src, nil)
+}
+
+// clientTestServerWith is clientTestServer with the server's config changed by edit first.
+func clientTestServerWith(t *testing.T, src *admintest.Source, edit func(*admin.Config)) (*admin.Server, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "admin.sock")
-	srv, err := admin.New(admin.Config{Store: src.Store(), Ready: src.Ready, SocketPath: sock, Version: "v0.0.0-test", ShutdownTimeout: time.Second})
+	cfg := admin.Config{Store: src.Store(), Ready: src.Ready, SocketPath: sock, Version: "v0.0.0-test", ShutdownTimeout: time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := admin.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	var answers sessionAnswers
 	var types []string
 	for _, f := range o.replay {
-		s, err := session.Load(f)
+		s, err := session.LoadReplayable(f)
 		if err != nil {
 			return err
 		}

@@ -274,7 +274,7 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 						return fmt.Errorf("--%s and --replay: the plugin, and what answers its plugin_calls, come from the session", f)
 					}
 				}
-				if sess, err = session.Load(o.replay); err != nil {
+				if sess, err = session.LoadReplayable(o.replay); err != nil {
 					return err
 				}
 			}

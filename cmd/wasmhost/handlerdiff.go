@@ -220,7 +220,7 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 	var sessions []*session.Session
 	var types []string
 	for _, f := range files {
-		s, err := session.Load(f)
+		s, err := session.LoadReplayable(f)
 		if err != nil {
 			return err
 		}

@@ -73,3 +73,90 @@ func TestOff(t *testing.T) {
 		t.Error("a nil ring records")
 	}
 }
+
+// bigCall is a call of n kv_get exchanges of a value of size bytes each.
+func bigCall(export string, n, size int) session.Call {
+	c := call(export)
+	v := make(session.Bytes, size)
+	for range n {
+		c.Exchanges = append(c.Exchanges, session.Exchange{Fn: session.KVGet, Key: "v", Value: v, Code: int32(size)})
+	}
+	return c
+}
+
+// TestSessionBounds: the calls of one session hold at most MaxSessionBytes and
+// MaxSessionExchanges; a call past them keeps its result and what fits, and the session says
+// what was left out.
+func TestSessionBounds(t *testing.T) {
+	r := New(Config{Sessions: 16})
+	p := registration.PluginInfo{Socket: "/s/a.sock", Type: "T", Name: "a"}
+	// Three calls of 1.9 MiB each: the third does not fit beside the first two.
+	for _, e := range []string{session.Validate, session.Register, session.Register} {
+		r.Record(p, session.Handler{}, bigCall(e, 30, 64<<10))
+	}
+	s, _ := r.Sessions(nil)
+	if len(s) != 1 || len(s[0].Calls) != 3 {
+		t.Fatalf("%d sessions", len(s))
+	}
+	var size int64
+	for _, c := range s[0].Calls {
+		size += c.Size()
+	}
+	last := s[0].Calls[2]
+	if size > MaxSessionBytes || r.Bytes() != size {
+		t.Errorf("the session holds %d bytes, the ring says %d; the bound is %d", size, r.Bytes(), MaxSessionBytes)
+	}
+	if last.Truncated == nil || last.Truncated.Exchanges+len(last.Exchanges) != 30 || last.Result.Status != session.StatusOK {
+		t.Errorf("the third call: %d exchanges kept, truncated %+v, result %+v", len(last.Exchanges), last.Truncated, last.Result)
+	}
+	if s[0].Truncated == nil || *s[0].Truncated != *last.Truncated || s[0].Calls[0].Truncated != nil {
+		t.Errorf("session truncated %+v, want the third call's %+v", s[0].Truncated, last.Truncated)
+	}
+	if err := s[0].Replayable(); err == nil {
+		t.Error("a truncated session is replayable")
+	}
+	// Many small exchanges: bounded in number.
+	r.Record(p, session.Handler{}, bigCall(session.Validate, 3*MaxSessionExchanges, 1))
+	s, _ = r.Sessions(nil)
+	if n := len(s[0].Calls[0].Exchanges); n != MaxSessionExchanges || s[0].Truncated.Exchanges != 2*MaxSessionExchanges {
+		t.Errorf("%d exchanges kept, %+v left out", n, s[0].Truncated)
+	}
+	// A validate starts afresh: the ring holds the new session only.
+	r.Record(p, session.Handler{}, call(session.Validate))
+	s, _ = r.Sessions(nil)
+	if s[0].Truncated != nil || r.Bytes() != s[0].Calls[0].Size() {
+		t.Errorf("after a fresh validate: truncated %+v, ring %d bytes", s[0].Truncated, r.Bytes())
+	}
+}
+
+// TestRingBytes: every type's sessions together hold at most MaxBytes; past it the session
+// added to longest ago goes first, whatever its type.
+func TestRingBytes(t *testing.T) {
+	r := New(Config{Sessions: 16})
+	h := session.Handler{}
+	r.Record(registration.PluginInfo{Socket: "/s/first.sock", Type: "Other", Name: "first"}, h, call(session.Validate))
+	var want []string
+	for i := range 3 * MaxBytes / MaxSessionBytes {
+		typ := []string{"A", "B", "C"}[i%3]
+		p := registration.PluginInfo{Socket: "/s/" + string(rune('a'+i)) + ".sock", Type: typ, Name: string(rune('a' + i))}
+		r.Record(p, h, bigCall(session.Validate, 60, 64<<10)) // ~3.9 MiB
+		want = append(want, p.Name)
+		if r.Bytes() > MaxBytes {
+			t.Fatalf("after %d sessions the ring holds %d bytes, over %d", i+1, r.Bytes(), MaxBytes)
+		}
+	}
+	all, _ := r.Sessions(nil)
+	var got []string
+	var size int64
+	for _, s := range all {
+		got = append(got, s.Plugin.Name)
+		for _, c := range s.Calls {
+			size += c.Size()
+		}
+	}
+	slices.Sort(got)
+	want = want[len(want)-len(got):]
+	if size != r.Bytes() || !slices.Equal(got, want) || len(got) < MaxBytes/MaxSessionBytes-1 {
+		t.Errorf("kept %v (%d bytes, the ring says %d); want the newest %v", got, size, r.Bytes(), want)
+	}
+}

@@ -60,6 +60,9 @@ func NewSession(p registration.PluginInfo, steps []Step) *session.Session {
 		}
 		s.Handler = st.Handler
 		s.Calls = append(s.Calls, *st.Record)
+		if t := st.Record.Truncated; t != nil {
+			s.Truncated = s.Truncated.Add(t.Exchanges, t.Bytes)
+		}
 	}
 	return s
 }
@@ -91,7 +94,8 @@ type ReplayStep struct {
 	Departures []string
 }
 
-// Replay makes the calls of s, in order, on m: before each, the plugin type's store is the one
+// Replay makes the calls of s, in order, on m (s must be complete: session.Replayable; a
+// truncated session would show departures that are not there): before each, the plugin type's store is the one
 // the session saw; the module's plugin_calls are answered from the session (no plugin is
 // called). It says, per call, where the module departs from the recording: a plugin_call the
 // session does not have (it fails, as a plugin that does not answer) or does not make, a
@@ -125,6 +129,10 @@ func (hs *Harness) Replay(ctx context.Context, m *host.Module, s *session.Sessio
 		var got []session.Exchange
 		if st.Record != nil {
 			got = st.Record.Exchanges
+			if t := st.Record.Truncated; t != nil {
+				rs.Departures = append(rs.Departures, fmt.Sprintf("the replay's own recording stopped at its bounds, %d host calls (%d bytes) left out: "+
+					"its store reads and writes past them are not compared", t.Exchanges, t.Bytes))
+			}
 		}
 		rs.Departures = append(rs.Departures, kvDepartures(c.Exchanges, got, mode)...)
 		rs.Departures = append(rs.Departures, resultDepartures(c.Result, st)...)

@@ -350,6 +350,20 @@ func Load(path string) (*Session, error) {
 	return s, nil
 }
 
+// LoadReplayable reads the session file at path for a replay (`handler test --replay`,
+// `handler diff`, `handler bench --replay`): a session that is not complete (Replayable) is
+// refused, with an error that names the file and matches ErrTruncated.
+func LoadReplayable(path string) (*Session, error) {
+	s, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Replayable(); err != nil {
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	return s, nil
+}
+
 // Save writes s to path (mode 0600: a session holds what plugins answered).
 func Save(path string, s *Session) error {
 	b, err := Marshal(s)
