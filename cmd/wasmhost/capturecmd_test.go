@@ -65,3 +65,32 @@ func TestCaptureAllLongNames(t *testing.T) {
 		t.Errorf("%d entries in the directory, want %d (no file elsewhere)", len(entries), len(names))
 	}
 }
+
+// TestReplayRefusesTruncated: handler test --replay, handler diff and handler bench --replay
+// refuse a session whose recording stopped at a bound, naming the file and the call, rather
+// than report departures that are not there.
+func TestReplayRefusesTruncated(t *testing.T) {
+	dir, cache := handlerCmdDir(t)
+	wasm := handlerCmdCopy(t, dir, filepath.Join("..", "..", "internal", "host", "testdata", "kvread.wasm"))
+	sess := filepath.Join(dir, "s.yaml")
+	s := &session.Session{
+		Plugin: session.Plugin{Socket: "/r/p.sock", Type: "kvread.example", Name: "p"},
+		Calls: []session.Call{{Export: session.Validate, Result: session.Result{Status: session.StatusOK},
+			Exchanges: []session.Exchange{{Fn: session.KVGet, Key: "v", Code: -1}},
+			Truncated: &session.Truncated{Exchanges: 4967, Bytes: 298_000_000}}},
+	}
+	if err := session.Save(sess, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"handler", "test", wasm, "--replay", sess, "--cache-dir", cache},
+		{"handler", "diff", wasm, wasm, sess, "--cache-dir", cache},
+		{"handler", "bench", wasm, "--replay", sess, "--duration", "10ms"},
+	} {
+		out, err := handlerCmdRun(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "session "+sess+": session: truncated: calls[0] (validate)") ||
+			!strings.Contains(err.Error(), "4967 host calls") || strings.Contains(out, "departs") {
+			t.Errorf("%s: %v\n%s", args[1], err, out)
+		}
+	}
+}

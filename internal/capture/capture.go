@@ -29,9 +29,11 @@ import (
 // exchanges (the shipped CSI handler: a kv_get, a plugin_call NodeGetInfo of a few hundred
 // bytes, a kv_compare_and_set); a session of 16 calls of that kind is ~16 KiB, and the
 // default 16 sessions of three types under 1 MiB. A session gets room for two calls at the
-// sandbox's bound per call (2 MiB, 256 exchanges: a validate and a register that each read a
-// large answer); the whole ring 32 MiB, eight sessions at their bound or some 2,000 real ones,
-// so that a hostile handler costs the daemon at most that, whatever the number of types.
+// sandbox's bound per call (1 MiB, 256 exchanges: a validate and a register that each read a
+// large answer); the whole ring 16 MiB, eight sessions at their bound or some 10,000 real
+// ones, so that hostile handlers cost the daemon at most that, whatever the number of types,
+// and `wasmhost plugins capture --all` gets its answer (YAML, the binary values in base64, ~22
+// MB at the bound) in about a second.
 const (
 	// MaxCalls bounds the calls one session keeps: a plugin whose calls come without a
 	// validate between them (retries of a failing register) starts its session afresh past it.
@@ -41,11 +43,11 @@ const (
 	// joining the session keeps its export and result, and what of its store values and
 	// exchanges still fits; the rest is counted in its Truncated.
 	MaxSessionExchanges = 1024
-	MaxSessionBytes     = 4 << 20
+	MaxSessionBytes     = 2 << 20
 	// MaxBytes bounds what the ring holds, every session of every type together: past it the
 	// session added to longest ago is dropped, whatever its type, until the ring fits again
 	// (the one just added is kept).
-	MaxBytes = 32 << 20
+	MaxBytes = 16 << 20
 )
 
 // Config configures a Ring.

@@ -90,9 +90,10 @@ func bigCall(export string, n, size int) session.Call {
 func TestSessionBounds(t *testing.T) {
 	r := New(Config{Sessions: 16})
 	p := registration.PluginInfo{Socket: "/s/a.sock", Type: "T", Name: "a"}
-	// Three calls of 1.9 MiB each: the third does not fit beside the first two.
+	// Three calls of 45 % of the bound each: the third does not fit beside the first two.
+	n := MaxSessionBytes * 45 / 100 / (64 << 10)
 	for _, e := range []string{session.Validate, session.Register, session.Register} {
-		r.Record(p, session.Handler{}, bigCall(e, 30, 64<<10))
+		r.Record(p, session.Handler{}, bigCall(e, n, 64<<10))
 	}
 	s, _ := r.Sessions(nil)
 	if len(s) != 1 || len(s[0].Calls) != 3 {
@@ -106,7 +107,7 @@ func TestSessionBounds(t *testing.T) {
 	if size > MaxSessionBytes || r.Bytes() != size {
 		t.Errorf("the session holds %d bytes, the ring says %d; the bound is %d", size, r.Bytes(), MaxSessionBytes)
 	}
-	if last.Truncated == nil || last.Truncated.Exchanges+len(last.Exchanges) != 30 || last.Result.Status != session.StatusOK {
+	if last.Truncated == nil || last.Truncated.Exchanges+len(last.Exchanges) != n || last.Result.Status != session.StatusOK {
 		t.Errorf("the third call: %d exchanges kept, truncated %+v, result %+v", len(last.Exchanges), last.Truncated, last.Result)
 	}
 	if s[0].Truncated == nil || *s[0].Truncated != *last.Truncated || s[0].Calls[0].Truncated != nil {
@@ -139,7 +140,7 @@ func TestRingBytes(t *testing.T) {
 	for i := range 3 * MaxBytes / MaxSessionBytes {
 		typ := []string{"A", "B", "C"}[i%3]
 		p := registration.PluginInfo{Socket: "/s/" + string(rune('a'+i)) + ".sock", Type: typ, Name: string(rune('a' + i))}
-		r.Record(p, h, bigCall(session.Validate, 60, 64<<10)) // ~3.9 MiB
+		r.Record(p, h, bigCall(session.Validate, MaxSessionBytes*95/100/(64<<10), 64<<10))
 		want = append(want, p.Name)
 		if r.Bytes() > MaxBytes {
 			t.Fatalf("after %d sessions the ring holds %d bytes, over %d", i+1, r.Bytes(), MaxBytes)

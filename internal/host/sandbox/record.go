@@ -47,13 +47,14 @@ func (m *Module) startRecord(st *callState) {
 // CSI handler's register: a kv_get, a plugin_call NodeGetInfo answered in ~100-400 bytes, a
 // kv_compare_and_set of a ~100-byte record; the DRA and example handlers one or two kv_* calls
 // of a path). 256 exchanges leave room for the 16 plugin_calls handlers.limits allows
-// (pluginCallsPerCall) and 240 store accesses; 2 MiB holds one answer of the default
-// pluginCallResponseSize (1 MiB) with the store values the call reads. A handler reading a
-// 60,000-byte value in a loop stops being recorded after ~34 reads instead of holding
-// gigabytes. What the capture keeps across calls has bounds of its own (internal/capture).
+// (pluginCallsPerCall) and 240 store accesses; 1 MiB is over a thousand times a real call, and
+// holds answers of up to about 1 MiB (pluginCallResponseSize's default): a call that reads
+// more is recorded in part and says so. A handler reading a 60,000-byte value in a loop stops
+// being recorded after ~17 reads instead of holding gigabytes. What the capture keeps across
+// calls has bounds of its own (internal/capture).
 const (
 	MaxRecordExchanges = 256
-	MaxRecordBytes     = 2 << 20
+	MaxRecordBytes     = 1 << 20
 )
 
 // recording says whether st's call is being recorded: the host functions build an exchange for
