@@ -22,11 +22,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 )
 
-// cosignVersion is the cosign .ci/run builds (go install …/cosign/v3/cmd/cosign@v3.1.3).
+// cosignVersion is the cosign hack/cosign builds (go install …/cosign/v3/cmd/cosign@v3.1.3),
+// which make test-interop (so make test) and CI run before these tests.
 const cosignVersion = "v3.1.3"
 
-// cosignBinary returns the cosign binary: $WASMHOST_COSIGN, or the one .ci/run builds into
-// ~/.cache/wasmhost/cosign-v3.1.3/. Without it the test skips, and fails in CI.
+// cosignBinary returns the cosign binary: $WASMHOST_COSIGN (make test-interop sets it), or
+// the one hack/cosign builds into ~/.cache/wasmhost/cosign-v3.1.3/. Without it the test skips
+// (go test alone does not build it), and fails in CI.
 func cosignBinary(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("WASMHOST_COSIGN")
@@ -36,11 +38,30 @@ func cosignBinary(t *testing.T) string {
 	}
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("cosign %s is required in CI (.ci/run builds it): %v", cosignVersion, err)
+			t.Fatalf("cosign %s is required in CI (make test builds it with hack/cosign): %v", cosignVersion, err)
 		}
-		t.Skipf("cosign %s not built (GOBIN=~/.cache/wasmhost/cosign-%s go install github.com/sigstore/cosign/v3/cmd/cosign@%s): %v", cosignVersion, cosignVersion, cosignVersion, err)
+		t.Skipf("cosign %s not built (make test-interop builds it, or hack/cosign alone): %v", cosignVersion, err)
 	}
 	return bin
+}
+
+// TestCosignBuiltAtTheTestedVersion: hack/cosign, which make test and CI run, builds the
+// cosign these tests are written for.
+func TestCosignBuiltAtTheTestedVersion(t *testing.T) {
+	b, err := os.ReadFile("../../hack/cosign")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nversion="+cosignVersion+" ") {
+		t.Errorf("hack/cosign does not build cosign %s, the version these tests are written for", cosignVersion)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "hack/cosign") {
+		t.Error("make test-interop does not build cosign with hack/cosign: the cosign tests would skip")
+	}
 }
 
 // cosignSignArgs is how docs/configuration.md signs a pushed handler offline with a key: a
