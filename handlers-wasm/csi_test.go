@@ -45,7 +45,7 @@ var nodeInfoBytes = []byte{
 
 // csiCaller answers NodeGetInfo with its answer function's result, and counts the calls.
 type csiCaller struct {
-	t      *testing.T
+	t      testing.TB
 	answer func() ([]byte, error)
 	calls  int
 }
@@ -59,7 +59,7 @@ func (c *csiCaller) Call(_ context.Context, _, method string, req []byte, _ int)
 }
 
 // csiRig loads the csi handler with NodeGetInfo answered by nodeInfoBytes (change c.answer).
-func csiRig(t *testing.T) (*rig, *csiCaller) {
+func csiRig(t testing.TB) (*rig, *csiCaller) {
 	c := &csiCaller{t: t, answer: func() ([]byte, error) { return nodeInfoBytes, nil }}
 	return newRig(t, "csi", csiType, c), c
 }

@@ -19,7 +19,7 @@ import (
 // rig is one shipped handler, built as the Makefile builds it and loaded in the daemon's host
 // (through the harness, which records each call's outcome, logs and store).
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	hs  *harness.Harness
 	m   *host.Module
 	typ string
@@ -27,7 +27,7 @@ type rig struct {
 
 // newRig builds handlers-wasm/<name> and loads it for plugin type typ, with plugin_call granted
 // and answered by caller when caller is not nil.
-func newRig(t *testing.T, name, typ string, caller host.PluginCaller) *rig {
+func newRig(t testing.TB, name, typ string, caller host.PluginCaller) *rig {
 	t.Helper()
 	path := guestbuild.Shipped(t, name)
 	cfg := harness.Config{CallTimeout: time.Minute, AllowInsecure: true, Caller: caller}
