@@ -77,6 +77,7 @@ type Options struct {
 type Notification struct {
 	Registered bool
 	Error      string
+	At         time.Time // when the plugin received it
 }
 
 // Plugin is a running fake plugin. Its methods are safe for concurrent use.
@@ -291,7 +292,7 @@ func (p *Plugin) getInfo(ctx context.Context) (any, error) {
 }
 
 func (p *Plugin) notify(ctx context.Context, st *regapi.RegistrationStatus) (any, error) {
-	n := Notification{Registered: st.GetPluginRegistered(), Error: st.GetError()}
+	n := Notification{Registered: st.GetPluginRegistered(), Error: st.GetError(), At: time.Now()}
 	p.record(n)
 	switch p.opts.Notify {
 	case NotifyFailFalse:

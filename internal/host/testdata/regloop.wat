@@ -1,0 +1,15 @@
+;; Type "regloop.example". validate accepts; register never returns (it ends at its CPU budget
+;; or deadline); deregister accepts.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0fregloop.example")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 17)))
+    (i32.const 0))
+  (func (export "wasmhost_validate") (param i32) (result i32) (i32.const 0))
+  (func (export "wasmhost_register") (param i32) (result i32)
+    (loop $forever (br $forever))
+    (i32.const 0))
+  (func (export "wasmhost_deregister") (param i32) (result i32) (i32.const 0)))
