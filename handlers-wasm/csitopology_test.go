@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -101,9 +103,20 @@ func BenchmarkCSITopology(b *testing.B) {
 	r, c := csiRig(b)
 	c.answer = func() ([]byte, error) { return answer, nil }
 	p := r.plugin("d", "/r/d-reg.sock", "/d.sock", "1.0.0")
+	cpu0 := processCPU()
 	for b.Loop() {
 		if st := r.hs.Do(b.Context(), r.m, harness.Register, p); st.Outcome != harness.OK {
 			b.Fatalf("register: %s %s", st.Outcome, st.Reason)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// processCPU is the CPU time the test process used so far (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
