@@ -25,6 +25,7 @@ const (
 	ReasonPluginLost         = "PluginLost"         // a registered plugin's server went away
 	ReasonHandlerQuarantined = "HandlerQuarantined" // a handler's calls fail at once after repeated traps or timeouts
 	ReasonHandlerRolledBack  = "HandlerRolledBack"  // a plugin type is served by an older revision of its handler
+	ReasonPublishLeftOut     = "PublishLeftOut"     // what a plugin published is left out of the cluster's view (too large, not a valid name)
 )
 
 // Recorder takes Events to the cluster. Record must not block.
@@ -157,3 +158,29 @@ func (w *eventWatch) handlerEvents(hs []state.Handler) []Event {
 }
 
 func short(sha string) string { return sha[:min(len(sha), 12)] }
+
+// leftOutEvents returns one Event per plugin of the refusals that leave something out
+// entirely (a key refused as a label only is still an attribute: no Event), in the order
+// given.
+func leftOutEvents(rs []Refusal) []Event {
+	var out []Event
+	at := map[string]int{}
+	for _, r := range rs {
+		if r.Label {
+			continue
+		}
+		what := "key " + r.Key
+		if r.Key == "" {
+			what = "the plugin"
+		}
+		i, ok := at[r.Socket]
+		if !ok {
+			at[r.Socket] = len(out)
+			out = append(out, Event{Warning: true, Reason: ReasonPublishLeftOut, Action: "Publish",
+				Note: fmt.Sprintf("plugin %s of type %s at %s: %s: %s", r.Plugin, r.PluginType, r.Socket, what, r.Reason)})
+			continue
+		}
+		out[i].Note += "; " + what + ": " + r.Reason
+	}
+	return out
+}

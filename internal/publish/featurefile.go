@@ -103,21 +103,24 @@ func (f *FeatureFile) ours(name string) int {
 	return i - 1
 }
 
-// Render returns the files' contents for n, each within MaxFeatureFileSize.
-func (f *FeatureFile) Render(n Node, expires time.Time) ([][]byte, error) {
+// Render returns the files' contents for n, each within MaxFeatureFileSize, and the names of
+// the entries that cannot fit in any file (left out, the rest written). Build never makes
+// one (an entry is at most MaxKeyBytes); what a file held from before might.
+func (f *FeatureFile) Render(n Node, expires time.Time) (files [][]byte, leftOut []string) {
 	header := "# Written by wasmhost: what the handlers of its plugin types published (handlers.types.<T>.publish).\n" +
 		"# Do not edit: it is rewritten every " + f.RefreshAfter().String() + "; past the expiry time nfd-worker drops it.\n" +
 		DirectivePrefix + DirectiveExpiryTime + "=" + expires.UTC().Format(time.RFC3339) + "\n"
 	// A label whose attribute says the same is one line, both; a label without one (a
 	// plugin's presence) is a label only (no-feature), an attribute without a label only an
 	// attribute (no-label). Load reads the same Node back.
-	var entries []string
+	type entry struct{ name, text string }
+	var entries []entry
 	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
 		line := k + "=" + n.Labels[k] + "\n"
 		if feat, name, _ := strings.Cut(k, "/"); n.Attributes[feat][name] != n.Labels[k] || !hasKey(n.Attributes[feat], name) {
 			line = DirectivePrefix + DirectiveNoFeature + "\n" + line
 		}
-		entries = append(entries, line)
+		entries = append(entries, entry{k, line})
 	}
 	for _, feat := range slices.Sorted(maps.Keys(n.Attributes)) {
 		a := n.Attributes[feat]
@@ -126,31 +129,28 @@ func (f *FeatureFile) Render(n Node, expires time.Time) ([][]byte, error) {
 			if v, isLabel := n.Labels[name]; isLabel && v == a[k] {
 				continue // the label's line makes it an attribute too
 			}
-			entries = append(entries, DirectivePrefix+DirectiveNoLabel+"\n"+name+"="+a[k]+"\n")
+			entries = append(entries, entry{name, DirectivePrefix + DirectiveNoLabel + "\n" + name + "=" + a[k] + "\n"})
 		}
 	}
-	var files [][]byte
 	cur := bytes.NewBufferString(header)
 	for _, e := range entries {
-		if len(header)+len(e) > MaxFeatureFileSize {
-			return nil, fmt.Errorf("a line of %d bytes cannot fit in a feature file of %d", len(e), MaxFeatureFileSize)
+		if len(header)+len(e.text) > MaxFeatureFileSize {
+			leftOut = append(leftOut, e.name)
+			continue
 		}
-		if cur.Len()+len(e) > MaxFeatureFileSize {
+		if cur.Len()+len(e.text) > MaxFeatureFileSize {
 			files = append(files, cur.Bytes())
 			cur = bytes.NewBufferString(header)
 		}
-		cur.WriteString(e)
+		cur.WriteString(e.text)
 	}
-	return append(files, cur.Bytes()), nil
+	return append(files, cur.Bytes()), leftOut
 }
 
 // Write makes the directory hold n: every file written under a dot-name, synced and renamed
 // into place, then the files of this sink beyond the ones needed removed.
 func (f *FeatureFile) Write(_ context.Context, n Node) error {
-	files, err := f.Render(n, f.now().Add(f.expiry()))
-	if err != nil {
-		return err
-	}
+	files, _ := f.Render(n, f.now().Add(f.expiry()))
 	for i, b := range files {
 		if err := writeAtomic(f.Dir, f.fileName(i), b); err != nil {
 			return err

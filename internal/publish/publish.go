@@ -56,6 +56,9 @@ type Config struct {
 	Store Store
 	// Rules are what each plugin type publishes, by type. Types without rules publish nothing.
 	Rules map[string]Rules
+	// MaxBytes bounds what the node publishes (Build, Node.Cost); what a sink held from
+	// before is kept only within it too. Defaults to DefaultMaxBytes.
+	MaxBytes int
 	// Sinks are where it goes. Required: at least one, or Events.
 	Sinks []Sink
 	// Events takes what happens to the plugins and handlers to the cluster: a plugin
@@ -79,6 +82,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
 	if c.StartGrace <= 0 {
 		c.StartGrace = time.Minute
 	}
@@ -245,7 +251,7 @@ func (p *Publisher) isSettled() bool {
 // rebuild builds the desired state from the store and wakes the sinks.
 func (p *Publisher) rebuild(start time.Time) {
 	views := p.cfg.Store.Plugins()
-	n, refused := Build(views, p.cfg.Rules)
+	n, refused := Build(views, p.cfg.Rules, p.cfg.MaxBytes)
 	settled := time.Since(start) >= p.cfg.StartGrace
 	if !settled {
 		if p.cfg.Settled != nil {
@@ -282,7 +288,12 @@ func (p *Publisher) rebuild(start time.Time) {
 	}
 	p.mu.Unlock()
 	for _, r := range fresh {
-		p.cfg.Logger.Warn("published key not taken to the cluster as asked", "plugin_type", r.PluginType, "plugin", r.Plugin, "key", r.Key, "label_only", r.Label, "reason", r.Reason)
+		p.cfg.Logger.Warn("published key not taken to the cluster as asked", "plugin_type", r.PluginType, "plugin", r.Plugin, "socket", r.Socket, "key", r.Key, "label_only", r.Label, "reason", r.Reason)
+	}
+	if p.cfg.Events != nil {
+		for _, e := range leftOutEvents(fresh) {
+			p.cfg.Events.Record(e)
+		}
 	}
 	if changed {
 		for _, w := range p.sinks {
@@ -296,6 +307,19 @@ func signal(c chan struct{}) {
 	case c <- struct{}{}:
 	default:
 	}
+}
+
+// RefusalsOf returns the refusals of the last build about the plugin at socket.
+func (p *Publisher) RefusalsOf(socket string) []Refusal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Refusal
+	for _, r := range p.refused {
+		if r.Socket == socket {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Status returns each sink's status and the refusals of the last build.
@@ -381,7 +405,7 @@ func (w *sinkWorker) run(ctx context.Context) {
 		desired, gen, settled := p.desired, p.gen, p.settled
 		p.mu.Unlock()
 		if !settled {
-			desired = merge(desired, held)
+			desired = merge(desired, held, p.cfg.MaxBytes)
 		} else {
 			held = Node{}
 		}

@@ -42,19 +42,19 @@ func TestBuild(t *testing.T) {
 		"endpoint":             "/r/a.sock", // named by no rule: stays on the node
 	})
 	register(s, "/r/b.sock", "OtherType", "other", map[string]string{"node_id": "x"})
-	n, refused := publish.Build(s.Plugins(), csiRules)
+	n, refused := publish.Build(s.Plugins(), csiRules, 0)
 
 	wantLabels := map[string]string{
 		"csi.wasmhost.dev/csi.example.com":         "true",
-		"csi.wasmhost.dev/csi.example.com.node_id": "node-1",
+		"csi.wasmhost.dev/csi.example.com_node_id": "node-1",
 	}
 	if !maps.Equal(n.Labels, wantLabels) {
 		t.Errorf("labels %v, want %v", n.Labels, wantLabels)
 	}
 	wantAttrs := map[string]string{
-		"csi.example.com.node_id":              "node-1",
-		"csi.example.com.topology":             "topology.example.com/zone=z1",
-		"csi.example.com.max_volumes_per_node": "16",
+		"csi.example.com_node_id":              "node-1",
+		"csi.example.com_topology":             "topology.example.com/zone=z1",
+		"csi.example.com_max_volumes_per_node": "16",
 	}
 	if !maps.Equal(n.Attributes["csi.wasmhost.dev"], wantAttrs) || len(n.Attributes) != 1 {
 		t.Errorf("attributes %v, want csi.wasmhost.dev: %v", n.Attributes, wantAttrs)
@@ -64,7 +64,7 @@ func TestBuild(t *testing.T) {
 	}
 	in := n.Instances["csi.wasmhost.dev"]
 	if len(in) != 1 || in[0][publish.InstanceName] != "csi.example.com" || in[0][publish.InstanceState] != "registered" ||
-		in[0][publish.InstanceSocket] != "/r/a.sock" || in[0]["node_id"] != "node-1" || in[0]["endpoint"] != "" {
+		in[0][publish.InstanceSocket] != "/r/a.sock" || len(in[0]) != 5 {
 		t.Errorf("instances %v", in)
 	}
 	for k, v := range n.Labels {
@@ -88,7 +88,7 @@ func TestBuildStaysInItsNamespace(t *testing.T) {
 		"multi":                    "line\nnode-role.kubernetes.io/master=true",
 	})
 	register(s, "/r/3.sock", "T", strings.Repeat("n", 70), map[string]string{"k": "v"})
-	n, refused := publish.Build(s.Plugins(), rules)
+	n, refused := publish.Build(s.Plugins(), rules, 0)
 	for k := range n.Labels {
 		if !strings.HasPrefix(k, "t.example.com/") || strings.Count(k, "/") != 1 {
 			t.Errorf("label %s outside t.example.com", k)
@@ -104,7 +104,7 @@ func TestBuildStaysInItsNamespace(t *testing.T) {
 			}
 		}
 	}
-	if v := n.Attributes["t.example.com"]["fine.k"]; v != strings.Repeat("v", 64) {
+	if v := n.Attributes["t.example.com"]["fine_k"]; v != strings.Repeat("v", 64) {
 		t.Errorf("the value too long for a label is not an attribute: %q", v)
 	}
 	if _, ok := n.Labels["t.example.com/"+strings.Repeat("n", 70)]; ok {
@@ -129,12 +129,14 @@ func TestBuildStandby(t *testing.T) {
 	register(s, "/r/new.sock", "CSIPlugin", "d", map[string]string{"node_id": "new"})
 	s.Actual().Add(state.Plugin{Socket: "/r/old.sock", Type: "CSIPlugin", Name: "d", Published: map[string]string{"node_id": "old"}, Standby: true})
 	s.SetStatus(state.Status{Path: "/r/old.sock", State: state.StateStandby, PluginType: "CSIPlugin", PluginName: "d"})
-	n, _ := publish.Build(s.Plugins(), csiRules)
-	if got := n.Labels["csi.wasmhost.dev/d.node_id"]; got != "new" {
+	n, _ := publish.Build(s.Plugins(), csiRules, 0)
+	if got := n.Labels["csi.wasmhost.dev/d_node_id"]; got != "new" {
 		t.Errorf("label from %q, want the active instance's", got)
 	}
-	if len(n.Instances["csi.wasmhost.dev"]) != 2 {
-		t.Errorf("instances %v, want both", n.Instances)
+	// Each value once: the active plugin's as its attribute, the standby's in its instance.
+	in := n.Instances["csi.wasmhost.dev"]
+	if len(in) != 2 || in[0]["node_id"] != "" || in[1]["node_id"] != "old" || n.Attributes["csi.wasmhost.dev"]["d_node_id"] != "new" {
+		t.Errorf("instances %v, attributes %v: want both instances, the standby's value in its own", in, n.Attributes)
 	}
 }
 
@@ -199,19 +201,19 @@ func TestFeatureFileAsNFDReadsIt(t *testing.T) {
 	f := &publish.FeatureFile{Dir: dir, Expiry: time.Hour, Now: func() time.Time { return now }}
 	s := state.New()
 	register(s, "/r/a.sock", "CSIPlugin", "csi.example.com", map[string]string{"node_id": "node-1", "topology": "zone=z1", "max_volumes_per_node": "16"})
-	n, _ := publish.Build(s.Plugins(), csiRules)
+	n, _ := publish.Build(s.Plugins(), csiRules, 0)
 	if err := f.Write(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
 	labels, features := nfdRead(t, dir, now)
-	wantLabels := map[string]string{"csi.wasmhost.dev/csi.example.com": "true", "csi.wasmhost.dev/csi.example.com.node_id": "node-1"}
+	wantLabels := map[string]string{"csi.wasmhost.dev/csi.example.com": "true", "csi.wasmhost.dev/csi.example.com_node_id": "node-1"}
 	if !maps.Equal(labels, wantLabels) {
 		t.Errorf("nfd-worker labels %v, want %v", labels, wantLabels)
 	}
 	wantFeatures := map[string]string{
-		"csi.wasmhost.dev/csi.example.com.node_id":              "node-1",
-		"csi.wasmhost.dev/csi.example.com.topology":             "zone=z1",
-		"csi.wasmhost.dev/csi.example.com.max_volumes_per_node": "16",
+		"csi.wasmhost.dev/csi.example.com_node_id":              "node-1",
+		"csi.wasmhost.dev/csi.example.com_topology":             "zone=z1",
+		"csi.wasmhost.dev/csi.example.com_max_volumes_per_node": "16",
 	}
 	if !maps.Equal(features, wantFeatures) {
 		t.Errorf("nfd-worker features %v, want %v", features, wantFeatures)
@@ -248,7 +250,7 @@ func TestFeatureFileSplits(t *testing.T) {
 	for i := range 1000 {
 		register(s, fmt.Sprintf("/r/%d.sock", i), "T", fmt.Sprintf("plugin-%d", i), map[string]string{"id": fmt.Sprintf("id-%d", i), "info": strings.Repeat("x", 100)})
 	}
-	n, refused := publish.Build(s.Plugins(), rules)
+	n, refused := publish.Build(s.Plugins(), rules, publish.MaxMaxBytes)
 	if len(refused) > 0 {
 		t.Fatal(refused)
 	}
@@ -266,7 +268,7 @@ func TestFeatureFileSplits(t *testing.T) {
 	for i := range 999 {
 		deregister(s, fmt.Sprintf("/r/%d.sock", i))
 	}
-	n, _ = publish.Build(s.Plugins(), rules)
+	n, _ = publish.Build(s.Plugins(), rules, publish.MaxMaxBytes)
 	if err := f.Write(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +277,7 @@ func TestFeatureFileSplits(t *testing.T) {
 		t.Errorf("files left: %v, want wasmhost alone", ents)
 	}
 	labels, _ = nfdRead(t, dir, now)
-	if len(labels) != 2 || labels["t.example.com/plugin-999.id"] != "id-999" {
+	if len(labels) != 2 || labels["t.example.com/plugin-999_id"] != "id-999" {
 		t.Errorf("labels %v", labels)
 	}
 }
@@ -340,7 +342,7 @@ func TestBurstIsAHandfulOfWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := state.New()
 		sink := &fakeSink{}
-		_, stop := runPublisher(t, publish.Config{Store: s, Rules: csiRules, Sinks: []publish.Sink{sink}, Coalesce: time.Second})
+		_, stop := runPublisher(t, publish.Config{Store: s, Rules: csiRules, Sinks: []publish.Sink{sink}, Coalesce: time.Second, MaxBytes: publish.MaxMaxBytes})
 		defer stop()
 		synctest.Wait()
 		for i := range 1000 {
@@ -474,7 +476,7 @@ func TestBuildNotRegistered(t *testing.T) {
 	s.SetStatus(state.Status{Path: "/r/retry.sock", State: state.StatePending, PluginType: "CSIPlugin", PluginName: "retry", LastError: "dial: refused"})
 	s.SetStatus(state.Status{Path: "/r/new.sock", State: state.StatePending, PluginType: "CSIPlugin", PluginName: "new"})
 	s.SetStatus(state.Status{Path: "/r/other.sock", State: state.StateRejected, PluginType: "OtherType", PluginName: "o"})
-	n, _ := publish.Build(s.Plugins(), csiRules)
+	n, _ := publish.Build(s.Plugins(), csiRules, 0)
 	states := map[string]string{}
 	for _, in := range n.Instances["csi.wasmhost.dev"] {
 		states[in[publish.InstanceName]] = in[publish.InstanceState]

@@ -235,6 +235,10 @@ type PluginView struct {
 	// Kubelet is the plugin's standing with the kubelet when its type is forwarded; zero
 	// otherwise.
 	Kubelet Kubelet
+	// ID is the socket's identity: the one found at the path, else the registered plugin's.
+	// Its Ctime is the file system's, which a plugin cannot set back: the publisher keeps the
+	// facts of the oldest sockets when the node's budget is full.
+	ID Identity
 }
 
 // ChangeType says what happened to a socket's view.
@@ -818,9 +822,14 @@ func (s *Store) typeOfLocked(path string) string {
 func (s *Store) viewLocked(path string) PluginView {
 	v := PluginView{Status: s.status[path], Rev: s.meta[path].rev}
 	v.Path = path
-	_, v.Desired = s.sockets[path]
+	var sock Socket
+	sock, v.Desired = s.sockets[path]
+	v.ID = sock.ID
 	v.Kubelet = s.kubelet[path]
 	if p, ok := s.plugins[path]; ok {
+		if !v.Desired {
+			v.ID = p.ID
+		}
 		v.Registered = true
 		v.PluginType, v.PluginName = p.Type, p.Name
 		v.PluginVersions = p.Versions
