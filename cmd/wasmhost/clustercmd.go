@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/kube"
 	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/state"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -90,10 +91,20 @@ handlers.types.<T>.publish is set are there.`,
 }
 
 // clusterPlugins returns the plugins a node's NodeFeature holds: the instances the daemon
-// wrote, with the keys besides its own as what the handler published.
+// wrote, with what the handler published: an active plugin's keys are its type's attributes
+// <plugin>_<key> (publish.KeyName), a standby's the instance's keys besides the daemon's own.
 func clusterPlugins(node string, n publish.Node) []clusterPlugin {
 	var out []clusterPlugin
-	for _, in := range n.Instances {
+	for ns, in := range n.Instances {
+		byPlugin := map[string]map[string]string{}
+		for name, v := range n.Attributes[ns] {
+			if plugin, key, ok := publish.SplitKeyName(name); ok {
+				if byPlugin[plugin] == nil {
+					byPlugin[plugin] = map[string]string{}
+				}
+				byPlugin[plugin][key] = v
+			}
+		}
 		for _, m := range in {
 			typ, ok := m[publish.InstanceType]
 			if !ok {
@@ -103,6 +114,9 @@ func clusterPlugins(node string, n publish.Node) []clusterPlugin {
 				Socket: m[publish.InstanceSocket], Handler: m[publish.InstanceHandler], Published: map[string]string{}}
 			if v := m[publish.InstanceVersions]; v != "" {
 				p.Versions = strings.Split(v, ",")
+			}
+			if p.State == string(state.StateRegistered) {
+				maps.Copy(p.Published, byPlugin[p.Name])
 			}
 			for k, v := range m {
 				if !strings.HasPrefix(k, "wasmhost.dev/") {

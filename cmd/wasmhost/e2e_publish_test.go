@@ -68,7 +68,7 @@ func TestE2EPublishFeatureFile(t *testing.T) {
 	sock := filepath.Join(dirs.Socket, "csi.sock")
 	p := registrationtest.Serve(t, sock, pluginInfo("CSIPlugin", "csi.example.com"), registrationtest.Options{})
 	rd.waitState(sock, reconciler.StateRegistered)
-	want := map[string]string{"csi.wasmhost.dev/csi.example.com": "true", "csi.wasmhost.dev/csi.example.com.node_id": "node-1"}
+	want := map[string]string{"csi.wasmhost.dev/csi.example.com": "true", "csi.wasmhost.dev/csi.example.com_node_id": "node-1"}
 	waitFor(t, "the plugin's labels in features.d", func() bool { return maps.Equal(featureLabels(t, features), want) })
 
 	var out string

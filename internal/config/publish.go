@@ -33,6 +33,13 @@ type PublishConfig struct {
 	InitialBackoff Duration `yaml:"initialBackoff"`
 	// MaxBackoff caps that doubling. Defaults to 2m.
 	MaxBackoff Duration `yaml:"maxBackoff"`
+	// MaxBytes bounds what the node publishes, counted in bytes as the sinks hold it: every
+	// plugin type that publishes has an equal share, each plugin at most 4 KiB, each key at
+	// most 2 KiB; what goes over is left out (the plugins of the newest sockets first) and
+	// said so. Raise it on a node that hosts many plugins in a fleet small enough for larger
+	// objects; at most 512Ki (etcd's 1.5 MiB request holds the object and its managed
+	// fields). Defaults to 16Ki: a NodeFeature of 16 KiB, what a 5,000-node fleet affords.
+	MaxBytes ByteSize `yaml:"maxBytes"`
 	// StartGrace: at start, what a sink held from the daemon's previous run is kept (not
 	// removed) until every socket found at start was tried (the daemon is ready and no
 	// socket is pending) or this long has passed, so that a restart does not take labels off
@@ -85,6 +92,14 @@ type TypePublish struct {
 	Attributes []string `yaml:"attributes"`
 }
 
+// publish.maxBytes: its default and its range (internal/publish's DefaultMaxBytes and
+// MaxMaxBytes; the least is a plugin's own bound, so that one plugin always fits).
+const (
+	DefaultPublishMaxBytes = 16 << 10
+	MinPublishMaxBytes     = 4 << 10
+	MaxPublishMaxBytes     = 512 << 10
+)
+
 // DefaultPublish are the defaults of publish: every sink off.
 func DefaultPublish() PublishConfig {
 	return PublishConfig{
@@ -93,6 +108,7 @@ func DefaultPublish() PublishConfig {
 		InitialBackoff: Duration(time.Second),
 		MaxBackoff:     Duration(2 * time.Minute),
 		StartGrace:     Duration(time.Minute),
+		MaxBytes:       DefaultPublishMaxBytes,
 	}
 }
 
@@ -147,6 +163,9 @@ func (c *Config) validatePublish(bad func(key, format string, args ...any)) {
 	}
 	if p.MaxBackoff < p.InitialBackoff {
 		bad("publish.maxBackoff", "%s is below publish.initialBackoff %s", p.MaxBackoff, p.InitialBackoff)
+	}
+	if p.MaxBytes < MinPublishMaxBytes || p.MaxBytes > MaxPublishMaxBytes {
+		bad("publish.maxBytes", "must be from %s to %s, got %s", ByteSize(MinPublishMaxBytes), ByteSize(MaxPublishMaxBytes), p.MaxBytes)
 	}
 	if p.StartGrace < 0 {
 		bad("publish.startGrace", "must not be negative, got %s", p.StartGrace)

@@ -7,6 +7,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/limits"
+	"github.com/wasmhost/wasmhost/internal/publish"
 )
 
 // TestConfigDefaultsAreTheHosts: a limit has one default. What `wasmhost config defaults`
@@ -31,6 +32,9 @@ func TestConfigDefaultsAreTheHosts(t *testing.T) {
 		{"handlers.callTimeout", time.Duration(d.Handlers.CallTimeout), host.DefaultCallTimeout},
 		{"handlers.memoryLimit", int64(d.Handlers.MemoryLimit), int64(host.DefaultMemoryLimit)},
 		{"handlers.removalGrace", time.Duration(d.Handlers.RemovalGrace), host.DefaultRemovalGrace},
+		{"publish.maxBytes", int(d.Publish.MaxBytes), publish.DefaultMaxBytes},
+		{"publish.maxBytes' most", config.MaxPublishMaxBytes, publish.MaxMaxBytes},
+		{"publish.maxBytes' least", config.MinPublishMaxBytes, publish.MaxPluginBytes},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s defaults to %v, the host's default is %v", c.key, c.got, c.want)

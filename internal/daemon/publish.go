@@ -49,6 +49,7 @@ func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 	pc := publish.Config{
 		Store:          d.state,
 		Rules:          rules,
+		MaxBytes:       int(cfg.Publish.MaxBytes),
 		Sinks:          sinks,
 		Settled:        d.publishSettled,
 		StartGrace:     time.Duration(cfg.Publish.StartGrace),

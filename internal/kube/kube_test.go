@@ -21,7 +21,7 @@ import (
 func TestNodeFeatureRoundTrip(t *testing.T) {
 	n := publish.Empty()
 	n.Labels["csi.wasmhost.dev/d"] = "true"
-	n.Attributes["csi.wasmhost.dev"] = map[string]string{"d.node_id": "n1"}
+	n.Attributes["csi.wasmhost.dev"] = map[string]string{"d_node_id": "n1"}
 	n.Instances["csi.wasmhost.dev"] = []map[string]string{{publish.InstanceName: "d", publish.InstanceSocket: "/r/d.sock"}}
 	obj := ToNodeFeature("wasmhost", "node-a", n)
 	if obj.GetName() != "node-a" || obj.GetNamespace() != "wasmhost" || obj.GetLabels()[NodeNameLabel] != "node-a" {
@@ -232,5 +232,26 @@ func TestRecorderNameTakenByAnother(t *testing.T) {
 		if name != planted && ev["regarding"].(map[string]any)["name"] != "node-a" {
 			t.Errorf("new Event %s: %v", name, ev)
 		}
+	}
+}
+
+// TestNodeFeatureWithinItsBound: however the plugins answer, the NodeFeature's spec as the API
+// server receives it (JSON) is within what publish.Build counted (Node.Cost), so an object
+// built within publish.maxBytes is within it on the wire too.
+func TestNodeFeatureWithinItsBound(t *testing.T) {
+	n := publish.Empty()
+	// Characters JSON escapes, in every place a plugin or handler can put text.
+	hostile := strings.Repeat(`"<&>\`, 300)
+	n.Labels["csi.wasmhost.dev/d"] = "true"
+	n.Attributes["csi.wasmhost.dev"] = map[string]string{"d_k": hostile, "d_" + hostile[:100]: "v"}
+	n.Instances["csi.wasmhost.dev"] = []map[string]string{{publish.InstanceName: hostile[:256], publish.InstanceVersions: hostile[:256], "k": hostile}}
+	n.Instances["dra.wasmhost.dev"] = []map[string]string{{publish.InstanceName: "\u2028\u2029"}}
+	spec, err := json.Marshal(ToNodeFeature("wasmhost", "node-a", n).Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The spec's own structure (labels, features, attributes, instances, elements) besides.
+	if len(spec) > n.Cost()+256 {
+		t.Errorf("spec of %d bytes, counted as %d", len(spec), n.Cost())
 	}
 }
