@@ -80,8 +80,8 @@ type EventsConfig struct {
 type TypePublish struct {
 	// Namespace is the label prefix and feature name of the type: its labels are
 	// <namespace>/<plugin> (true while the plugin is registered) and
-	// <namespace>/<plugin>.<key>. One namespace per type; never kubernetes.io or k8s.io
-	// (but feature.node.kubernetes.io). Defaults to "": the type publishes nothing.
+	// <namespace>/<plugin>_<key> (docs/configuration.md, the key scheme). One namespace per
+	// type; never kubernetes.io or k8s.io (but feature.node.kubernetes.io). Defaults to "": the type publishes nothing.
 	Namespace string `yaml:"namespace"`
 	// Labels are published keys whose values become node labels (and attributes). A value
 	// that is not a valid label value is refused as a label, with the reason, and still

@@ -63,6 +63,8 @@ func runDaemon(t *testing.T, base, node, kubeconfig string, handlers map[string]
 	cfg.Publish.Events.Enabled = true
 	cfg.Publish.InitialBackoff = config.Duration(200 * time.Millisecond)
 	cfg.Publish.MaxBackoff = config.Duration(2 * time.Second)
+	// 1,000 plugins take about 420 KiB: the most publish.maxBytes allows.
+	cfg.Publish.MaxBytes = config.MaxPublishMaxBytes
 	cfg.Handlers.Types = map[string]config.TypeConfig{"CSIPlugin": {Publish: config.TypePublish{
 		Namespace: "csi.wasmhost.dev", Labels: []string{"node_id"}, Attributes: []string{"topology"},
 	}}}
@@ -174,9 +176,9 @@ func TestThousandPlugins(t *testing.T) {
 		n, err = c.published("node-a")
 		return err == nil && len(n.Labels) == 2000
 	})
-	if n.Labels["csi.wasmhost.dev/csi-7.node_id"] != "node-a" || n.Labels["csi.wasmhost.dev/csi-7"] != "true" ||
-		n.Attributes["csi.wasmhost.dev"]["csi-7.topology"] != "zone=z1" || len(n.Instances["csi.wasmhost.dev"]) != 1000 {
-		t.Errorf("NodeFeature: label %q, attribute %q, %d instances", n.Labels["csi.wasmhost.dev/csi-7.node_id"], n.Attributes["csi.wasmhost.dev"]["csi-7.topology"], len(n.Instances["csi.wasmhost.dev"]))
+	if n.Labels["csi.wasmhost.dev/csi-7_node_id"] != "node-a" || n.Labels["csi.wasmhost.dev/csi-7"] != "true" ||
+		n.Attributes["csi.wasmhost.dev"]["csi-7_topology"] != "zone=z1" || len(n.Instances["csi.wasmhost.dev"]) != 1000 {
+		t.Errorf("NodeFeature: label %q, attribute %q, %d instances", n.Labels["csi.wasmhost.dev/csi-7_node_id"], n.Attributes["csi.wasmhost.dev"]["csi-7_topology"], len(n.Instances["csi.wasmhost.dev"]))
 	}
 	waitFor(t, "the daemon to have written it all", func() bool { return td.sink().Labels == 2000 })
 	writes := td.sink().Writes - before
