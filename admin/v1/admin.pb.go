@@ -1603,7 +1603,12 @@ type Plugin struct {
 	RegisteredAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	// Where the plugin stands with the kubelet when its type is forwarded to it
 	// (forward.types, docs/forward.md); absent otherwise.
-	Kubelet       *KubeletStatus `protobuf:"bytes,15,opt,name=kubelet,proto3" json:"kubelet,omitempty"`
+	Kubelet *KubeletStatus `protobuf:"bytes,15,opt,name=kubelet,proto3" json:"kubelet,omitempty"`
+	// What of the plugin the publisher did not take to the cluster as asked, one line each
+	// ("<key>: <reason>", or "(plugin): <reason>" for the plugin itself): a key too large, the
+	// plugin over its type's share, a value that is not a label value. Empty when nothing is
+	// published, or all of it was.
+	NotPublished  []string `protobuf:"bytes,20,rep,name=not_published,json=notPublished,proto3" json:"not_published,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1739,6 +1744,13 @@ func (x *Plugin) GetRegisteredAt() *timestamppb.Timestamp {
 func (x *Plugin) GetKubelet() *KubeletStatus {
 	if x != nil {
 		return x.Kubelet
+	}
+	return nil
+}
+
+func (x *Plugin) GetNotPublished() []string {
+	if x != nil {
+		return x.NotPublished
 	}
 	return nil
 }
@@ -2776,7 +2788,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x14ListHandlersResponse\x126\n" +
 	"\bhandlers\x18\x01 \x03(\v2\x1a.wasmhost.admin.v1.HandlerR\bhandlers\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x12\n" +
-	"\x10GetStatusRequest\"\xbe\x05\n" +
+	"\x10GetStatusRequest\"\xe3\x05\n" +
 	"\x06Plugin\x12\x16\n" +
 	"\x06socket\x18\x01 \x01(\tR\x06socket\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -2795,7 +2807,8 @@ const file_admin_proto_rawDesc = "" +
 	"\x0ehandler_sha256\x18\f \x01(\tR\rhandlerSha256\x12F\n" +
 	"\tpublished\x18\r \x03(\v2(.wasmhost.admin.v1.Plugin.PublishedEntryR\tpublished\x12?\n" +
 	"\rregistered_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12:\n" +
-	"\akubelet\x18\x0f \x01(\v2 .wasmhost.admin.v1.KubeletStatusR\akubelet\x1a<\n" +
+	"\akubelet\x18\x0f \x01(\v2 .wasmhost.admin.v1.KubeletStatusR\akubelet\x12#\n" +
+	"\rnot_published\x18\x14 \x03(\tR\fnotPublished\x1a<\n" +
 	"\x0ePublishedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x01\n" +

@@ -108,8 +108,9 @@ a plugin that is not forwarded.
 
 SOCKET is relative to the directory the sockets have in common (-o wide shows the full
 path); AGE is the time since the plugin entered its state. -o wide adds the endpoint,
-attempts, next retry and the handler's file and SHA-256; -o json and -o yaml print
-everything.`,
+attempts, next retry, the handler's file and SHA-256, and what of the plugin's published
+keys did not reach the cluster as asked (NOT-PUBLISHED: too large, over its type's share, not
+a label); -o json and -o yaml print everything.`,
 		Example: `  wasmhost plugins
   wasmhost plugins -o wide
   wasmhost plugins -o json | jq -r '.[] | select(.state == "failing") | .socket'
@@ -327,6 +328,7 @@ type pluginView struct {
 	Published      map[string]string `json:"published,omitempty"`
 	RegisteredAt   *time.Time        `json:"registeredAt,omitempty"`
 	Kubelet        *kubeletView      `json:"kubelet,omitempty"`
+	NotPublished   []string          `json:"notPublished,omitempty"`
 }
 
 // kubeletView is where a plugin of a forwarded type stands with the kubelet.
@@ -383,6 +385,7 @@ func newPluginView(p *adminv1.Plugin) pluginView {
 		Published:      p.GetPublished(),
 		RegisteredAt:   timeOrNil(p.GetRegisteredAt()),
 		Kubelet:        newKubeletView(p.GetKubelet()),
+		NotPublished:   p.GetNotPublished(),
 	}
 	if v.Versions == nil {
 		v.Versions = []string{}
@@ -710,7 +713,7 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 	}
 	header = append(header, "VERSIONS", "AGE")
 	if wide {
-		header = append(header, "ENDPOINT", "ATTEMPTS", "NEXT-RETRY", "HANDLER", "SHA256")
+		header = append(header, "ENDPOINT", "ATTEMPTS", "NEXT-RETRY", "HANDLER", "SHA256", "NOT-PUBLISHED")
 	}
 	header = append(header, "PUBLISHED", "LAST-ERROR")
 	tw.row(header...)
@@ -750,7 +753,7 @@ func writePluginTable(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now t
 				next = "in " + shortDuration(t.AsTime().Sub(now))
 			}
 			row = append(row, orDash(p.GetEndpoint()), strconv.FormatUint(uint64(p.GetAttempts()), 10), next,
-				orDash(p.GetHandlerFile()), orDash(shortHash(p.GetHandlerSha256())))
+				orDash(p.GetHandlerFile()), orDash(shortHash(p.GetHandlerSha256())), orDash(oneLine(strings.Join(p.GetNotPublished(), "; "))))
 		}
 		row = append(row, orDash(published), lastErr)
 		tw.row(row...)

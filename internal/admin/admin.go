@@ -94,6 +94,9 @@ type Config struct {
 	// Publish returns the publisher's status for GetStatus. Defaults to nil: nothing is
 	// published.
 	Publish func() publish.Status
+	// NotPublished says what of the plugin at a socket the publisher did not take to the
+	// cluster as asked, one line each (Plugin.not_published). Defaults to nil: nothing.
+	NotPublished func(socket string) []string
 	// Capture returns the sessions the daemon keeps (CaptureSessions): those of names (plugin
 	// names, sockets, types), or all, and the names that matched none. Defaults to nil:
 	// FAILED_PRECONDITION, capture is off.

@@ -31,7 +31,7 @@ var _ adminv1.AdminServer = rpcServer{}
 
 func (r rpcServer) ListPlugins(_ context.Context, req *adminv1.ListPluginsRequest) (*adminv1.ListPluginsResponse, error) {
 	ps, next, err := page(r.s.cfg.Store.Plugins(), func(p state.PluginView) string { return p.Path },
-		pluginToProto, req.GetPageSize(), req.GetPageToken())
+		r.s.pluginToProto, req.GetPageSize(), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (r rpcServer) WatchPlugins(_ *adminv1.WatchPluginsRequest, stream grpc.Serv
 	sendList := func(list []state.PluginView) error {
 		now := timestamppb.Now()
 		for _, p := range list {
-			if err := stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_ADDED, Plugin: pluginToProto(p), Time: now}); err != nil {
+			if err := stream.Send(&adminv1.PluginEvent{Type: adminv1.EventType_EVENT_TYPE_ADDED, Plugin: r.s.pluginToProto(p), Time: now}); err != nil {
 				return err
 			}
 		}
@@ -190,7 +190,7 @@ func (r rpcServer) WatchPlugins(_ *adminv1.WatchPluginsRequest, stream grpc.Serv
 		}
 		now := timestamppb.Now()
 		for _, c := range changes {
-			if err := stream.Send(&adminv1.PluginEvent{Type: eventType(c.Type), Plugin: pluginToProto(c.View), Time: now}); err != nil {
+			if err := stream.Send(&adminv1.PluginEvent{Type: eventType(c.Type), Plugin: r.s.pluginToProto(c.View), Time: now}); err != nil {
 				return err
 			}
 		}
@@ -208,8 +208,13 @@ func eventType(t state.ChangeType) adminv1.EventType {
 	}
 }
 
-func pluginToProto(p state.PluginView) *adminv1.Plugin {
+func (s *Server) pluginToProto(p state.PluginView) *adminv1.Plugin {
+	var notPublished []string
+	if s.cfg.NotPublished != nil {
+		notPublished = texts(s.cfg.NotPublished(p.Path))
+	}
 	return &adminv1.Plugin{
+		NotPublished:   notPublished,
 		Socket:         text(p.Path),
 		Type:           text(p.PluginType),
 		Name:           text(p.PluginName),

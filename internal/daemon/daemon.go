@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	if d.pub != nil {
 		mcfg.Publish, mcfg.PublishRefused = d.publishSamples, func() int { return d.pub.Status().Refused }
-		acfg.Publish = d.publishStatus
+		acfg.Publish, acfg.NotPublished = d.publishStatus, d.notPublished
 	}
 	if d.events != nil {
 		mcfg.Events = d.eventCounts

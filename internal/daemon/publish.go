@@ -78,6 +78,16 @@ func (d *Daemon) publishSettled() bool {
 	return true
 }
 
+// notPublished says what of the plugin at socket the publisher did not take to the cluster
+// as asked (the admin API's Plugin.not_published; wasmhost plugins -o wide).
+func (d *Daemon) notPublished(socket string) []string {
+	var out []string
+	for _, r := range d.pub.RefusalsOf(socket) {
+		out = append(out, r.Line())
+	}
+	return out
+}
+
 // publishStatus is the publisher's status, for the admin API.
 func (d *Daemon) publishStatus() publish.Status { return d.pub.Status() }
 

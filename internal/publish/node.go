@@ -72,6 +72,19 @@ func (r Refusal) String() string {
 	return fmt.Sprintf("key %s of plugin %s (type %s): %s: %s", r.Key, r.Plugin, r.PluginType, what, r.Reason)
 }
 
+// Line is the refusal as a plugin's own list shows it: "<key>: <reason>", "(plugin): …" for
+// the plugin itself, with "not a label (still an attribute)" for a label refused.
+func (r Refusal) Line() string {
+	what := r.Key
+	if what == "" {
+		what = "(plugin)"
+	}
+	if r.Label {
+		return what + ": not a label (still an attribute): " + r.Reason
+	}
+	return what + ": " + r.Reason
+}
+
 // Empty returns a Node with nothing in it.
 func Empty() Node {
 	return Node{Labels: map[string]string{}, Attributes: map[string]map[string]string{}, Instances: map[string][]map[string]string{}}

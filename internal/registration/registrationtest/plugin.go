@@ -71,6 +71,11 @@ type Options struct {
 	// this delay: connects in between are refused, as with a real plugin starting up.
 	// Defaults to 0 (listen at once).
 	ListenDelay time.Duration
+	// Calls answers other methods on the same socket, as a driver that serves its own API
+	// beside registration does (a CSI driver's NodeGetInfo): by full method name
+	// ("/csi.v1.Node/NodeGetInfo"), the encoded reply, whatever the request. Other methods
+	// are Unimplemented. Defaults to nil: none.
+	Calls map[string][]byte
 }
 
 // Notification is one NotifyRegistrationStatus call a fake plugin received.
@@ -129,7 +134,7 @@ func Start(socketPath string, info Info, opts Options) (*Plugin, error) {
 	if opts.RawInfo != nil {
 		p.info = opts.RawInfo
 	}
-	p.srv = grpc.NewServer(grpc.ForceServerCodecV2(fakeCodec{}), grpc.WaitForHandlers(true))
+	p.srv = grpc.NewServer(grpc.ForceServerCodecV2(fakeCodec{}), grpc.WaitForHandlers(true), grpc.UnknownServiceHandler(p.call))
 	p.srv.RegisterService(&serviceDesc, p)
 
 	if opts.ListenDelay <= 0 {
@@ -188,6 +193,20 @@ func (p *Plugin) serveLocked(ln net.Listener) {
 		defer p.served.Done()
 		_ = p.srv.Serve(p.ln) // returns when the listener is closed
 	}()
+}
+
+// call answers a method of Options.Calls.
+func (p *Plugin) call(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	reply, ok := p.opts.Calls[method]
+	if !ok {
+		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+	}
+	var req rawReply
+	if err := stream.RecvMsg(&req); err != nil {
+		return err
+	}
+	return stream.SendMsg(rawReply(reply))
 }
 
 // Path returns the plugin's socket path.
@@ -392,6 +411,10 @@ func (fakeCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (fakeCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if raw, ok := v.(*rawReply); ok {
+		*raw = data.Materialize()
+		return nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("fake codec: cannot unmarshal into %T", v)
