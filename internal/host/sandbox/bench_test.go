@@ -98,9 +98,9 @@ func benchNewHost(b *testing.B, modes [2]string, op func(ctx context.Context, h 
 	}
 }
 
-// BenchmarkInstanceMemory measures the Go heap that one new instance holds (its linear memory
-// and wazero's bookkeeping), and the linear memory of one that served 6,000 calls, for a WAT
-// handler and the example handler of each SDK.
+// BenchmarkInstanceMemory measures the Go heap that one new instance holds (wazero's
+// bookkeeping: its linear memory is a mapping of its own, memory.go), and the linear memory
+// of one that served 6,000 calls, for a WAT handler and the example handler of each SDK.
 func BenchmarkInstanceMemory(b *testing.B) {
 	const n = 8
 	for _, tc := range []struct {

@@ -50,8 +50,8 @@ type Sandbox struct {
 	rtCfg      wazero.RuntimeConfig
 	limitPages uint32
 
-	gate   *cpuGate       // turns to run guest code, and CPU by plugin type (sandbox.go)
-	memory instanceMemory // the memory of live instances (memory.go)
+	gate   *cpuGate   // turns to run guest code, and CPU by plugin type (sandbox.go)
+	trimMu sync.Mutex // one trim of the instances' memory at a time (memory.go)
 
 	ctx    context.Context // background work (instance refills); canceled by Close
 	cancel context.CancelFunc

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
@@ -205,7 +206,7 @@ func (m *Module) closeRuntime() {
 	}
 	m.releaseCache()
 	m.sb.forget(m)
-	m.sb.moduleClosed(m)
+	m.mem.Store(0)
 	close(m.done)
 	m.sb.log.Debug("handler module closed", "handler", m.file, "sha256", m.sum)
 }
@@ -226,6 +227,8 @@ type instance struct {
 	idleSince time.Time
 	// mem is the size of its memory as last read, counted in the module's and host's totals.
 	mem int64
+	// lm is its linear memory (memory.go), set when wazero makes it.
+	lm *linearMemory
 }
 
 // guestGOGC is the GOGC every instance finds in its environment: the Go runtime of a Go handler
@@ -260,7 +263,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
 	}
 	st.run = run
-	sctx := withState(ctx, st)
+	sctx := experimental.WithMemoryAllocator(withState(ctx, st), in.allocator())
 	mod, err := m.rt.InstantiateModule(sctx, m.cm, cfg)
 	for _, name := range m.start {
 		if err != nil {
@@ -283,6 +286,10 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		_ = mod.Close(context.Background())
 		err = st.over
 	}
+	if err != nil && in.lm != nil {
+		in.lm.Free() // wazero does not when the instantiation itself failed
+	}
+	in.lm.leave() // the instantiation's
 	var tf *timeFault
 	if err != nil {
 		if ctx.Err() != nil || (errors.As(err, &tf) && errors.Is(tf, context.DeadlineExceeded)) {
@@ -320,7 +327,9 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 		return 0, err
 	}
 	st.run = run
+	in.lm.enter()
 	err = in.fns[fn].CallWithStack(withState(ctx, st), stack)
+	in.lm.leave()
 	in.m.sb.end(run)
 	in.flush()
 	in.st = nil

@@ -1,0 +1,33 @@
+;; Type "hog.example": a handler that takes all the memory it may (issue 27). validate and
+;; register grow the memory one page at a time until memory.grow is refused (at
+;; handlers.memoryLimit), filling every new page so that all of it is resident; register then
+;; accepts (the instance goes back to the pool holding it all), validate traps (unreachable).
+;; deregister fills its first page over and over, without end: a module closed under it by
+;; force must not unmap the memory the call is writing.
+(module
+  (import "wasmhost" "result_set" (func $result_set (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\0a\0bhog.example")
+  (func (export "wasmhost_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmhost_manifest") (result i32)
+    (drop (call $result_set (i32.const 0) (i32.const 13)))
+    (i32.const 0))
+  (func $hog
+    (local $page i32)
+    (block $refused
+      (loop $more
+        (local.set $page (memory.grow (i32.const 1)))
+        (br_if $refused (i32.eq (local.get $page) (i32.const -1)))
+        (memory.fill (i32.shl (local.get $page) (i32.const 16)) (i32.const 1) (i32.const 65536))
+        (br $more))))
+  (func (export "wasmhost_validate") (param i32) (result i32)
+    (call $hog)
+    (unreachable))
+  (func (export "wasmhost_register") (param i32) (result i32)
+    (call $hog)
+    (i32.const 0))
+  (func (export "wasmhost_deregister") (param i32) (result i32)
+    (loop $again
+      (memory.fill (i32.const 0) (i32.const 2) (i32.const 65536))
+      (br $again))
+    (i32.const 0)))
