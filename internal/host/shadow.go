@@ -20,7 +20,8 @@ import (
 // and the two decisions are compared: a disagreement is counted and logged with both. The
 // candidate has no effect on the plugin: its call starts with the serving one and runs in the
 // background (the registration never waits for it), in the same sandbox (the same deadline
-// and memory ceiling), it may read the type's key-value store but not change it, and it may
+// and memory ceiling) as background work (its guest code runs only when no other call waits
+// for a turn on the CPU: sandbox.SetBackground), it may read the type's key-value store but not change it, and it may
 // not call the plugin (plugin_call and kv writes return abi.CodeDenied). Register and
 // Deregister are the serving revision's only.
 
@@ -201,6 +202,7 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 			ErrBadModule, file, short(m.SHA256()), t, m.PluginTypes())
 	}
 	m.SetReadOnly()
+	m.SetBackground()
 	if err := rs.keepBytes(m.SHA256(), bin); err != nil {
 		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.SHA256(), "error", err)
 	}

@@ -79,6 +79,9 @@ type Module struct {
 	// and plugin_call return abi.CodeDenied, and its calls are not recorded (a shadow
 	// candidate's: SetReadOnly).
 	readOnly bool
+	// background: the module's calls run guest code only when no other call waits for a
+	// turn (a shadow candidate's: SetBackground, sandbox.go).
+	background bool
 	// own is the module as a handler of its own (ValidatePlugin, RegisterPlugin,
 	// DeRegisterPlugin of a module the host's LoadFile returned): the policy layer's (SetOwn);
 	// nil for the modules served through the handlers of their types.
@@ -98,6 +101,11 @@ func (m *Module) Stats() *Stats { return m.stats }
 // plugin_call return abi.CodeDenied, and its calls are not recorded. It is set before the
 // module serves any call.
 func (m *Module) SetReadOnly() { m.readOnly = true }
+
+// SetBackground makes the module's calls background work (a shadow candidate's): they run
+// guest code only when no other call waits for a turn, and give the turn up at their next
+// yield when one comes to wait (sandbox.go). It is set before the module serves any call.
+func (m *Module) SetBackground() { m.background = true }
 
 // File returns the path the module was loaded from.
 func (m *Module) File() string { return m.file }
@@ -258,7 +266,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	in.st, in.outLines, in.outBytes = st, 0, 0
 	ctx, cancel := context.WithTimeout(ctx, m.sb.cfg.CallTimeout)
 	defer cancel()
-	run, err := m.sb.begin(ctx, m.file, m.stats)
+	run, err := m.sb.begin(ctx, m.file, m.background, m.stats)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: waiting for a turn on the CPU: %w", err)
 	}
@@ -321,7 +329,7 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 	if key == "" {
 		key = in.m.file
 	}
-	run, err := in.m.sb.begin(ctx, key, in.m.stats)
+	run, err := in.m.sb.begin(ctx, key, in.m.background, in.m.stats)
 	if err != nil {
 		in.st = nil
 		return 0, err
