@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/benchcmp"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/harness"
@@ -39,6 +41,7 @@ type handlerBenchOpts struct {
 	versions      []string
 	grants        []string
 	duration      time.Duration
+	count         int
 	concurrency   int
 	save          string
 	baseline      string
@@ -60,11 +63,22 @@ plugin it recorded, plugin_call answered from the sessions (by method and reques
 --name, --versions), with no plugin to call. --concurrency calls run at once (as many
 instances).
 
---save FILE writes the figures as a baseline; --baseline FILE compares with one and exits
-1 when calls per second fell, or an export's p95 rose, by more than --max-regression.
+The calls run in --count runs of --duration/--count each, on threads of their own; each run
+gives a sample of the CPU time a call took (the threads' own clocks: what other processes
+take of the machine counts far less in it than in the time that passes), over that of a
+reference module built into wasmhost, whose calls alternate with the module's 2 ms at a time
+in every run (what the machine's load does to both cancels out). Calls per second count the
+module's turns only.
+
+--save FILE writes the figures and the samples as a baseline; --baseline FILE compares the
+samples with the baseline's as benchstat does (medians, a Mann-Whitney U test) and exits 1
+when the CPU per call, relative to the reference's, rose by more than --max-regression and
+the test says the rise is not noise (p < 0.05); a difference within the noise is "no change"
+(~). It exits 2 when the baseline holds no samples. Calls per second and the percentiles are
+shown beside the baseline's, and do not gate: on a shared machine they move with its load.
 -o gobench prints Go benchmark lines, for benchstat.
 
-On a shared or loaded machine the figures vary: compare runs made on the same machine.`,
+Compare runs made on the same machine.`,
 		Example: `  wasmhost handler bench csi.wasm --grant plugin_call --replay sessions/*.yaml
   wasmhost handler bench csi.wasm --grant plugin_call --replay sessions/*.yaml --save base.json
   wasmhost handler bench new-csi.wasm --grant plugin_call --replay sessions/*.yaml --baseline base.json --max-regression 10%
@@ -80,11 +94,12 @@ On a shared or loaded machine the figures vary: compare runs made on the same ma
 	f.StringVar(&o.name, "name", "demo", "plugin name without --replay")
 	f.StringSliceVar(&o.versions, "versions", nil, "supported versions without --replay, comma-separated")
 	f.StringArrayVar(&o.grants, "grant", nil, "grant a capability to the plugin types, e.g. plugin_call (repeatable)")
-	f.DurationVar(&o.duration, "duration", 3*time.Second, "how long to run the calls")
+	f.DurationVar(&o.duration, "duration", 3*time.Second, "how long to run the calls, all runs together")
+	f.IntVar(&o.count, "count", 10, "runs, each a sample for --baseline (at least 5 for the gate to find anything: see --help)")
 	f.IntVar(&o.concurrency, "concurrency", 1, "calls at once")
 	f.StringVar(&o.save, "save", "", "write the figures to this baseline file (JSON)")
 	f.StringVar(&o.baseline, "baseline", "", "compare with this baseline file; exit 1 on a regression")
-	f.StringVar(&o.maxRegression, "max-regression", "10%", "the regression --baseline tolerates, a percentage")
+	f.StringVar(&o.maxRegression, "max-regression", defaultMaxRegression, "the rise of the CPU per call --baseline tolerates, a percentage")
 	o.bind(cmd, true)
 	cmd.Flags().Lookup("output").Usage = "output format: text, json, yaml or gobench"
 	check := cmd.PreRunE // bindOutput's, which knows text, json and yaml
@@ -110,8 +125,34 @@ type benchResult struct {
 	Elapsed     time.Duration         `json:"elapsedNanoseconds"`
 	CallsPerSec float64               `json:"callsPerSecond"`
 	Exports     map[string]benchStats `json:"exports"`
-	Regressions []string              `json:"regressions,omitempty"`
+	// Samples are one per run: what --baseline compares.
+	Samples     benchSamples `json:"samples"`
+	Gate        *benchGate   `json:"gate,omitempty"`
+	Regressions []string     `json:"regressions,omitempty"`
 }
+
+// benchSamples are a bench's samples, one per run.
+type benchSamples struct {
+	CPUPerCall []float64 `json:"cpuNanosecondsPerCall"` // the calls' threads' CPU time over the run's calls
+	// RelativeCPU is CPUPerCall over the reference module's, measured in the same run: what
+	// --baseline compares.
+	RelativeCPU []float64 `json:"relativeCPU"`
+	CallsPerSec []float64 `json:"callsPerSecond"`
+}
+
+// benchGate is the comparison of a bench's CPU per call with a baseline's.
+type benchGate struct {
+	Baseline      string           `json:"baseline"`
+	MaxRegression float64          `json:"maxRegression"` // a fraction
+	RelativeCPU   benchcmp.Result  `json:"relativeCPU"`
+	CPUPerCall    benchcmp.Result  `json:"cpuNanosecondsPerCall"`    // shown, not gated
+	CallsPerSec   *benchcmp.Result `json:"callsPerSecond,omitempty"` // shown, not gated
+}
+
+// defaultMaxRegression is --max-regression's default: an unchanged module passed its baseline
+// 20 runs out of 20 on a 2-core machine with two CPU burners beside it, and one doing twice the
+// work failed 20 out of 20 (docs/sessions.md).
+const defaultMaxRegression = "25%"
 
 type benchStats struct {
 	Calls int           `json:"calls"`
@@ -167,6 +208,9 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	if o.duration <= 0 {
 		return fmt.Errorf("--duration %s: must be positive", o.duration)
 	}
+	if o.count < 1 || o.count > 1000 {
+		return fmt.Errorf("--count %d: want 1 to 1000", o.count)
+	}
 	maxReg, err := parsePercent(o.maxRegression)
 	if err != nil {
 		return err
@@ -185,6 +229,9 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		base = &benchResult{}
 		if err := json.Unmarshal(b, base); err != nil {
 			return fmt.Errorf("baseline %s: %w", o.baseline, err)
+		}
+		if len(base.Samples.RelativeCPU) == 0 {
+			return &exitError{code: 2, err: fmt.Errorf("baseline %s has no samples (saved by a wasmhost before --count, or not a baseline): save it again with --save", o.baseline)}
 		}
 		if base.Concurrency != o.concurrency {
 			return fmt.Errorf("baseline %s was measured with --concurrency %d: compare runs of the same concurrency", o.baseline, base.Concurrency)
@@ -273,45 +320,29 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	defer m.Close(context.WithoutCancel(ctx))
 	res := benchResult{File: path, SHA256: m.SHA256(), Concurrency: o.concurrency, Compile: time.Since(start), Exports: map[string]benchStats{}}
 
-	lat := make([]map[harness.Op][]time.Duration, o.concurrency)
-	failed := make([]int, o.concurrency)
-	deadline := time.Now().Add(o.duration)
-	runStart := time.Now()
-	var wg sync.WaitGroup
-	for w := range o.concurrency {
-		lat[w] = map[harness.Op][]time.Duration{}
-		wg.Go(func() {
-			for i := w; ctx.Err() == nil && time.Now().Before(deadline); i++ {
-				c := work[i%len(work)]
-				t0 := time.Now()
-				var err error
-				switch c.op {
-				case harness.Validate:
-					err = m.ValidatePlugin(ctx, c.p)
-				case harness.Register:
-					_, err = m.RegisterPlugin(ctx, c.p)
-				default:
-					err = m.DeRegisterPlugin(ctx, c.p)
-				}
-				lat[w][c.op] = append(lat[w][c.op], time.Since(t0))
-				if err != nil && !errors.Is(err, registration.ErrRejected) {
-					failed[w]++
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	ref, err := loadBenchReference(ctx, h)
+	if err != nil {
 		return err
 	}
-	res.Elapsed = time.Since(runStart)
+	defer ref.Close(context.WithoutCancel(ctx))
+	runs, err := benchRuns(ctx, m, ref, work, o.concurrency, o.count, o.duration)
+	if err != nil {
+		return err
+	}
 	res.Memory, res.Instances = m.InstanceMemory(), o.concurrency
 	all := map[harness.Op][]time.Duration{}
-	for w := range lat {
-		for op, ds := range lat[w] {
+	var busy time.Duration
+	for _, r := range runs {
+		for op, ds := range r.lat {
 			all[op] = append(all[op], ds...)
 		}
-		res.Failed += failed[w]
+		res.Failed += r.failed
+		res.Elapsed += r.elapsed
+		perCall := float64(r.cpu.Nanoseconds()) / float64(max(1, r.calls))
+		res.Samples.CPUPerCall = append(res.Samples.CPUPerCall, perCall)
+		res.Samples.RelativeCPU = append(res.Samples.RelativeCPU, perCall/(float64(r.refCPU.Nanoseconds())/float64(max(1, r.refCalls))))
+		busy += r.busy
+		res.Samples.CallsPerSec = append(res.Samples.CallsPerSec, float64(r.calls)/r.busy.Seconds())
 	}
 	for op, ds := range all {
 		slices.Sort(ds)
@@ -321,11 +352,18 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		}
 		res.Calls += len(ds)
 		res.Exports[string(op)] = benchStats{Calls: len(ds), Mean: sum / time.Duration(len(ds)),
-			P50: quantile(ds, 0.50), P95: quantile(ds, 0.95), P99: quantile(ds, 0.99)}
+			P50: benchcmp.Percentile(ds, 0.50), P95: benchcmp.Percentile(ds, 0.95), P99: benchcmp.Percentile(ds, 0.99)}
 	}
-	res.CallsPerSec = float64(res.Calls) / res.Elapsed.Seconds()
+	res.CallsPerSec = float64(res.Calls) / busy.Seconds()
 	if base != nil {
-		res.Regressions = regressions(base, &res, maxReg)
+		cps := benchcmp.Compare(base.Samples.CallsPerSec, res.Samples.CallsPerSec, maxReg)
+		res.Gate = &benchGate{Baseline: o.baseline, MaxRegression: maxReg,
+			RelativeCPU: benchcmp.Compare(base.Samples.RelativeCPU, res.Samples.RelativeCPU, maxReg),
+			CPUPerCall:  benchcmp.Compare(base.Samples.CPUPerCall, res.Samples.CPUPerCall, maxReg), CallsPerSec: &cps}
+		if g := res.Gate.RelativeCPU; g.Verdict == benchcmp.Worse {
+			res.Regressions = append(res.Regressions, fmt.Sprintf("CPU per call %.3g× the reference's, the baseline's %.3g×: %+.1f%% (p=%.3f, n=%d+%d)",
+				g.New.Median, g.Base.Median, 100*g.Delta, g.P, g.Base.N, g.New.N))
+		}
 	}
 	if o.save != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
@@ -348,7 +386,7 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		fmt.Fprintf(cmd.ErrOrStderr(), "%d calls failed (an error, a trap or the deadline): the figures include them\n", res.Failed)
 	}
 	if len(res.Regressions) > 0 {
-		return fmt.Errorf("%w: regression against %s over %s: %s", errHandlerFailed, o.baseline, o.maxRegression, strings.Join(res.Regressions, "; "))
+		return fmt.Errorf("%w: regression against %s over --max-regression %s: %s", errHandlerFailed, o.baseline, o.maxRegression, strings.Join(res.Regressions, "; "))
 	}
 	return nil
 }
@@ -358,32 +396,151 @@ func mustRead(path string) []byte {
 	return b
 }
 
-// quantile is the q-quantile of sorted ds (nearest rank).
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ds[max(0, min(i, len(ds)-1))]
+// benchRun is what one run of a bench measured.
+type benchRun struct {
+	lat     map[harness.Op][]time.Duration
+	calls   int
+	failed  int
+	cpu     time.Duration // the CPU time of the calls' threads
+	elapsed time.Duration
+	// busy is the time the module's calls ran, the reference's turns left out (summed over
+	// the callers, divided by their number).
+	busy time.Duration
+	// refCalls calls of the reference module took refCPU, in batches between the module's.
+	refCalls int
+	refCPU   time.Duration
 }
 
-// regressions compares res with base: calls per second down, or an export's p95 up, by more
-// than maxReg.
-func regressions(base, res *benchResult, maxReg float64) []string {
-	var out []string
-	if base.CallsPerSec > 0 && res.CallsPerSec < base.CallsPerSec*(1-maxReg) {
-		out = append(out, fmt.Sprintf("calls/s %.0f, the baseline's %.0f (%+.1f%%)", res.CallsPerSec, base.CallsPerSec, 100*(res.CallsPerSec/base.CallsPerSec-1)))
-	}
-	for _, op := range slices.Sorted(mapKeys(res.Exports)) {
-		b, ok := base.Exports[op]
-		if !ok || b.P95 <= 0 {
-			continue
+// benchBatch is how long a bench runs the module's calls, then the reference's, in turn.
+const benchBatch = 2 * time.Millisecond
+
+// benchRuns runs the workload count times for duration/count each, with concurrency callers,
+// each running the module's calls and the reference module's in turn, benchBatch each.
+func benchRuns(ctx context.Context, m, ref benchModule, work []benchCall, concurrency, count int, duration time.Duration) ([]benchRun, error) {
+	runs := make([]benchRun, count)
+	refCall := benchCall{op: harness.Validate, p: registration.PluginInfo{Type: benchReferenceType, Name: "reference"}}
+	next := 0 // where in the workload the next run starts, so that runs go through all of it
+	for k := range runs {
+		r := &runs[k]
+		r.lat = map[harness.Op][]time.Duration{}
+		ws := make([]benchRun, concurrency)
+		start := time.Now()
+		deadline := start.Add(duration / time.Duration(count))
+		var wg sync.WaitGroup
+		for w := range concurrency {
+			ws[w].lat = map[harness.Op][]time.Duration{}
+			wg.Go(func() {
+				// The calls run on this goroutine's thread, whose CPU clock counts them.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				b := &ws[w]
+				for i := next + w; ctx.Err() == nil && time.Now().Before(deadline); {
+					cpu0, batchEnd := threadCPU(), time.Now().Add(benchBatch)
+					for ; ctx.Err() == nil && time.Now().Before(batchEnd); i += concurrency {
+						c := work[i%len(work)]
+						t0 := time.Now()
+						err := benchCallOnce(ctx, m, c)
+						b.lat[c.op] = append(b.lat[c.op], time.Since(t0))
+						b.calls++
+						if err != nil && !errors.Is(err, registration.ErrRejected) {
+							b.failed++
+						}
+					}
+					cpu1, now := threadCPU(), time.Now()
+					b.cpu += cpu1 - cpu0
+					b.busy += now.Sub(batchEnd.Add(-benchBatch))
+					batchEnd = now.Add(benchBatch)
+					for ctx.Err() == nil && time.Now().Before(batchEnd) {
+						_ = benchCallOnce(ctx, ref, refCall)
+						b.refCalls++
+					}
+					b.refCPU += threadCPU() - cpu1
+				}
+			})
 		}
-		if r := res.Exports[op].P95; float64(r) > float64(b.P95)*(1+maxReg) {
-			out = append(out, fmt.Sprintf("%s p95 %v, the baseline's %v (%+.1f%%)", op, r, b.P95, 100*(float64(r)/float64(b.P95)-1)))
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
+		r.elapsed = time.Since(start)
+		for _, b := range ws {
+			for op, ds := range b.lat {
+				r.lat[op] = append(r.lat[op], ds...)
+			}
+			r.failed += b.failed
+			r.cpu += b.cpu
+			r.calls += b.calls
+			r.refCPU += b.refCPU
+			r.refCalls += b.refCalls
+			r.busy += b.busy / time.Duration(concurrency)
+		}
+		next += r.calls
 	}
-	return out
+	return runs, nil
+}
+
+// benchReferenceType is the plugin type of the reference module.
+const benchReferenceType = "reference.bench.wasmhost.dev"
+
+// benchModule is what a bench calls of a loaded module.
+type benchModule interface {
+	ValidatePlugin(ctx context.Context, p registration.PluginInfo) error
+	RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error)
+	DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error
+	Close(ctx context.Context) error
+}
+
+func benchCallOnce(ctx context.Context, m benchModule, c benchCall) error {
+	switch c.op {
+	case harness.Validate:
+		return m.ValidatePlugin(ctx, c.p)
+	case harness.Register:
+		_, err := m.RegisterPlugin(ctx, c.p)
+		return err
+	default:
+		return m.DeRegisterPlugin(ctx, c.p)
+	}
+}
+
+// threadCPU returns the CPU time of the calling thread so far.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// loadBenchReference loads the reference module (workModule of benchReferenceLoops) into h,
+// from a file in a private temporary directory it removes.
+func loadBenchReference(ctx context.Context, h *host.Host) (benchModule, error) {
+	dir, err := os.MkdirTemp("", "wasmhost-bench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "reference.wasm")
+	if err := os.WriteFile(path, workModule(benchReferenceLoops, benchReferenceType), 0o644); err != nil {
+		return nil, err
+	}
+	m, err := h.LoadFile(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("the reference module did not load: %w", err)
+	}
+	return m, nil
+}
+
+// nanos shows a number of nanoseconds as a duration, to three figures.
+func nanos(ns float64) string {
+	switch {
+	case ns < 1e3:
+		return fmt.Sprintf("%.0fns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.3gµs", ns/1e3)
+	case ns < 1e9:
+		return fmt.Sprintf("%.3gms", ns/1e6)
+	}
+	return fmt.Sprintf("%.3gs", ns/1e9)
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -405,11 +562,24 @@ func writeBench(out io.Writer, r *benchResult, base *benchResult, baseFile strin
 	fmt.Fprintf(out, "handler   %s, sha256 %s\n", r.File, handlerShortSum(r.SHA256))
 	fmt.Fprintf(out, "compile   %s\n", handlerDuration(r.Compile))
 	fmt.Fprintf(out, "memory    %s in %d instances\n", handlerBytes(r.Memory), r.Instances)
-	fmt.Fprintf(out, "calls     %d in %s, concurrency %d: %.0f calls/s", r.Calls, r.Elapsed.Round(time.Millisecond), r.Concurrency, r.CallsPerSec)
+	fmt.Fprintf(out, "calls     %d in %s, %d runs, concurrency %d: %.0f calls/s", r.Calls, r.Elapsed.Round(time.Millisecond), len(r.Samples.CPUPerCall), r.Concurrency, r.CallsPerSec)
 	if base != nil && base.CallsPerSec > 0 {
 		fmt.Fprintf(out, " (baseline %.0f, %+.1f%%)", base.CallsPerSec, 100*(r.CallsPerSec/base.CallsPerSec-1))
 	}
 	fmt.Fprintln(out)
+	cpu, rel := benchcmp.Summarize(r.Samples.CPUPerCall), benchcmp.Summarize(r.Samples.RelativeCPU)
+	fmt.Fprintf(out, "cpu       %s per call, %.3g× the reference module's, the medians of %d runs (half of them %.3g× to %.3g×)\n",
+		nanos(cpu.Median), rel.Median, rel.N, rel.Low, rel.High)
+	if g := r.Gate; g != nil {
+		c := g.RelativeCPU
+		verdict := map[benchcmp.Verdict]string{
+			benchcmp.NoChange: "no change: the difference is within the noise",
+			benchcmp.Within:   fmt.Sprintf("%+.1f%%, within --max-regression %.0f%%", 100*c.Delta, 100*g.MaxRegression),
+			benchcmp.Worse:    fmt.Sprintf("%+.1f%%, over --max-regression %.0f%%", 100*c.Delta, 100*g.MaxRegression),
+			benchcmp.Better:   fmt.Sprintf("%+.1f%%, faster", 100*c.Delta),
+		}[c.Verdict]
+		fmt.Fprintf(out, "baseline  %s: CPU per call %.3g× → %.3g× the reference's (p=%.3f, n=%d+%d): %s\n", g.Baseline, c.Base.Median, c.New.Median, c.P, c.Base.N, c.New.N, verdict)
+	}
 	for op := range mapKeys(r.Exports) {
 		s := r.Exports[op]
 		fmt.Fprintf(out, "  %-10s %7d calls  p50 %-9s p95 %-9s p99 %s", op, s.Calls, handlerDuration(s.P50), handlerDuration(s.P95), handlerDuration(s.P99))
