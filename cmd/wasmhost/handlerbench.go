@@ -81,7 +81,7 @@ shown beside the baseline's, and do not gate: on a shared machine they move with
 Compare runs made on the same machine.`,
 		Example: `  wasmhost handler bench csi.wasm --grant plugin_call --replay sessions/*.yaml
   wasmhost handler bench csi.wasm --grant plugin_call --replay sessions/*.yaml --save base.json
-  wasmhost handler bench new-csi.wasm --grant plugin_call --replay sessions/*.yaml --baseline base.json --max-regression 10%
+  wasmhost handler bench new-csi.wasm --grant plugin_call --replay sessions/*.yaml --baseline base.json --max-regression 25%
   wasmhost handler bench csi.wasm --replay s.yaml --grant plugin_call -o gobench > new.txt && benchstat old.txt new.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
