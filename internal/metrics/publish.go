@@ -29,7 +29,7 @@ var (
 	publishEventsDesc = prometheus.NewDesc("wasmhost_publish_events_total",
 		"Events on the Node (a refusal, a handler failure, a quarantine, a rollback, a plugin lost) by result: recorded (written, or counted on a series), dropped (over the rate limit), failed (the API server refused or was unreachable).", []string{"result"}, nil)
 	publishRefusedDesc = prometheus.NewDesc("wasmhost_publish_refused_keys",
-		"Published keys the publisher could not take to the cluster as asked (not a valid label, or not even an attribute).", nil, nil)
+		"Published keys (and plugins) the publisher could not take to the cluster as asked at its last build: not a valid label, not even an attribute, or left out for its size (a key over 2 KiB, a plugin over 4 KiB, a plugin over its type's share of publish.maxBytes).", nil, nil)
 )
 
 // publishCollector exports the publisher's sinks.

@@ -43,7 +43,7 @@ wasmhost_publish_held{kind="labels",sink="featureFile"} 4
 # HELP wasmhost_publish_last_write_timestamp_seconds When a sink was last written (Unix time); absent before the first write.
 # TYPE wasmhost_publish_last_write_timestamp_seconds gauge
 wasmhost_publish_last_write_timestamp_seconds{sink="featureFile"} 1.7e+09
-# HELP wasmhost_publish_refused_keys Published keys the publisher could not take to the cluster as asked (not a valid label, or not even an attribute).
+# HELP wasmhost_publish_refused_keys Published keys (and plugins) the publisher could not take to the cluster as asked at its last build: not a valid label, not even an attribute, or left out for its size (a key over 2 KiB, a plugin over 4 KiB, a plugin over its type's share of publish.maxBytes).
 # TYPE wasmhost_publish_refused_keys gauge
 wasmhost_publish_refused_keys 1
 # HELP wasmhost_publish_writes_total Writes of what handlers published to a sink (a feature file, a NodeFeature object) that succeeded.

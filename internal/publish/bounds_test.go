@@ -261,3 +261,26 @@ func checkHeld(t *testing.T, n publish.Node) {
 		t.Errorf("merged attributes %v, want only a's (the held ones are too large)", slices.Collect(maps.Keys(n.Attributes["csi.wasmhost.dev"])))
 	}
 }
+
+// BenchmarkBuild: the desired state of 1,000 plugins, built at every coalesced write; with
+// ordinary values, and with each plugin publishing a 60,000-byte value (refused by its size
+// before its characters are looked at).
+func BenchmarkBuild(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		value string
+	}{{"values=small", "node-1"}, {"values=60KB", strings.Repeat("n", 60000)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := state.New()
+			for i := range 1000 {
+				registerAt(s, fmt.Sprintf("/r/%d.sock", i), int64(i), "CSIPlugin", fmt.Sprintf("csi-%d.example.com", i),
+					map[string]string{"node_id": tc.value, "topology": "zone=z1", "max_volumes_per_node": "16", "endpoint": "/r/x.sock"})
+			}
+			views := s.Plugins()
+			b.ReportAllocs()
+			for b.Loop() {
+				publish.Build(views, csiRules, publish.MaxMaxBytes)
+			}
+		})
+	}
+}

@@ -84,3 +84,33 @@ func TestEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestLeftOutEvents: what a build leaves out entirely is one PublishLeftOut Event per plugin,
+// logged and recorded once however many builds see it again; a key refused as a label only
+// (still an attribute) is none.
+func TestLeftOutEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := state.New()
+		register(s, "/r/long.sock", "CSIPlugin", "long", map[string]string{"node_id": strings.Repeat("n", 65300), "topology": strings.Repeat("t", 3000)})
+		register(s, "/r/ok.sock", "CSIPlugin", "ok", map[string]string{"node_id": "n", "topology": "a/b"})
+		rec := &fakeRecorder{}
+		_, stop := runPublisher(t, publish.Config{Store: s, Rules: csiRules, Sinks: []publish.Sink{&fakeSink{}}, Events: rec})
+		defer stop()
+		time.Sleep(3 * time.Second)
+		register(s, "/r/late.sock", "CSIPlugin", "late", nil) // another build, the same refusals
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		var left []publish.Event
+		for _, e := range rec.events {
+			if e.Reason == publish.ReasonPublishLeftOut {
+				left = append(left, e)
+			}
+		}
+		if len(left) != 1 || !left[0].Warning || !strings.Contains(left[0].Note, "plugin long of type CSIPlugin at /r/long.sock: key node_id: left out: a 65300-byte value") ||
+			!strings.Contains(left[0].Note, "; key topology: left out") {
+			t.Errorf("PublishLeftOut Events %+v, want one about long's node_id and topology", left)
+		}
+	})
+}
