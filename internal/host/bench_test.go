@@ -46,6 +46,13 @@ func BenchmarkValidate(b *testing.B) {
 		p.Type = "min.example"
 		benchValidate(b, fixture("min"), p)
 	})
+	// A validate that writes the key-value store (kv_set), capture off: what recording costs a
+	// call that is not recorded (nothing: the exchange is built only for a recorded call).
+	b.Run("wat-kv", func(b *testing.B) {
+		p := sandboxtest.BenchPlugin()
+		p.Type = "kv.example"
+		benchValidate(b, fixture("kv"), p)
+	})
 	b.Run("go-raw", func(b *testing.B) {
 		path := guesttest.Build(b, "./testdata/goguest")
 		p := sandboxtest.BenchPlugin()
