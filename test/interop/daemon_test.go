@@ -41,6 +41,10 @@ var builds struct {
 }
 
 func TestMain(m *testing.M) {
+	// A plugin process the kubelet tests started (kubelet_plugins_test.go): run the plugin.
+	if role := os.Getenv(pluginRoleEnv); role != "" {
+		os.Exit(runPluginRole(role))
+	}
 	dir, err := os.MkdirTemp("/tmp", "whbuild")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -120,28 +124,41 @@ func daemonBinary(t *testing.T) string {
 // that handler does not exist yet.
 func handlerWasm(t *testing.T, name string) string {
 	t.Helper()
-	builds.mu.Lock()
-	defer builds.mu.Unlock()
-	if p, ok := builds.handlers[name]; ok {
-		return p
-	}
 	if _, err := os.Stat(filepath.Join(repoRoot(t), "handlers-wasm", name)); err != nil {
 		t.Skipf("handler %s not written yet (handlers-wasm/%s: %v)", name, name, err)
 	}
-	out := filepath.Join(builds.dir, name+".wasm")
+	return buildCHandler(t, name, "handlers-wasm/"+name+"/"+name+".c")
+}
+
+// testHandlerWasm builds testdata/handlers/<name>.c, a handler of these tests, once.
+func testHandlerWasm(t *testing.T, name string) string {
+	t.Helper()
+	return buildCHandler(t, "testdata:"+name, "test/interop/testdata/handlers/"+name+".c")
+}
+
+// buildCHandler builds the C handler src (relative to the repository root) with the C SDK once
+// per test binary, as the Makefile builds the shipped handlers; key names it in builds.
+func buildCHandler(t *testing.T, key, src string) string {
+	t.Helper()
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if p, ok := builds.handlers[key]; ok {
+		return p
+	}
+	out := filepath.Join(builds.dir, strings.ReplaceAll(key, ":", "-")+".wasm")
 	start := time.Now()
 	// The shipped handlers are written in C (abi/c): built as the Makefile builds them.
 	cmd := exec.Command("clang", "--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-s", "-I", "abi/c", "-o", out,
-		"handlers-wasm/"+name+"/"+name+".c", "abi/c/wasmhost.c")
+		src, "abi/c/wasmhost.c")
 	cmd.Dir = repoRoot(t)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("handler %s: clang (Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32): %v\n%s", name, err, b)
+		t.Fatalf("handler %s: clang (Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32): %v\n%s", src, err, b)
 	}
-	t.Logf("built handler %s in %v", name, time.Since(start).Round(time.Millisecond))
+	t.Logf("built handler %s in %v", src, time.Since(start).Round(time.Millisecond))
 	if builds.handlers == nil {
 		builds.handlers = make(map[string]string)
 	}
-	builds.handlers[name] = out
+	builds.handlers[key] = out
 	return out
 }
 
@@ -150,6 +167,9 @@ type daemonOptions struct {
 	// Handlers are the names of directories under handlers-wasm/ to build and install.
 	// Defaults to none.
 	Handlers []string
+	// TestHandlers are the names of handlers of these tests (testdata/handlers/<name>.c) to
+	// build and install. Defaults to none.
+	TestHandlers []string
 	// Config is YAML for the daemon's --config file (docs/configuration.md). Defaults to none:
 	// the shipped defaults.
 	Config string
@@ -188,14 +208,20 @@ func (r logRecord) str(key string) string {
 func startDaemon(t *testing.T, d dirs, o daemonOptions) *Daemon {
 	t.Helper()
 	bin := daemonBinary(t)
-	for _, h := range o.Handlers {
-		b, err := os.ReadFile(handlerWasm(t, h))
+	install := func(name, built string) {
+		b, err := os.ReadFile(built)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d.Handlers, h+".wasm"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d.Handlers, name+".wasm"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, h := range o.Handlers {
+		install(h, handlerWasm(t, h))
+	}
+	for _, h := range o.TestHandlers {
+		install(h, testHandlerWasm(t, h))
 	}
 	args := []string{"run",
 		"--socket-dir", d.Sockets, "--handler-dir", d.Handlers, "--state-dir", d.State,
