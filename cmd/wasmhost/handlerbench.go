@@ -74,7 +74,8 @@ module's turns only.
 samples with the baseline's as benchstat does (medians, a Mann-Whitney U test) and exits 1
 when the CPU per call, relative to the reference's, rose by more than --max-regression and
 the test says the rise is not noise (p < 0.05); a difference within the noise is "no change"
-(~). It exits 2 when the baseline holds no samples. Calls per second and the percentiles are
+(~). It exits 2 when the baseline cannot be compared against: not such a file, another
+--concurrency, or samples missing, zero or negative. Calls per second and the percentiles are
 shown beside the baseline's, and do not gate: on a shared machine they move with its load.
 -o gobench prints Go benchmark lines, for benchstat.
 
@@ -222,19 +223,8 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	}
 	var base *benchResult
 	if o.baseline != "" {
-		b, err := os.ReadFile(o.baseline)
-		if err != nil {
-			return err
-		}
-		base = &benchResult{}
-		if err := json.Unmarshal(b, base); err != nil {
-			return fmt.Errorf("baseline %s: %w", o.baseline, err)
-		}
-		if len(base.Samples.RelativeCPU) == 0 {
-			return &exitError{code: 2, err: fmt.Errorf("baseline %s has no samples (saved by a wasmhost before --count, or not a baseline): save it again with --save", o.baseline)}
-		}
-		if base.Concurrency != o.concurrency {
-			return fmt.Errorf("baseline %s was measured with --concurrency %d: compare runs of the same concurrency", o.baseline, base.Concurrency)
+		if base, err = readBaseline(o.baseline, o.concurrency); err != nil {
+			return &exitError{code: 2, err: err}
 		}
 	}
 	cfg, err := o.config(cmd)
@@ -389,6 +379,50 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		return fmt.Errorf("%w: regression against %s over --max-regression %s: %s", errHandlerFailed, o.baseline, o.maxRegression, strings.Join(res.Regressions, "; "))
 	}
 	return nil
+}
+
+// readBaseline reads a baseline that --save wrote, and refuses one it cannot compare a run
+// against: not such a file, another concurrency, no samples (saved by a wasmhost before
+// --count), or samples that are not positive figures (zero, negative), which would compare
+// nothing and pass every run. The error names the file and what is wrong.
+func readBaseline(file string, concurrency int) (*benchResult, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	base := &benchResult{}
+	if err := json.Unmarshal(b, base); err != nil {
+		return nil, fmt.Errorf("baseline %s is not a baseline that wasmhost handler bench --save writes: %w", file, err)
+	}
+	var bad []string
+	if base.Concurrency < 1 {
+		bad = append(bad, fmt.Sprintf("concurrency %d", base.Concurrency))
+	}
+	for _, f := range []struct {
+		key     string
+		samples []float64
+	}{
+		{"samples.relativeCPU", base.Samples.RelativeCPU},
+		{"samples.cpuNanosecondsPerCall", base.Samples.CPUPerCall},
+		{"samples.callsPerSecond", base.Samples.CallsPerSec},
+	} {
+		if len(f.samples) == 0 {
+			bad = append(bad, f.key+" has none")
+		}
+		for i, v := range f.samples {
+			if !(v > 0) || math.IsInf(v, 0) {
+				bad = append(bad, fmt.Sprintf("%s[%d] is %v", f.key, i, v))
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("baseline %s has no samples it can compare against: %s (want the positive samples of a run saved with --save; one saved before --count has none: save it again)", file, strings.Join(bad, "; "))
+	}
+	if base.Concurrency != concurrency {
+		return nil, fmt.Errorf("baseline %s was measured with --concurrency %d: compare runs of the same concurrency", file, base.Concurrency)
+	}
+	return base, nil
 }
 
 func mustRead(path string) []byte {
