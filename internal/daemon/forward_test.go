@@ -21,7 +21,7 @@ import (
 
 // forwardConfig is a test daemon's config with CSIPlugin forwarded to a kubelet directory
 // of its own, which it returns.
-func forwardConfig(t *testing.T) (config.Config, string) {
+func forwardConfig(t testing.TB) (config.Config, string) {
 	t.Helper()
 	cfg, base := testDaemonConfig(t)
 	kdir := filepath.Join(base, "k")
@@ -37,7 +37,7 @@ func forwardConfig(t *testing.T) (config.Config, string) {
 
 // startWithHandlers runs a daemon of cfg with native handlers until the test ends; stop ends
 // it sooner (and is idempotent).
-func startWithHandlers(t *testing.T, cfg config.Config, hs map[string]registration.Handler) (d *Daemon, stop func()) {
+func startWithHandlers(t testing.TB, cfg config.Config, hs map[string]registration.Handler) (d *Daemon, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &logtest.Logs{}

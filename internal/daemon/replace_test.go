@@ -127,7 +127,7 @@ func plugin(d *Daemon, socket string) state.PluginView {
 
 // testDaemonConfig returns the default config with its directories (mode 0700) in a short
 // temporary directory of the test, which it returns too, and no metrics listener.
-func testDaemonConfig(t *testing.T) (config.Config, string) {
+func testDaemonConfig(t testing.TB) (config.Config, string) {
 	t.Helper()
 	base, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {

@@ -24,12 +24,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/safetext"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
 
@@ -42,7 +42,8 @@ import (
 // the plugin's connection and a goroutine.
 const VerdictTimeout = 2*time.Minute + 30*time.Second
 
-// maxKubeletText bounds the kubelet's reason kept and shown, in bytes; the rest is cut.
+// maxKubeletText bounds the kubelet's reason kept, shown and sent on to the plugin, in bytes;
+// the rest is cut (safetext.Cut says how much).
 const maxKubeletText = 1024
 
 // maxMessage bounds a message the kubelet sends on a forward socket, in bytes (its
@@ -232,8 +233,7 @@ func (f *Forwarder) Open(p registration.PluginInfo) error {
 		return undo(fmt.Errorf("the socket bound at %s is not there as bound: %v", e.bound, err))
 	}
 	e.dev, e.ino = id.dev, id.ino
-	rec := record{Path: e.path, Temp: e.bound, Dev: e.dev, Ino: e.ino}
-	if err := f.writeRecord(rec); err != nil {
+	if err := f.writeRecord(record{Path: e.path, Temp: e.bound, Dev: e.dev, Ino: e.ino}); err != nil {
 		return undo(err)
 	}
 	f.mu.Lock()
@@ -264,11 +264,7 @@ func (f *Forwarder) Open(p registration.PluginInfo) error {
 		return undo(err)
 	}
 	if id, err := identity(e.path); err == nil && id.dev == e.dev && id.ino == e.ino {
-		e.ctime = id.ctime
-		rec.Ctime = id.ctime
-		if err := f.writeRecord(rec); err != nil {
-			f.log.Warn("forward socket recorded without its change time: a restart tells it by device and inode alone", "forward_socket", e.path, "error", err)
-		}
+		e.ctime = id.ctime // rename set it; Remove checks it
 	}
 	f.log.Debug("plugin presented to the kubelet", "plugin_type", p.Type, "plugin", p.Name, "socket", p.Socket, "forward_socket", e.path)
 	return nil
@@ -365,14 +361,7 @@ func (f *Forwarder) setStatus(pluginSocket string, k state.Kubelet) {
 
 // notified records what the kubelet answered on the socket bound at addr.
 func (f *Forwarder) notified(addr string, registered bool, text string) error {
-	text = strings.ToValidUTF8(text, "\uFFFD")
-	if len(text) > maxKubeletText {
-		cut := maxKubeletText
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
-			cut--
-		}
-		text = text[:cut]
-	}
+	text = safetext.Cut(strings.ToValidUTF8(text, "\uFFFD"), maxKubeletText)
 	f.mu.Lock()
 	e := f.byAddr[addr]
 	if e == nil {

@@ -16,20 +16,20 @@ import (
 // final path, and the temporary dot-name it was bound at first) and which file it is (its
 // device and inode, read right after bind). It is written before the socket takes its final
 // name and removed after the socket is, one file per socket in Config.RecordDir, so that a
-// later start removes what a crash or a stop left, and nothing else: a file at a recorded
-// path whose device and inode differ is not wasmhost's and stays.
+// later start removes what a crash or a stop left, and nothing else: a file at a recorded path
+// whose device and inode differ is not wasmhost's and stays.
 //
-// A device and inode alone could name another file: one made at the same path after ours was
-// removed may get the inode number ours had. So the record also holds the socket's change
-// time once it has its final name (rename sets it; the record is written again then): a file
-// whose change time differs is not ours either. Before that second write (a crash between the
-// rename and it), the device and inode decide alone.
+// One write per socket: on a loaded node a metadata operation costs milliseconds, and a burst
+// of plugins makes as many sockets. While the daemon runs it also knows each socket's change
+// time (once renamed into place), so that a socket someone else removed and another process
+// made again at the same path, which may get the same inode number, is not taken for its own
+// either; after a restart the device and inode decide alone (a file of another process would
+// have to take a name wasmhost-…-<hash>.sock, and the inode number of the one removed).
 type record struct {
-	Path  string `json:"path"`
-	Temp  string `json:"temp"`
-	Dev   uint64 `json:"dev"`
-	Ino   uint64 `json:"ino"`
-	Ctime int64  `json:"ctime,omitempty"` // of the file at Path, in ns since the epoch; 0: not known yet
+	Path string `json:"path"`
+	Temp string `json:"temp"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
 }
 
 // recordSuffix ends the name of every record file; the name before it is the socket's.
@@ -42,28 +42,16 @@ func (f *Forwarder) recordPath(socketPath string) string {
 	return filepath.Join(f.cfg.RecordDir, filepath.Base(socketPath)+recordSuffix)
 }
 
-// writeRecord writes rec through a temporary file renamed into place, so that a crash of the
-// daemon leaves either the record or none. It is not synced to disk: a record guards against
-// the daemon's end, which the page cache survives; without it, after a power loss, the socket
-// it named stays in the kubelet's directory and the plugin's next Open says so.
+// writeRecord writes rec. It is neither written through a temporary file nor synced: a record
+// cut short by a crash is ignored at the next start (its socket is left, and the plugin's next
+// Open says a file is in the way), and a record guards against the daemon's end, which the
+// page cache survives.
 func (f *Forwarder) writeRecord(rec record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	path := f.recordPath(rec.Path)
-	tmp, err := os.CreateTemp(f.cfg.RecordDir, ".record-")
-	if err != nil {
-		return fmt.Errorf("forward: recording socket %s: %w", rec.Path, err)
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("forward: recording socket %s: %w", rec.Path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := os.WriteFile(f.recordPath(rec.Path), b, 0o600); err != nil {
 		return fmt.Errorf("forward: recording socket %s: %w", rec.Path, err)
 	}
 	return nil
@@ -126,10 +114,6 @@ func (f *Forwarder) cleanStale() (int, error) {
 	for _, e := range ents {
 		name := e.Name()
 		full := filepath.Join(f.cfg.RecordDir, name)
-		if strings.HasPrefix(name, ".record-") {
-			os.Remove(full) // a record being written when the daemon stopped
-			continue
-		}
 		if !strings.HasSuffix(name, recordSuffix) || !e.Type().IsRegular() {
 			continue
 		}
@@ -143,11 +127,7 @@ func (f *Forwarder) cleanStale() (int, error) {
 			if p == "" {
 				continue
 			}
-			ctime := rec.Ctime
-			if p == rec.Temp {
-				ctime = 0 // the temporary name is the one before the rename
-			}
-			ok, err := removeIfSame(p, rec.Dev, rec.Ino, ctime)
+			ok, err := removeIfSame(p, rec.Dev, rec.Ino, 0)
 			switch {
 			case err != nil:
 				f.log.Warn("could not remove a forward socket left by an earlier run", "forward_socket", p, "error", err)

@@ -1,0 +1,94 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/registration/forward/forwardtest"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
+)
+
+// envPluginSocket makes the test binary a plugin (TestHelperPlugin) serving at that socket
+// until it is killed: a process of its own, for SIGKILL.
+const envPluginSocket = "WASMHOST_TEST_PLUGIN_SOCKET"
+
+// TestHelperPlugin is not a test: it is the plugin process of BenchmarkForwardKillToDeregister.
+func TestHelperPlugin(t *testing.T) {
+	sock := os.Getenv(envPluginSocket)
+	if sock == "" {
+		t.Skip("a helper process, run by BenchmarkForwardKillToDeregister")
+	}
+	p, err := registrationtest.Start(sock, registrationtest.Info{Type: "CSIPlugin", Name: filepath.Base(sock), Versions: []string{"1.0.0"}}, registrationtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	select {} // until SIGKILL
+}
+
+// BenchmarkForwardKillToDeregister: forwarded plugins, processes of their own registered
+// through the daemon and accepted by a fake kubelet, are killed with SIGKILL (their socket
+// files stay); measured: the time from a kill to the fake kubelet's DeRegister, which it does
+// the moment the daemon's socket for the plugin goes (a real kubelet adds its once-a-second
+// reconciler: 0–1 s). Reported: the median and the slowest. "settled": killed 11 s after they
+// registered; "young": at once, when liveness takes the first closed connection of a plugin
+// registered less than 10 s ago for a server dropping an idle connection, dials again, and
+// waits 100 ms before its next dial if that one lands in the dying process's backlog.
+func BenchmarkForwardKillToDeregister(b *testing.B) {
+	for _, settle := range []time.Duration{0, 11 * time.Second} {
+		name := "young"
+		if settle > 0 {
+			name = "settled"
+		}
+		b.Run(name, func(b *testing.B) { benchKillToDeregister(b, settle) })
+	}
+}
+
+func benchKillToDeregister(b *testing.B, settle time.Duration) {
+	cfg, kdir := forwardConfig(b)
+	kubelet := forwardtest.Start(b, kdir)
+	d, _ := startWithHandlers(b, cfg, map[string]registration.Handler{"CSIPlugin": registrationtest.NewRecordingHandler()})
+	var took []time.Duration
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		name := fmt.Sprintf("p%d.example.com", i)
+		i++
+		sock := filepath.Join(cfg.SocketDir, name)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPlugin$")
+		cmd.Env = append(os.Environ(), envPluginSocket+"="+sock)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		kubelet.Wait(b, 0, forwardtest.Registered, name, time.Minute)
+		testwait.Until(b, "registered with both", func() bool {
+			v := plugin(d, sock)
+			return v.State == state.StateRegistered && v.Kubelet.State == state.KubeletRegistered
+		})
+		time.Sleep(settle)
+		from := len(kubelet.Events())
+		b.StartTimer()
+		start := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		ev, _ := kubelet.Wait(b, from, forwardtest.Deregistered, name, time.Minute)
+		took = append(took, ev.At.Sub(start))
+		b.StopTimer()
+		_ = cmd.Wait()
+		os.Remove(sock)
+		b.StartTimer()
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "ms-max")
+}
