@@ -92,3 +92,75 @@ func benchKillToDeregister(b *testing.B, settle time.Duration) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "ms-p50")
 	b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "ms-max")
 }
+
+// BenchmarkForwardRegistration: from a plugin's socket created to the plugin told it is
+// registered, through the daemon with a native handler: "off", not forwarded; "on", forwarded
+// to a fake kubelet that answers the moment the daemon's socket appears. The difference is
+// what forwarding adds besides the real kubelet's once-a-second look at its directory.
+func BenchmarkForwardRegistration(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg, kdir := forwardConfig(b)
+			if !on {
+				cfg.Forward.Types = []string{"NotThisOne"}
+			}
+			kubelet := forwardtest.Start(b, kdir)
+			startWithHandlers(b, cfg, map[string]registration.Handler{"CSIPlugin": registrationtest.NewRecordingHandler()})
+			i := 0
+			defer func() {
+				if n := len(kubelet.Events()); on != (n > 0) {
+					b.Errorf("forwarding %v: the kubelet saw %d events", on, n)
+				}
+			}()
+			for b.Loop() {
+				sock := filepath.Join(cfg.SocketDir, fmt.Sprintf("p%d.sock", i))
+				i++
+				p, err := registrationtest.Start(sock, registrationtest.Info{Type: "CSIPlugin", Name: filepath.Base(sock), Versions: []string{"1.0.0"}}, registrationtest.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := p.WaitNotification(b, time.Minute); !n.Registered {
+					b.Fatalf("told %+v", n)
+				}
+				b.StopTimer()
+				p.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkForwardRestart: the daemon stopped and started again with a forwarded plugin
+// registered; measured from the start (daemon.New) to the fake kubelet registering the plugin
+// again ("ms-to-registered"), and how long the kubelet had it deregistered
+// ("ms-deregistered"): the restart costs one DeRegister and one registration.
+func BenchmarkForwardRestart(b *testing.B) {
+	cfg, kdir := forwardConfig(b)
+	kubelet := forwardtest.Start(b, kdir)
+	hs := map[string]registration.Handler{"CSIPlugin": registrationtest.NewRecordingHandler()}
+	p := registrationtest.Serve(b, filepath.Join(cfg.SocketDir, "a.sock"), registrationtest.Info{Type: "CSIPlugin", Name: "a.example.com", Versions: []string{"1.0.0"}}, registrationtest.Options{})
+	d, stop := startWithHandlers(b, cfg, hs)
+	var toReg, gap []time.Duration
+	for b.Loop() {
+		testwait.Until(b, "registered with both", func() bool {
+			v := plugin(d, p.Path())
+			return v.State == state.StateRegistered && v.Kubelet.State == state.KubeletRegistered
+		})
+		stop()
+		from := len(kubelet.Events())
+		start := time.Now()
+		d, stop = startWithHandlers(b, cfg, hs)
+		dereg, i := kubelet.Wait(b, from, forwardtest.Deregistered, "a.example.com", time.Minute)
+		reg, _ := kubelet.Wait(b, i, forwardtest.Registered, "a.example.com", time.Minute)
+		toReg = append(toReg, reg.At.Sub(start))
+		gap = append(gap, reg.At.Sub(dereg.At))
+	}
+	slices.Sort(toReg)
+	slices.Sort(gap)
+	b.ReportMetric(float64(toReg[len(toReg)/2].Microseconds())/1000, "ms-to-registered")
+	b.ReportMetric(float64(gap[len(gap)/2].Microseconds())/1000, "ms-deregistered")
+}

@@ -235,10 +235,16 @@ func checkDaemonSet(t *testing.T, where string, ds *appsv1.DaemonSet) {
 			t.Errorf("%s: handlers from a ConfigMap (it holds 1 MiB; a Go handler is 2 MB)", where)
 		}
 	}
-	for _, p := range []string{"/var/lib/wasmhost/plugins_registry", "/var/lib/wasmhost/state"} {
+	for _, p := range []string{"/var/lib/wasmhost/plugins_registry", "/var/lib/wasmhost/state", "/var/lib/kubelet/plugins_registry"} {
 		if !hostPaths[p] {
 			t.Errorf("%s: no hostPath for %s", where, p)
 		}
+	}
+	// In front of the kubelet (forward.kubeletDir): its directory at the same path, writable.
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.MountPath == "/var/lib/kubelet/plugins_registry" && !m.ReadOnly
+	}) {
+		t.Errorf("%s: the kubelet's plugins_registry is not mounted writable at its own path", where)
 	}
 	if strings.Contains(where, "daemonset.yaml") && !imageVolume {
 		t.Errorf("%s: the handlers are not an image volume", where)
