@@ -79,6 +79,7 @@ type Sandbox struct {
 // only while it runs.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	ensureProcs(cfg.Logger)
+	primeWazeroVersion(ctx)
 	sb := &Sandbox{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -104,6 +105,19 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		WithMemoryLimitPages(sb.limitPages)
 	sb.ctx, sb.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return sb, nil
+}
+
+// wazeroVersionOnce makes wazero look up its own version once, before any module loads.
+// wazero keeps it in a package variable that it reads and sets without a lock
+// (internal/version.GetWazeroVersion, called by NewCompilationCacheWithDir and by every new
+// runtime's compiler engine): two modules loading at once, each with its cache directory,
+// raced on it (test/interop's kubelet tests load three handlers at once under -race).
+var wazeroVersionOnce sync.Once
+
+func primeWazeroVersion(ctx context.Context) {
+	wazeroVersionOnce.Do(func() {
+		_ = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig()).Close(ctx)
+	})
 }
 
 // ReadHandlerFile reads a handler file after checking that only the daemon's user may change
