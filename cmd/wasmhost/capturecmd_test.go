@@ -26,6 +26,8 @@ func TestCaptureAllLongNames(t *testing.T) {
 			Calls:  []session.Call{{Export: session.Validate, Result: session.Result{Status: session.StatusOK}}},
 		})
 	}
+	// The last one's recording stopped at a bound: it is written, and said to be truncated.
+	sessions[len(sessions)-1].Truncated = &session.Truncated{Exchanges: 7, Bytes: 420_000}
 	_, sock := clientTestServerWith(t, &admintest.Source{}, func(c *admin.Config) {
 		c.Capture = func([]string) ([]*session.Session, []string) { return sessions, nil }
 	})
@@ -40,6 +42,9 @@ func TestCaptureAllLongNames(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "not written: the session of CSIPlugin blocked (/r/blocked.sock)") {
 		t.Errorf("stderr does not name the session not written:\n%s", errOut)
+	}
+	if !strings.Contains(errOut, "CSIPlugin-z.example.yaml: truncated at the capture's bounds, 7 host calls (420000 bytes) left out: a replay refuses it") {
+		t.Errorf("stderr does not say the truncated session is:\n%s", errOut)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	got := map[string]bool{}

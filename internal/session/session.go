@@ -315,7 +315,13 @@ func Unmarshal(b []byte) (*Session, error) {
 	if s.Plugin.Type == "" || s.Plugin.Name == "" {
 		return nil, errors.New("plugin.type and plugin.name must be set")
 	}
+	if t := s.Truncated; t != nil && (t.Exchanges < 0 || t.Bytes < 0) {
+		return nil, errors.New("truncated: counts must not be negative")
+	}
 	for i, c := range s.Calls {
+		if t := c.Truncated; t != nil && (t.Exchanges < 0 || t.Bytes < 0) {
+			return nil, fmt.Errorf("calls[%d].truncated: counts must not be negative", i)
+		}
 		switch c.Export {
 		case Validate, Register, Deregister:
 		default:

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,35 @@ func TestRedact(t *testing.T) {
 	}
 	if _, err := NewRedactor([]string{"("}); err == nil || !strings.Contains(err.Error(), `redaction rule "("`) {
 		t.Errorf("bad rule: %v", err)
+	}
+}
+
+// TestTruncatedRoundTrip: a truncated call and session read back as written, a replay refuses
+// them naming the call, and negative counts are refused.
+func TestTruncatedRoundTrip(t *testing.T) {
+	s := sample()
+	s.Calls[0].Truncated = &Truncated{Exchanges: 3, Bytes: 180_000}
+	s.Truncated = s.Truncated.Add(3, 180_000)
+	if err := sample().Replayable(); err != nil {
+		t.Errorf("a complete session: %v", err)
+	}
+	b, err := Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "truncated:\n      exchanges: 3\n      bytes: 180000") {
+		t.Errorf("YAML lacks the call's truncated:\n%s", b)
+	}
+	got, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = got.Replayable()
+	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "calls[0] (register)") || !strings.Contains(err.Error(), "3 host calls (180000 bytes)") {
+		t.Errorf("Replayable: %v", err)
+	}
+	bad := strings.Replace(string(b), "exchanges: 3", "exchanges: -3", 1)
+	if _, err := Unmarshal([]byte(bad)); err == nil || !strings.Contains(err.Error(), "truncated: counts must not be negative") {
+		t.Errorf("negative counts: %v", err)
 	}
 }
