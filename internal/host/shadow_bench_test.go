@@ -13,7 +13,7 @@ import (
 // BenchmarkShadowCost is what a failing shadow costs the serving revision (issue 27): the
 // latency of the serving handler's ValidatePlugin (testdata/hogpeer.wat, which accepts at
 // once), alone, and with a shadow candidate whose Validate grows its memory one page at a time
-// to the 64 MiB limit, fills every page and traps (testdata/hog.wat). The quarantine is off,
+// to the 64 MiB limit, fills every page and traps (testdata/hogtrap.wat). The quarantine is off,
 // so that the candidate runs on every registration that finds one of its pool's runs free and
 // fails over and over in the background, the worst a failing shadow can do (with the default
 // quarantine it would run 3 times in 10 s); shadow-runs/op says how many of the calls it
@@ -37,8 +37,8 @@ func BenchmarkShadowCost(b *testing.B) {
 			defer func() { cancel(); <-done }()
 			<-h.Ready()
 			if tc.shadow {
-				cand := filepath.Join(sandboxtest.TempDir(b), "hog.wasm")
-				sandboxtest.CopyFile(b, fixture("hog"), cand, 0o600)
+				cand := filepath.Join(sandboxtest.TempDir(b), "hogtrap.wasm")
+				sandboxtest.CopyFile(b, fixture("hogtrap"), cand, 0o600)
 				if _, err := h.SetShadow(ctx, "hog.example", cand); err != nil {
 					b.Fatal(err)
 				}
