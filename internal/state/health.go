@@ -25,6 +25,9 @@ type Health struct {
 	NotServing []Handler
 	// Waiting are the plugin types with plugins waiting for a handler, sorted by type.
 	Waiting []TypeWaiting
+	// KubeletRefused and KubeletTimeout count the plugins of forwarded types whose socket
+	// exists and that the kubelet refused, or did not answer (kubelet.go).
+	KubeletRefused, KubeletTimeout int
 }
 
 // TypeWaiting is a plugin type without a handler, and how many of its plugins wait for one.
@@ -53,6 +56,14 @@ func HealthOf(hs []Handler, ps []PluginView) Health {
 	for _, p := range ps {
 		if p.State == StateWaitingForHandler && p.Desired {
 			waiting[p.PluginType]++
+		}
+		if p.Desired {
+			switch p.Kubelet.State {
+			case KubeletRefused:
+				h.KubeletRefused++
+			case KubeletTimeout:
+				h.KubeletTimeout++
+			}
 		}
 	}
 	for t, n := range waiting {
@@ -96,6 +107,12 @@ func (h Health) Lines() []string {
 			t = "(unknown)"
 		}
 		out = append(out, fmt.Sprintf("no handler for type %s while %d %s", t, w.Plugins, plural(w.Plugins, "plugin waits", "plugins wait")))
+	}
+	if n := h.KubeletTimeout; n > 0 {
+		out = append(out, fmt.Sprintf("%d forwarded %s no answer from the kubelet: is it running, and is forward.kubeletDir its plugins_registry?", n, plural(n, "plugin got", "plugins got")))
+	}
+	if n := h.KubeletRefused; n > 0 {
+		out = append(out, fmt.Sprintf("%d forwarded %s by the kubelet (wasmhost plugins, KUBELET, says why)", n, plural(n, "plugin refused", "plugins refused")))
 	}
 	return out
 }

@@ -45,3 +45,22 @@ func TestHealthLines(t *testing.T) {
 		t.Errorf("40 refused files: %q", got)
 	}
 }
+
+// TestHealthLinesKubelet: forwarded plugins the kubelet did not take are a problem the status
+// names, with what to check; those whose socket is gone are not counted.
+func TestHealthLinesKubelet(t *testing.T) {
+	ps := []PluginView{
+		{Status: Status{Path: "/p/a", State: StateFailing}, Desired: true, Kubelet: Kubelet{State: KubeletTimeout}},
+		{Status: Status{Path: "/p/b", State: StateFailing}, Desired: true, Kubelet: Kubelet{State: KubeletRefused, Error: "no"}},
+		{Status: Status{Path: "/p/c", State: StateRegistered}, Desired: true, Kubelet: Kubelet{State: KubeletRefused, Error: "no"}},
+		{Status: Status{Path: "/p/d", State: StateFailing}, Kubelet: Kubelet{State: KubeletTimeout}},
+		{Status: Status{Path: "/p/e", State: StateRegistered}, Desired: true, Kubelet: Kubelet{State: KubeletRegistered}},
+	}
+	want := []string{
+		"1 forwarded plugin got no answer from the kubelet: is it running, and is forward.kubeletDir its plugins_registry?",
+		"2 forwarded plugins refused by the kubelet (wasmhost plugins, KUBELET, says why)",
+	}
+	if got := HealthOf(nil, ps).Lines(); !reflect.DeepEqual(got, want) {
+		t.Errorf("lines:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -161,6 +161,11 @@ func New(cfg Config) (*Forwarder, error) {
 	if n > 0 {
 		log.Info("forward sockets of an earlier run removed", "removed", n, "kubelet_dir", cfg.Dir)
 	}
+	if fi, err := os.Stat(cfg.Dir); err != nil || !fi.IsDir() {
+		// Not fatal: the kubelet makes it when it starts. Until then forwarded plugins fail,
+		// each naming it, and are retried with backoff.
+		log.Warn("the kubelet's plugin directory (forward.kubeletDir) is not there: forwarded plugins cannot reach the kubelet until it is", "kubelet_dir", cfg.Dir, "error", err)
+	}
 	f.srv = grpc.NewServer(grpc.MaxRecvMsgSize(maxMessage), grpc.MaxConcurrentStreams(16))
 	regapi.RegisterRegistrationServer(f.srv, service{f: f})
 	return f, nil
