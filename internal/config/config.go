@@ -67,17 +67,17 @@ type LogConfig struct {
 type WatcherConfig struct {
 	// Resync is the period of the safety-net re-list of the socket tree; 0 disables it.
 	// Defaults to 5m. Any watcher error triggers a re-list at once regardless.
-	Resync Duration `yaml:"resync"`
+	Resync Duration `yaml:"-"` // a constant, not a key (was resync; docs/configuration.md, "Constants")
 }
 
 // ReconcilerConfig tunes the reconciler.
 type ReconcilerConfig struct {
 	// Resync is the period of the safety-net full pass. Defaults to 1m.
-	Resync Duration `yaml:"resync"`
+	Resync Duration `yaml:"-"` // a constant, not a key (was resync; docs/configuration.md, "Constants")
 	// InitialBackoff is the first retry delay after a failed operation. Defaults to 500ms.
-	InitialBackoff Duration `yaml:"initialBackoff"`
+	InitialBackoff Duration `yaml:"-"` // a constant, not a key (was initialBackoff; docs/configuration.md, "Constants")
 	// MaxBackoff caps the doubling retry delay. Defaults to 2m2s.
-	MaxBackoff Duration `yaml:"maxBackoff"`
+	MaxBackoff Duration `yaml:"-"` // a constant, not a key (was maxBackoff; docs/configuration.md, "Constants")
 	// MaxConcurrent bounds the operations running at once that are not stalled (an operation
 	// waiting longer than 20ms on a plugin that does not answer stops counting; see
 	// docs/configuration.md, "Constants"), and the registrations in their handler phase (past
@@ -86,17 +86,17 @@ type ReconcilerConfig struct {
 	// RejectedRecheck is how long a plugin its handler rejected waits before it is asked
 	// again when nothing that could change the answer changed (its handler, its socket, a
 	// plugin of the same type and name going away: those ask again at once). Defaults to 5m.
-	RejectedRecheck Duration `yaml:"rejectedRecheck"`
+	RejectedRecheck Duration `yaml:"-"` // a constant, not a key (was rejectedRecheck; docs/configuration.md, "Constants")
 	// MaxPerType bounds the registrations of one plugin type in their handler phase at once,
 	// so that a slow type (a handler that loops or times out) cannot take every slot from
 	// the others. Defaults to 16.
-	MaxPerType int `yaml:"maxPerType"`
+	MaxPerType int `yaml:"-"` // a constant, not a key (was maxPerType; docs/configuration.md, "Constants")
 }
 
 // RegistrationConfig bounds the calls to plugins.
 type RegistrationConfig struct {
 	// DialTimeout bounds connecting to a plugin socket. Defaults to 10s.
-	DialTimeout Duration `yaml:"dialTimeout"`
+	DialTimeout Duration `yaml:"-"` // a constant, not a key (was dialTimeout; docs/configuration.md, "Constants")
 	// GetInfoTimeout bounds the GetInfo call. Defaults to 5s.
 	GetInfoTimeout Duration `yaml:"getInfoTimeout"`
 	// NotifyTimeout bounds each NotifyRegistrationStatus call. Defaults to 5s.
@@ -118,7 +118,7 @@ type HandlersConfig struct {
 	// before its plugin types are removed (their plugins deregistered): a file that is back
 	// within it (install's unlink and create, the directory deleted and made again) is
 	// replaced, not removed. Defaults to 10s.
-	RemovalGrace Duration `yaml:"removalGrace"`
+	RemovalGrace Duration `yaml:"-"` // a constant, not a key (was removalGrace; docs/configuration.md, "Constants")
 	// Types Grants capabilities per plugin type. Defaults to none: deny by default.
 	Types map[string]TypeConfig `yaml:"types"`
 	// Limits bound what a handler may cost: to load, and in each call (internal/limits).
@@ -182,7 +182,7 @@ type MetricsConfig struct {
 	Listen string `yaml:"listen"`
 	// MaxConnections bounds the connections served at once (more wait in the listen
 	// backlog), so that a local user cannot take the daemon's file descriptors. Defaults to 64.
-	MaxConnections int `yaml:"maxConnections"`
+	MaxConnections int `yaml:"-"` // a constant, not a key (was maxConnections; docs/configuration.md, "Constants")
 }
 
 func Default() Config {
@@ -241,34 +241,14 @@ func (c *Config) Validate() error {
 	}
 	positive := map[string]Duration{
 		"shutdownTimeout":             c.ShutdownTimeout,
-		"reconciler.resync":           c.Reconciler.Resync,
-		"reconciler.initialBackoff":   c.Reconciler.InitialBackoff,
-		"reconciler.maxBackoff":       c.Reconciler.MaxBackoff,
-		"registration.dialTimeout":    c.Registration.DialTimeout,
 		"registration.getInfoTimeout": c.Registration.GetInfoTimeout,
 		"registration.notifyTimeout":  c.Registration.NotifyTimeout,
 		"handlers.callTimeout":        c.Handlers.CallTimeout,
-		"handlers.removalGrace":       c.Handlers.RemovalGrace,
 	}
 	for key, d := range positive {
 		if d <= 0 {
 			bad(key, "must be a positive duration, got %s", time.Duration(d))
 		}
-	}
-	if c.Watcher.Resync < 0 {
-		bad("watcher.resync", "must not be negative (0 disables it), got %s", time.Duration(c.Watcher.Resync))
-	}
-	if c.Reconciler.MaxBackoff < c.Reconciler.InitialBackoff {
-		bad("reconciler.maxBackoff", "%s is below reconciler.initialBackoff %s", time.Duration(c.Reconciler.MaxBackoff), time.Duration(c.Reconciler.InitialBackoff))
-	}
-	if c.Reconciler.RejectedRecheck < Duration(time.Second) {
-		bad("reconciler.rejectedRecheck", "must be at least 1s, got %s", c.Reconciler.RejectedRecheck)
-	}
-	if c.Metrics.MaxConnections < 1 {
-		bad("metrics.maxConnections", "must be at least 1, got %d", c.Metrics.MaxConnections)
-	}
-	if c.Reconciler.MaxPerType < 1 {
-		bad("reconciler.maxPerType", "must be at least 1, got %d", c.Reconciler.MaxPerType)
 	}
 	if c.Reconciler.MaxConcurrent < 1 {
 		bad("reconciler.maxConcurrent", "must be at least 1, got %d", c.Reconciler.MaxConcurrent)

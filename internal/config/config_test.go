@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -53,13 +54,13 @@ func TestMistakes(t *testing.T) {
 		{"milli is not a size", header + "handlers:\n  memoryLimit: 64m\n", []string{"handlers.memoryLimit", `"64m" is not a size`, "m is milli", "write Mi"}},
 		{"fraction of a byte", header + "handlers:\n  memoryLimit: 1.5\n", []string{"handlers.memoryLimit", `"1.5" is not a whole number of bytes`}},
 		{"wrong type", header + "reconciler:\n  maxConcurrent: many\n", []string{`line 4: reconciler.maxConcurrent: want a whole number, got "many"`}},
-		{"several at once", header + "handlerz: /x\nwatcher:\n  resync: soon\n", []string{"line 3: handlerz: unknown key; did you mean handlers?", "line 5: watcher.resync: "}},
+		{"several at once", header + "handlerz: /x\nregistration:\n  getInfoTimeout: soon\n", []string{"line 3: handlerz: unknown key; did you mean handlers?", "line 5: registration.getInfoTimeout: "}},
 		{"not yaml", header + "socketDir: [unclosed\n", []string{"config "}},
 		{"kubelet's socket dir", header + "socketDir: /var/lib/kubelet/plugins_registry\n", []string{"line 3: socketDir (flag --socket-dir): ", "kubelet's own socket directory"}},
 		{"empty dir", header + "handlerDir: \"\"\n", []string{"line 3: handlerDir (flag --handler-dir): must not be empty"}},
 		{"zero timeout", header + "registration:\n  notifyTimeout: 0s\n", []string{"line 4: registration.notifyTimeout: must be a positive duration"}},
-		{"negative resync", header + "watcher:\n  resync: -1s\n", []string{"watcher.resync: must not be negative"}},
-		{"backoff order", header + "reconciler:\n  initialBackoff: 3s\n  maxBackoff: 1s\n", []string{"reconciler.maxBackoff: 1s is below reconciler.initialBackoff 3s"}},
+		{"negative first wait", header + "handlers:\n  pull:\n    firstWait: -1s\n", []string{"line 5: handlers.pull.firstWait: must not be negative"}},
+		{"pull timeout within the first wait", header + "handlers:\n  pull:\n    timeout: 2m\n", []string{"line 5: handlers.pull.timeout: 2m0s is not shorter than handlers.pull.firstWait (1m0s)"}},
 		{"concurrency", header + "reconciler:\n  maxConcurrent: 0\n", []string{"reconciler.maxConcurrent: must be at least 1"}},
 		{"memory too small", header + "handlers:\n  memoryLimit: 1Ki\n", []string{"handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 1Ki"}},
 		{"memory too large", header + "handlers:\n  memoryLimit: 5G\n", []string{"handlers.memoryLimit (flag --handler-memory-limit): must be between 64Ki and 4Gi, got 5000000000"}},
@@ -216,28 +217,6 @@ func TestEveryKeyDocumented(t *testing.T) {
 	walk("", reflect.TypeFor[config.Config]())
 }
 
-// TestRetiredKeysDocumented: every key that is a constant now has its row under Constants in
-// docs/configuration.md, and none under Keys.
-func TestRetiredKeysDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	keys, constants, ok := strings.Cut(doc[strings.Index(doc, "## Keys"):], "## Constants")
-	if !ok {
-		t.Fatal("docs/configuration.md has no Constants section")
-	}
-	for key := range config.Retired {
-		if !strings.Contains(constants, "| `"+key+"` |") {
-			t.Errorf("docs/configuration.md's Constants has no row for %s", key)
-		}
-		if strings.Contains(keys, "| `"+key+"` |") {
-			t.Errorf("docs/configuration.md still lists %s as a key", key)
-		}
-	}
-}
-
 // TestEveryMistakeInOnePass: unknown keys, values of the wrong kind and values out of range are
 // reported together, by line, in the file's own key names, never in Go's.
 func TestEveryMistakeInOnePass(t *testing.T) {
@@ -245,25 +224,25 @@ func TestEveryMistakeInOnePass(t *testing.T) {
 		"socketdir: /x\n"+ // 3
 		"reconciler:\n"+
 		"  maxConcurrent: 0\n"+ // 5
-		"  maxBackof: 1m\n"+ // 6
+		"  maxConcurent: 1\n"+ // 6
 		"handlers:\n"+
 		"  callTimeout: soon\n"+ // 8
 		"  poolSize: -1\n"+ // 9
 		"  limits:\n"+
 		"    maxModuleSize: 0\n"+ // 11
 		"metrics:\n"+
-		"  maxConnections: lots\n") // 13
+		"  listen: nowhere\n") // 13
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	want := "config " + path + ":\n" +
 		"line 3: socketdir: unknown key; did you mean socketDir?\n" +
 		"line 5: reconciler.maxConcurrent: must be at least 1, got 0\n" +
-		"line 6: reconciler.maxBackof: unknown key; did you mean reconciler.maxBackoff?\n" +
+		"line 6: reconciler.maxConcurent: unknown key; did you mean reconciler.maxConcurrent?\n" +
 		`line 8: handlers.callTimeout (flag --handler-timeout): "soon" is not a duration (e.g. 500ms, 5s, 2m)` + "\n" +
 		"line 9: handlers.poolSize: must not be negative (0 means one per CPU), got -1\n" +
 		"line 11: handlers.limits.maxModuleSize: must be positive, got 0\n" +
-		`line 13: metrics.maxConnections: want a whole number, got "lots"`
+		`line 13: metrics.listen (flag --metrics-listen): want off, unix:/path or host:port, got "nowhere"`
 	if err.Error() != want {
 		t.Errorf("error:\n%v\nwant:\n%s", err, want)
 	}
@@ -274,12 +253,29 @@ func TestEveryMistakeInOnePass(t *testing.T) {
 	}
 }
 
-// TestRetiredKeysStillLoad: a file written when the benchmark-tuned knobs were settings loads,
-// with a warning for each that it is ignored.
+// TestRetiredKeysStillLoad: a file that sets every key retired so far loads, with a warning
+// for each that it is ignored and the value used, and the keys beside them are read; the
+// retired values stay the defaults.
 func TestRetiredKeysStillLoad(t *testing.T) {
-	path := writeFile(t, header+
-		"reconciler:\n  stalledAfter: 10ms\n  maxInFlight: 100\n  backoffJitter: 0.5\n  maxRetrying: 2\n  maxConcurrent: 8\n"+
-		"handlers:\n  limits:\n    maxNestingWork: 1\n    maxAbandonedCompiles: 3\n    maxNesting: 100\n")
+	tree := map[string]any{}
+	for key := range config.Retired {
+		parts := strings.Split(key, ".")
+		m := tree
+		for _, p := range parts[:len(parts)-1] {
+			if m[p] == nil {
+				m[p] = map[string]any{}
+			}
+			m = m[p].(map[string]any)
+		}
+		m[parts[len(parts)-1]] = 3
+	}
+	tree["reconciler"].(map[string]any)["maxConcurrent"] = 8
+	tree["handlers"].(map[string]any)["limits"].(map[string]any)["maxNesting"] = 100
+	body, err := yaml.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, header+string(body))
 	cfg := config.Default()
 	warnings, err := config.Check(path, &cfg)
 	if err != nil {
@@ -288,15 +284,26 @@ func TestRetiredKeysStillLoad(t *testing.T) {
 	if cfg.Reconciler.MaxConcurrent != 8 || cfg.Handlers.Limits.MaxNesting != 100 {
 		t.Errorf("the keys beside the retired ones were not read: %+v", cfg.Reconciler)
 	}
+	d := config.Default()
+	cfg.Reconciler.MaxConcurrent, cfg.Handlers.Limits.MaxNesting = d.Reconciler.MaxConcurrent, d.Handlers.Limits.MaxNesting
+	a, _, _ := strings.Cut(fmt.Sprintf("%+v", cfg), " lines:") // the lines the file set
+	if b, _, _ := strings.Cut(fmt.Sprintf("%+v", d), " lines:"); a != b {
+		t.Errorf("a retired key changed the config:\n%s\nwant the defaults:\n%s", a, b)
+	}
 	if len(warnings) != len(config.Retired) {
 		t.Fatalf("%d warnings, want one for each of %d retired keys: %q", len(warnings), len(config.Retired), warnings)
 	}
-	for key := range config.Retired {
-		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, key+" is ignored") }) {
-			t.Errorf("no warning for %s: %q", key, warnings)
+	for key, v := range config.Retired {
+		if !slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.Contains(w, key+" is ignored: it is a constant now ("+v+")")
+		}) {
+			t.Errorf("no warning for %s with its value %s: %q", key, v, warnings)
 		}
 	}
-	if want := "line 4: reconciler.stalledAfter is ignored: it is a constant now (20ms)"; !strings.HasPrefix(warnings[0], want) {
-		t.Errorf("first warning %q, want it to start %q", warnings[0], want)
+	path = writeFile(t, header+"reconciler:\n  stalledAfter: 10ms\n")
+	cfg = config.Default()
+	warnings, _ = config.Check(path, &cfg)
+	if want := "line 4: reconciler.stalledAfter is ignored: it is a constant now (20ms)"; len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
+		t.Errorf("warnings %q, want one that starts %q", warnings, want)
 	}
 }

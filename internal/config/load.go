@@ -58,15 +58,8 @@ func Flags() map[string]string { return maps.Clone(flagOf) }
 
 // Retired are the keys that were settings once and are constants now (docs/configuration.md,
 // "Constants"), with their value: a file that sets one still loads, with a warning that the
-// key is ignored.
-var Retired = map[string]string{
-	"reconciler.stalledAfter":              "20ms",
-	"reconciler.maxInFlight":               "512, and at most a quarter of the descriptor limit",
-	"reconciler.backoffJitter":             "0.1",
-	"reconciler.maxRetrying":               "16",
-	"handlers.limits.maxNestingWork":       "50000000",
-	"handlers.limits.maxAbandonedCompiles": "1",
-}
+// key is ignored. The values of those kept as fields (yaml:"-") are Default's (retired.go).
+var Retired = retired()
 
 // Load reads the YAML config file path over into (the defaults, usually) and reports every
 // mistake of the file at once, each a *Problem with its line and key: unknown keys (with the

@@ -27,12 +27,12 @@ type PublishConfig struct {
 	Kubeconfig string `yaml:"kubeconfig"`
 	// Coalesce is how long the publisher gathers changes before it writes: a burst of
 	// registrations is one write per sink per Coalesce. Defaults to 1s.
-	Coalesce Duration `yaml:"coalesce"`
+	Coalesce Duration `yaml:"-"` // a constant, not a key (was coalesce; docs/configuration.md, "Constants")
 	// InitialBackoff is the first retry delay of a sink whose write failed, doubling (with
 	// jitter) to MaxBackoff. Defaults to 1s.
-	InitialBackoff Duration `yaml:"initialBackoff"`
+	InitialBackoff Duration `yaml:"-"` // a constant, not a key (was initialBackoff; docs/configuration.md, "Constants")
 	// MaxBackoff caps that doubling. Defaults to 2m.
-	MaxBackoff Duration `yaml:"maxBackoff"`
+	MaxBackoff Duration `yaml:"-"` // a constant, not a key (was maxBackoff; docs/configuration.md, "Constants")
 	// MaxBytes bounds what the node publishes, counted in bytes as the sinks hold it: every
 	// plugin type that publishes has an equal share, each plugin at most 4 KiB, each key at
 	// most 2 KiB; what goes over is left out (the plugins of the newest sockets first) and
@@ -44,7 +44,7 @@ type PublishConfig struct {
 	// removed) until every socket found at start was tried (the daemon is ready and no
 	// socket is pending) or this long has passed, so that a restart does not take labels off
 	// the node and put them back. Defaults to 1m.
-	StartGrace Duration `yaml:"startGrace"`
+	StartGrace Duration `yaml:"-"` // a constant, not a key (was startGrace; docs/configuration.md, "Constants")
 }
 
 // FeatureFileConfig is the node-feature-discovery feature file sink.
@@ -152,23 +152,8 @@ func (c *Config) PublishNodeName() string {
 // validatePublish checks publish and handlers.types.<T>.publish.
 func (c *Config) validatePublish(bad func(key, format string, args ...any)) {
 	p := c.Publish
-	for key, d := range map[string]Duration{
-		"publish.coalesce":       p.Coalesce,
-		"publish.initialBackoff": p.InitialBackoff,
-		"publish.maxBackoff":     p.MaxBackoff,
-	} {
-		if d <= 0 {
-			bad(key, "must be a positive duration, got %s", d)
-		}
-	}
-	if p.MaxBackoff < p.InitialBackoff {
-		bad("publish.maxBackoff", "%s is below publish.initialBackoff %s", p.MaxBackoff, p.InitialBackoff)
-	}
 	if p.MaxBytes < MinPublishMaxBytes || p.MaxBytes > MaxPublishMaxBytes {
 		bad("publish.maxBytes", "must be from %s to %s, got %s", ByteSize(MinPublishMaxBytes), ByteSize(MaxPublishMaxBytes), p.MaxBytes)
-	}
-	if p.StartGrace < 0 {
-		bad("publish.startGrace", "must not be negative, got %s", p.StartGrace)
 	}
 	if p.NodeName != "" {
 		if err := k8sname.Subdomain(p.NodeName); err != nil {

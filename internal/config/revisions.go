@@ -26,9 +26,9 @@ type AutoRollbackConfig struct {
 	// Defaults to 5m.
 	Window Duration `yaml:"window"`
 	// Threshold is the share of its calls, 0 to 1, that rolls it back. Defaults to 0.5.
-	Threshold float64 `yaml:"threshold"`
+	Threshold float64 `yaml:"-"` // a constant, not a key (was threshold; docs/configuration.md, "Constants")
 	// MinCalls is how many calls it must have had before it is judged. Defaults to 5.
-	MinCalls int `yaml:"minCalls"`
+	MinCalls int `yaml:"-"` // a constant, not a key (was minCalls; docs/configuration.md, "Constants")
 }
 
 // DefaultRevisions are the defaults of handlers.revisions.
@@ -44,12 +44,6 @@ func (h *HandlersConfig) validateRevisions(bad func(key, format string, args ...
 	}
 	if r.AutoRollback.Window < 0 {
 		bad("handlers.revisions.autoRollback.window", "must not be negative (0 turns automatic rollback off), got %s", r.AutoRollback.Window)
-	}
-	if t := r.AutoRollback.Threshold; t <= 0 || t > 1 {
-		bad("handlers.revisions.autoRollback.threshold", "must be a share of calls above 0 and at most 1, got %v", t)
-	}
-	if r.AutoRollback.MinCalls < 1 {
-		bad("handlers.revisions.autoRollback.minCalls", "must be at least 1, got %d", r.AutoRollback.MinCalls)
 	}
 	for typ, tc := range h.Types {
 		s := tc.Shadow

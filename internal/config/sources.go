@@ -64,11 +64,11 @@ type PullConfig struct {
 	// handler serves their type, and a source pulled later serves from then on. Defaults to 1m.
 	FirstWait Duration `yaml:"firstWait"`
 	// Parallel bounds the sources pulled at once. Defaults to 4.
-	Parallel int `yaml:"parallel"`
+	Parallel int `yaml:"-"` // a constant, not a key (was parallel; docs/configuration.md, "Constants")
 	// Retry is the first wait before a source whose registry could not be reached is tried
 	// again; it doubles up to 5m, each wait shortened by a random part of at most half so
 	// that a fleet does not come back to a registry all at once. Defaults to 10s.
-	Retry Duration `yaml:"retry"`
+	Retry Duration `yaml:"-"` // a constant, not a key (was retry; docs/configuration.md, "Constants")
 }
 
 // DefaultPull is handlers.pull's defaults.
@@ -115,12 +115,6 @@ func (h *HandlersConfig) validateSources(bad func(key, format string, args ...an
 	}
 	if p.Timeout > 0 && p.FirstWait > 0 && p.Timeout >= p.FirstWait {
 		bad("handlers.pull.timeout", "%s is not shorter than handlers.pull.firstWait (%s): a registry that hangs would hold the first wait without a second try", p.Timeout, p.FirstWait)
-	}
-	if p.Parallel < 1 || p.Parallel > 64 {
-		bad("handlers.pull.parallel", "%d: want 1 to 64", p.Parallel)
-	}
-	if p.Retry <= 0 {
-		bad("handlers.pull.retry", "must be positive")
 	}
 	for i, id := range h.Trust.Identities {
 		key := fmt.Sprintf("handlers.trust.identities[%d]", i)

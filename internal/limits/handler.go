@@ -35,10 +35,10 @@ type Handler struct {
 	// checked in one pass before it is compiled: the functions it defines, the bytes of one
 	// function body, how deeply blocks nest in one function, and the locals of one function.
 	// Default to 100000, 1Mi, 4096 and 50000.
-	MaxFunctions    int      `yaml:"maxFunctions"`
+	MaxFunctions    int      `yaml:"-"` // a constant, not a key (was maxFunctions; docs/configuration.md, "Constants")
 	MaxFunctionSize ByteSize `yaml:"maxFunctionSize"`
 	MaxNesting      int      `yaml:"maxNesting"`
-	MaxLocals       int      `yaml:"maxLocals"`
+	MaxLocals       int      `yaml:"-"` // a constant, not a key (was maxLocals; docs/configuration.md, "Constants")
 	// MaxTableElements bounds a module's tables together (8 bytes an element in every
 	// instance, outside handlers.memoryLimit); a module that grows a table must declare a
 	// maximum within it. Defaults to 200000.
@@ -46,33 +46,33 @@ type Handler struct {
 	// MaxEntries bounds the entries of every other section of a module (types, imports,
 	// globals, exports, segments): wazero's decoder allocates about 100 bytes for each (25 MB
 	// of globals took 540 MB to compile). Defaults to 100000.
-	MaxEntries int `yaml:"maxEntries"`
+	MaxEntries int `yaml:"-"` // a constant, not a key (was maxEntries; docs/configuration.md, "Constants")
 	// MaxCallStack bounds the guest's call stack, counted at each call from the callee's
 	// parameters and locals: a call past it traps. wazero's own stack, outside memoryLimit,
 	// otherwise grows to 50 MB and more before it overflows. Defaults to 1Mi.
 	MaxCallStack ByteSize `yaml:"maxCallStack"`
 	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) logs
 	// (log, stdout and stderr together); going over ends the call. Default to 1000 and 64Ki.
-	LogLinesPerCall int      `yaml:"logLinesPerCall"`
-	LogBytesPerCall ByteSize `yaml:"logBytesPerCall"`
+	LogLinesPerCall int      `yaml:"-"` // a constant, not a key (was logLinesPerCall; docs/configuration.md, "Constants")
+	LogBytesPerCall ByteSize `yaml:"-"` // a constant, not a key (was logBytesPerCall; docs/configuration.md, "Constants")
 	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of one handler file's
 	// plugin types together (keys, and bytes of keys and values); a kv_set over them fails
 	// with abi.CodeTooLarge. The stores are freed when the handler is retired. Default to
 	// 16384 (abi.MaxKVEntries) and 16Mi.
-	KVKeysPerHandler  int      `yaml:"kvKeysPerHandler"`
+	KVKeysPerHandler  int      `yaml:"-"` // a constant, not a key (was kvKeysPerHandler; docs/configuration.md, "Constants")
 	KVBytesPerHandler ByteSize `yaml:"kvBytesPerHandler"`
 	// PublishKeys and PublishBytes bound what one register call publishes. Default to 64
 	// (abi.MaxPublishedKeys, the most) and 64Ki.
-	PublishKeys  int      `yaml:"publishKeys"`
-	PublishBytes ByteSize `yaml:"publishBytes"`
+	PublishKeys  int      `yaml:"-"` // a constant, not a key (was publishKeys; docs/configuration.md, "Constants")
+	PublishBytes ByteSize `yaml:"-"` // a constant, not a key (was publishBytes; docs/configuration.md, "Constants")
 	// PluginCallsPerCall bounds the plugin_call calls of one handler call (the one over ends
 	// the call); PluginCallResponseSize is the largest response accepted. Default to 16 and 1Mi.
-	PluginCallsPerCall     int      `yaml:"pluginCallsPerCall"`
+	PluginCallsPerCall     int      `yaml:"-"` // a constant, not a key (was pluginCallsPerCall; docs/configuration.md, "Constants")
 	PluginCallResponseSize ByteSize `yaml:"pluginCallResponseSize"`
 	// IdleInstanceTimeout is how long an instance may sit idle in its handler's pool before it
 	// is closed, down to one kept warm (an instance keeps the memory its guest grew). Defaults
 	// to 1m.
-	IdleInstanceTimeout Duration `yaml:"idleInstanceTimeout"`
+	IdleInstanceTimeout Duration `yaml:"-"` // a constant, not a key (was idleInstanceTimeout; docs/configuration.md, "Constants")
 	// CallCPU is the CPU time one handler call (or one instantiation) may use, counted at the
 	// yields of its code; the call over it ends, as one past handlers.callTimeout does.
 	// Defaults to 2s.
@@ -135,6 +135,8 @@ func (l Handler) Check(bad func(key, format string, args ...any)) {
 	for i := range v.NumField() {
 		key, n := v.Type().Field(i).Tag.Get("yaml"), v.Field(i).Int()
 		switch {
+		case key == "-":
+			// A constant (docs/configuration.md, "Constants"): no file sets it.
 		case key == "guestThreads":
 			if n < 0 {
 				bad(key, "must not be negative (0 is one fewer than the cores, at least 1), got %d", n)
@@ -142,8 +144,5 @@ func (l Handler) Check(bad func(key, format string, args ...any)) {
 		case n <= 0:
 			bad(key, "must be positive, got %d", n)
 		}
-	}
-	if l.PublishKeys > abi.MaxPublishedKeys {
-		bad("publishKeys", "must be at most %d (the ABI's MaxPublishedKeys), got %d", abi.MaxPublishedKeys, l.PublishKeys)
 	}
 }

@@ -12,9 +12,9 @@ type Quarantine struct {
 	// Defaults to 3.
 	After int `yaml:"after"`
 	// Backoff is the first quarantine's length. Defaults to 10s.
-	Backoff Duration `yaml:"backoff"`
+	Backoff Duration `yaml:"-"` // a constant, not a key (was backoff; docs/configuration.md, "Constants")
 	// MaxBackoff caps the doubling. Defaults to 5m.
-	MaxBackoff Duration `yaml:"maxBackoff"`
+	MaxBackoff Duration `yaml:"-"` // a constant, not a key (was maxBackoff; docs/configuration.md, "Constants")
 }
 
 // DefaultQuarantine are the defaults of handlers.quarantine: the one table, which `wasmhost
