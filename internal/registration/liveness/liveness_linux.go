@@ -370,15 +370,21 @@ func (m *Monitor) readable(ctx context.Context, fd int, buf []byte) {
 }
 
 // probe tells a server that dropped an idle connection (watch the new one) from a dead plugin
-// (OnDead).
+// (OnDead). It dials at once whatever the drops before: a server that keeps dropping its
+// connections is watched again only after a wait (redialDelay), so as not to spin on it, but
+// a plugin that died is reported at once. (A process killed with SIGKILL closes its
+// connections before its listener, so the dial that follows the first close may land in the
+// dying listener's backlog; the next close, a "drop", must not wait before it finds nobody
+// there.)
 func (m *Monitor) probe(ctx context.Context, e *entry) {
 	drops := 0
 	if time.Since(e.since) < shortLived {
 		drops = e.drops + 1
 	}
+	var pause time.Duration // before the next dial
 	for {
-		if d := redialDelay(drops); d > 0 {
-			t := time.NewTimer(d)
+		if pause > 0 {
+			t := time.NewTimer(pause)
 			select {
 			case <-t.C:
 			case <-ctx.Done():
@@ -403,6 +409,13 @@ func (m *Monitor) probe(ctx context.Context, e *entry) {
 			return
 		}
 		if err == nil {
+			if d := redialDelay(drops); d > 0 && pause == 0 {
+				// Alive, but it dropped the connections before soon after they were made:
+				// watch again after a wait.
+				unix.Close(fd)
+				pause = d
+				continue
+			}
 			if err := m.add(&entry{watched: e.watched, fd: fd, since: time.Now(), drops: drops}); err != nil {
 				m.log.Debug("liveness: watch not renewed", "socket", e.path, "error", err)
 			}
@@ -414,6 +427,7 @@ func (m *Monitor) probe(ctx context.Context, e *entry) {
 		// Something is there but dropped the connection at once, or its backlog is full:
 		// not dead; try again, backing off.
 		drops++
+		pause = redialDelay(drops)
 	}
 	m.log.Info("plugin stopped answering: its connection closed and nobody listens at its socket",
 		"socket", e.path)
