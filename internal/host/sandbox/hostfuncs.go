@@ -378,8 +378,12 @@ func (m *Module) hostPluginCall(ctx context.Context, mod api.Module, stack []uin
 		out, err = caller.Call(ctx, endpoint, string(method), append([]byte(nil), req...), maxResp)
 	})
 	if errors.Is(err, registration.ErrResponseTooLarge) {
-		// Refused by the caller as it arrived, before it was read whole.
-		st.pluginCallErr = fmt.Sprintf("response over the limit of %d bytes (handlers.limits.pluginCallResponseSize): %v", maxResp, err)
+		// Refused by the caller as it arrived, before it was read whole; worded as below.
+		st.pluginCallErr = fmt.Sprintf("response over the limit of %d bytes (handlers.limits.pluginCallResponseSize)", maxResp)
+		var sized interface{ ResponseSize() int }
+		if errors.As(err, &sized) && sized.ResponseSize() > 0 {
+			st.pluginCallErr = fmt.Sprintf("response of %d bytes over the limit of %d (handlers.limits.pluginCallResponseSize)", sized.ResponseSize(), maxResp)
+		}
 		st.note(session.Exchange{Fn: session.PluginCall, Method: string(method), Request: req, Code: abi.CodeTooLarge, Error: st.pluginCallErr})
 		ret(stack, abi.CodeTooLarge)
 		return

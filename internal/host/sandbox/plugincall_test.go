@@ -74,7 +74,7 @@ func TestPluginCallResponseTooLarge(t *testing.T) {
 		size int
 		want []string
 	}{
-		{2000, []string{": too large: response over the limit of 1000 bytes (handlers.limits.pluginCallResponseSize)"}},
+		{2000, []string{": too large: response of 2000 bytes over the limit of 1000 (handlers.limits.pluginCallResponseSize)"}},
 		{1000, []string{": ok"}},
 	} {
 		p := registration.PluginInfo{Type: "pcsize.example", Name: "p", Endpoint: servePlugin(t, c.size)}

@@ -101,13 +101,35 @@ func pluginCallError(method, endpoint string, maxResp int, err error) error {
 	st := status.Convert(err)
 	msg := safetext.Cut(st.Message(), maxCallErrorText)
 	bounded := status.New(st.Code(), msg).Err()
-	// grpc-go refuses a message over MaxCallRecvMsgSize with this status, before it reads it.
+	// grpc-go refuses a message over MaxCallRecvMsgSize with this status, before it reads it:
+	// "grpc: received message larger than max (2000 vs. 1000)", or "… after decompression …".
 	if st.Code() == codes.ResourceExhausted && strings.HasPrefix(msg, "grpc: received message") && strings.Contains(msg, "larger than max") {
-		return fmt.Errorf("registrar: plugin_call %s on %s: %w: response over %d bytes: %w",
-			method, endpoint, registration.ErrResponseTooLarge, maxResp, bounded)
+		tl := &tooLarge{limit: maxResp, err: bounded}
+		if i := strings.LastIndex(msg, "("); i >= 0 {
+			fmt.Sscanf(msg[i:], "(%d vs.", &tl.size)
+		}
+		return fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, tl)
 	}
 	return fmt.Errorf("registrar: plugin_call %s on %s: %w", method, endpoint, bounded)
 }
+
+// tooLarge is the error of an answer over the caller's limit: it matches
+// registration.ErrResponseTooLarge, and its ResponseSize is the answer's size in bytes (0 when
+// grpc-go did not say).
+type tooLarge struct {
+	size, limit int
+	err         error // grpc-go's status
+}
+
+func (e *tooLarge) Error() string {
+	if e.size > 0 {
+		return fmt.Sprintf("response of %d bytes over the limit of %d: %v", e.size, e.limit, e.err)
+	}
+	return fmt.Sprintf("response over the limit of %d bytes: %v", e.limit, e.err)
+}
+
+func (e *tooLarge) Unwrap() []error   { return []error{registration.ErrResponseTooLarge, e.err} }
+func (e *tooLarge) ResponseSize() int { return e.size }
 
 // UnixPath returns the socket path of an endpoint: an absolute path, or unix:// (or unix:)
 // followed by one (unix:///csi/csi.sock, a common spelling of CSI drivers).

@@ -86,7 +86,11 @@ func TestPluginCaller(t *testing.T) {
 	if !errors.Is(err, registration.ErrResponseTooLarge) || status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a response over maxResp: got %v, want ErrResponseTooLarge and ResourceExhausted", err)
 	}
-	if err != nil && !strings.Contains(err.Error(), "over 1000 bytes") {
+	var sized interface{ ResponseSize() int }
+	if !errors.As(err, &sized) || sized.ResponseSize() < 2000 {
+		t.Errorf("a response over maxResp: %v does not say its size", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "over the limit of 1000") {
 		t.Errorf("a response over maxResp: %q does not name the limit", err)
 	}
 
