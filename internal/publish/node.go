@@ -212,7 +212,7 @@ func Build(views []state.PluginView, rules map[string]Rules, maxBytes int) (Node
 				continue
 			}
 			if f.cost > room {
-				refused = append(refused, refusal(v, "", false, fmt.Errorf("left out whole: its %d bytes do not fit in the %d left of plugin type %s's share of %d (publish.maxBytes over %d types), which the plugins of older sockets take", f.cost, room, typ, share, len(types))))
+				refused = append(refused, refusal(v, "", false, fmt.Errorf("left out whole: its %d bytes do not fit in what the plugins of older sockets leave of plugin type %s's share, %d bytes (publish.maxBytes over %d types)", f.cost, typ, share, len(types))))
 				continue
 			}
 			room -= f.cost
@@ -296,19 +296,7 @@ func instanceOf(v state.PluginView, st state.PluginState) map[string]string {
 // label's value, at most 63 bytes, again as its attribute, which NodeFeatureRules match).
 func pluginFacts(v state.PluginView, r Rules, bound int) (*facts, []Refusal) {
 	if !v.Registered {
-		// A plugin of the type that is not registered is an instance with its state and no
-		// facts (the fleet view shows it failing, rejected or waiting for a handler). A retry
-		// goes failing → pending → failing: a pending plugin that failed before shows as
-		// failing, so that the object does not change at every attempt.
-		st := v.State
-		if st == state.StatePending && v.LastError != "" {
-			st = state.StateFailing
-		}
-		if v.PluginName == "" || (st != state.StateFailing && st != state.StateRejected && st != state.StateWaitingForHandler) {
-			return nil, nil
-		}
-		inst := instanceOf(v, st)
-		return &facts{inst: inst, cost: instanceCost(inst)}, nil
+		return unregisteredFacts(v), nil
 	}
 	var refused []Refusal
 	active := v.State != state.StateStandby
@@ -398,6 +386,22 @@ func pluginFacts(v state.PluginView, r Rules, bound int) (*facts, []Refusal) {
 		}
 	}
 	return f, refused
+}
+
+// unregisteredFacts: a plugin of the type that is not registered is an instance with its
+// state and no facts (the fleet view shows it failing, rejected or waiting for a handler); nil
+// for one that is only pending. A retry goes failing → pending → failing: a pending plugin
+// that failed before shows as failing, so that the object does not change at every attempt.
+func unregisteredFacts(v state.PluginView) *facts {
+	st := v.State
+	if st == state.StatePending && v.LastError != "" {
+		st = state.StateFailing
+	}
+	if v.PluginName == "" || (st != state.StateFailing && st != state.StateRejected && st != state.StateWaitingForHandler) {
+		return nil
+	}
+	inst := instanceOf(v, st)
+	return &facts{inst: inst, cost: instanceCost(inst)}
 }
 
 // publishedKeys returns the keys of v's published that r names, sorted.
