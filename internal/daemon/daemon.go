@@ -190,6 +190,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		HandlerTimeout:  time.Duration(cfg.Handlers.CallTimeout),
 		Observer:        observer{d.metrics},
 	}
+	if f := cfg.Forward; (f.KubeletDir == "") != (len(f.Types) == 0) {
+		log.Warn("forwarding to the kubelet is off: it needs both forward.kubeletDir and forward.types", "kubelet_dir", f.KubeletDir, "types", f.Types)
+	}
 	if cfg.Forward.On() {
 		// Before the reconciler's first pass: the sockets an earlier run left in the
 		// kubelet's directory are removed here.

@@ -272,9 +272,14 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		r.notifyFalse(ctx, log, client, err)
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
+	return r.registerWith(ctx, log, client, s, info, h, start)
+}
 
-	// The handler phase holds a slot of the plugin's type and the lock of its group; both
-	// are let go before the wait for the kubelet's verdict of a forwarded plugin (below).
+// registerWith registers the plugin at s, which answered GetInfo with info, with h, the
+// handler of its type, and tells it the outcome. The handler phase holds a slot of the
+// plugin's type and the lock of its group; both are let go before the wait for the kubelet's
+// verdict of a forwarded plugin (forward.go).
+func (r *Registrar) registerWith(ctx context.Context, log *slog.Logger, client *wireConn, s state.Socket, info registration.PluginInfo, h registration.Handler, start time.Time) error {
 	release := func() {}
 	if r.cfg.TypeSlots != nil {
 		rel, ok := r.cfg.TypeSlots.Acquire(ctx, info.Type, typeSlotWait)
@@ -298,7 +303,28 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	}
 	defer letGo()
 	prev, hasPrev := r.activeOf(info.Type, info.Name, s.Path)
+	if err := r.admit(ctx, log, client, s, info, h, prev, hasPrev); err != nil {
+		return err
+	}
+	if fw := r.cfg.Forward; fw != nil && fw.Forwards(info.Type) {
+		letGo()
+		if err := r.forward(ctx, log, client, s, info); err != nil {
+			return err
+		}
+		r.registered(log, client, s, info, prev.Socket, start)
+		return nil
+	}
+	if err := r.notifyRegistered(ctx, log, client, s, info, h, prev, hasPrev); err != nil {
+		return err
+	}
+	r.registered(log, client, s, info, prev.Socket, start)
+	return nil
+}
 
+// admit asks h to validate and register the plugin at s, recording it in the actual state
+// (before RegisterPlugin) and making prev, the instance of the plugin its handler served, a
+// standby. A refusal is told to the plugin and returned, undone.
+func (r *Registrar) admit(ctx context.Context, log *slog.Logger, client *wireConn, s state.Socket, info registration.PluginInfo, h registration.Handler, prev state.Plugin, hasPrev bool) error {
 	if herr := r.callHandler(ctx, info.Type, CallValidate, func(ctx context.Context) error { return h.ValidatePlugin(ctx, info) }); herr != nil {
 		err := refused(info, "ValidatePlugin", herr)
 		log.Debug("plugin refused by its handler", "error", err)
@@ -340,15 +366,13 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		published = maps.Clone(published)
 		r.cfg.Actual.Update(s.Path, func(p *state.Plugin) { p.Published = published })
 	}
-	if fw := r.cfg.Forward; fw != nil && fw.Forwards(info.Type) {
-		letGo()
-		if err := r.forward(ctx, log, client, s, info); err != nil {
-			return err
-		}
-		r.registered(log, client, s, info, prev.Socket, start)
-		return nil
-	}
+	return nil
+}
 
+// notifyRegistered tells the plugin at s it is registered. When it does not take it, the
+// registration is rolled back: removed from the actual state, its handler's DeRegisterPlugin
+// called, and prev, the instance it replaced, serving again.
+func (r *Registrar) notifyRegistered(ctx context.Context, log *slog.Logger, client *wireConn, s state.Socket, info registration.PluginInfo, h registration.Handler, prev state.Plugin, hasPrev bool) error {
 	if nerr := r.notify(ctx, client, true, ""); nerr != nil {
 		r.cfg.Actual.Remove(s.Path)
 		defer func() {
@@ -365,7 +389,6 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 		}
 		return &PluginError{Type: info.Type, Name: info.Name, Versions: info.Versions, Err: err}
 	}
-	r.registered(log, client, s, info, prev.Socket, start)
 	return nil
 }
 
