@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,103 +78,10 @@ module that does not load, a session that does not read).`,
 
 // diffView is the result of a handler diff (-o json, -o yaml).
 type diffView struct {
-	Old      string            `json:"old"`
-	New      string            `json:"new"`
-	Sessions []sessionDiffView `json:"sessions"`
-	Changed  int               `json:"changed"`
-}
-
-type sessionDiffView struct {
-	Session string         `json:"session"`
-	Type    string         `json:"type"`
-	Plugin  string         `json:"plugin"`
-	Changed bool           `json:"changed"`
-	Changes []string       `json:"changes,omitempty"`
-	Old     []callDiffView `json:"oldCalls"`
-	New     []callDiffView `json:"newCalls"`
-}
-
-// callDiffView is what one revision did in one call.
-type callDiffView struct {
-	Op          harness.Op        `json:"op"`
-	Outcome     harness.Outcome   `json:"result"`
-	Reason      string            `json:"reason,omitempty"`
-	Published   map[string]string `json:"published,omitempty"`
-	PluginCalls []string          `json:"pluginCalls,omitempty"`
-	Writes      []string          `json:"storeWrites,omitempty"`
-	Departures  []string          `json:"departures,omitempty"`
-}
-
-func newCallDiffView(rs harness.ReplayStep) callDiffView {
-	v := callDiffView{Op: rs.Op, Outcome: rs.Outcome, Reason: rs.Reason, Published: rs.Published, Departures: rs.Departures}
-	if rs.Record != nil {
-		for _, x := range rs.Record.Exchanges {
-			switch x.Fn {
-			case session.PluginCall:
-				s := x.Method + " " + strconv.Quote(string(x.Request))
-				if x.Error != "" {
-					s += " (failed: " + x.Error + ")"
-				}
-				v.PluginCalls = append(v.PluginCalls, s)
-			case session.KVSet, session.KVCAS:
-				if x.Code == abi.StatusOK {
-					if x.Delete {
-						v.Writes = append(v.Writes, "delete "+strconv.Quote(x.Key))
-					} else {
-						v.Writes = append(v.Writes, strconv.Quote(x.Key)+" = "+strconv.Quote(string(x.Value)))
-					}
-				}
-			case session.KVDelete:
-				v.Writes = append(v.Writes, "delete "+strconv.Quote(x.Key))
-			}
-		}
-	}
-	return v
-}
-
-// callChanges says what differs between two revisions' calls.
-func callChanges(a, b callDiffView) []string {
-	var out []string
-	p := string(a.Op) + ": "
-	if a.Outcome != b.Outcome {
-		out = append(out, p+fmt.Sprintf("%s → %s", a.Outcome, b.Outcome))
-	}
-	if a.Reason != b.Reason {
-		out = append(out, p+fmt.Sprintf("reason %s → %s", strconv.Quote(a.Reason), strconv.Quote(b.Reason)))
-	}
-	keys := slices.Sorted(maps.Keys(a.Published))
-	for k := range b.Published {
-		if _, ok := a.Published[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		av, aok := a.Published[k]
-		bv, bok := b.Published[k]
-		switch {
-		case !bok:
-			out = append(out, p+fmt.Sprintf("published %s: %s → (not published)", k, strconv.Quote(av)))
-		case !aok:
-			out = append(out, p+fmt.Sprintf("published %s: (not published) → %s", k, strconv.Quote(bv)))
-		case av != bv:
-			out = append(out, p+fmt.Sprintf("published %s: %s → %s", k, strconv.Quote(av), strconv.Quote(bv)))
-		}
-	}
-	if !slices.Equal(a.PluginCalls, b.PluginCalls) {
-		out = append(out, p+fmt.Sprintf("plugin calls %s → %s", listOrNone(a.PluginCalls), listOrNone(b.PluginCalls)))
-	}
-	if !slices.Equal(a.Writes, b.Writes) {
-		out = append(out, p+fmt.Sprintf("store writes %s → %s", listOrNone(a.Writes), listOrNone(b.Writes)))
-	}
-	return out
-}
-
-func listOrNone(ss []string) string {
-	if len(ss) == 0 {
-		return "(none)"
-	}
-	return "[" + strings.Join(ss, ", ") + "]"
+	Old      string                `json:"old"`
+	New      string                `json:"new"`
+	Sessions []harness.SessionDiff `json:"sessions"`
+	Changed  int                   `json:"changed"`
 }
 
 // sandboxHarness returns a harness in the daemon's sandbox for cfg, with grants added to
@@ -227,7 +132,7 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 		sessions = append(sessions, s)
 		types = append(types, s.Plugin.Type)
 	}
-	v := diffView{Old: oldPath, New: newPath, Sessions: []sessionDiffView{}}
+	v := diffView{Old: oldPath, New: newPath, Sessions: []harness.SessionDiff{}}
 	err = o.withCacheDir(func(cacheDir string) error {
 		var mods [2]*host.Module
 		var hss [2]*harness.Harness
@@ -243,15 +148,8 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 			hss[i] = hs
 		}
 		for i, s := range sessions {
-			sv := sessionDiffView{Session: files[i], Type: s.Plugin.Type, Plugin: s.Plugin.Name, Old: []callDiffView{}, New: []callDiffView{}}
-			a := hss[0].Replay(ctx, mods[0], s, harness.ByRequest)
-			b := hss[1].Replay(ctx, mods[1], s, harness.ByRequest)
-			for j := range a {
-				ca, cb := newCallDiffView(a[j]), newCallDiffView(b[j])
-				sv.Old, sv.New = append(sv.Old, ca), append(sv.New, cb)
-				sv.Changes = append(sv.Changes, callChanges(ca, cb)...)
-			}
-			if sv.Changed = len(sv.Changes) > 0; sv.Changed {
+			sv := harness.Diff(ctx, harness.Revision{Harness: hss[0], Module: mods[0]}, harness.Revision{Harness: hss[1], Module: mods[1]}, s, files[i])
+			if sv.Changed {
 				v.Changed++
 			}
 			v.Sessions = append(v.Sessions, sv)
