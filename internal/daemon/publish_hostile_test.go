@@ -43,7 +43,8 @@ func (h keyedHandler) RegisterPlugin(_ context.Context, p registration.PluginInf
 func (keyedHandler) DeRegisterPlugin(context.Context, registration.PluginInfo) error { return nil }
 
 // publishRig is a daemon publishing CSIPlugin (the shipped CSI handler, which asks each
-// driver's NodeGetInfo) and OtherPlugin and BigPlugin (native handlers) to a feature file and
+// driver's NodeGetInfo), bigattr.example (a handler publishing a 65,000-byte attribute,
+// internal/host/testdata/bigattr.wat) and OtherPlugin (a native handler) to a feature file and
 // a NodeFeature on a fake API server, with Events.
 type publishRig struct {
 	t        *testing.T
@@ -65,6 +66,14 @@ func newPublishRig(t *testing.T, maxBytes config.ByteSize) *publishRig {
 	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "csi.wasm"), csiWasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A handler that publishes one attribute as large as a publish call may be.
+	bigattr, err := os.ReadFile(filepath.Join("..", "host", "testdata", "bigattr.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.HandlerDir, "bigattr.wasm"), bigattr, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var kubeconfig string
 	r.api, kubeconfig = startFakeAPI(t, base)
 	cfg.Publish.FeatureFile.Dir = r.features
@@ -79,8 +88,8 @@ func newPublishRig(t *testing.T, maxBytes config.ByteSize) *publishRig {
 	cfg.Handlers.Types = map[string]config.TypeConfig{
 		"CSIPlugin": {Capabilities: []string{"plugin_call"}, Publish: config.TypePublish{
 			Namespace: "csi.wasmhost.dev", Labels: []string{"node_id"}, Attributes: []string{"version", "topology"}}},
-		"OtherPlugin": {Publish: config.TypePublish{Namespace: "other.wasmhost.dev", Labels: []string{"id"}, Attributes: []string{"*"}}},
-		"BigPlugin":   {Publish: config.TypePublish{Namespace: "big.wasmhost.dev", Labels: []string{"id"}, Attributes: []string{"*"}}},
+		"OtherPlugin":     {Publish: config.TypePublish{Namespace: "other.wasmhost.dev", Labels: []string{"id"}, Attributes: []string{"*"}}},
+		"bigattr.example": {Publish: config.TypePublish{Namespace: "big.wasmhost.dev", Labels: []string{"id"}, Attributes: []string{"*"}}},
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -89,10 +98,6 @@ func newPublishRig(t *testing.T, maxBytes config.ByteSize) *publishRig {
 	r.d, _ = startTestDaemon(t, cfg, nil)
 	r.d.SetHandler("OtherPlugin", keyedHandler{func(p registration.PluginInfo) map[string]string {
 		return map[string]string{"id": "id-" + strings.ReplaceAll(p.Name, "_", "-"), "info": "of " + p.Name}
-	}})
-	// The same from a handler: one attribute as large as a publish call may be.
-	r.d.SetHandler("BigPlugin", keyedHandler{func(p registration.PluginInfo) map[string]string {
-		return map[string]string{"id": "big", "blob": strings.Repeat("b", 65000)}
 	}})
 	return r
 }
@@ -225,7 +230,7 @@ func TestPublishOneLongAttribute(t *testing.T) {
 	r.waitLabels(map[string]string{"csi.wasmhost.dev/good.csi.example.com_node_id": "node-1", "other.wasmhost.dev/first_id": "id-first"})
 
 	long := r.csi("long.csi.example.com", strings.Repeat("n", 65300))
-	big := r.plugin("BigPlugin", "big.example.com")
+	big := r.plugin("bigattr.example", "big.example.com")
 	// Drivers and plugins registered after them.
 	r.csi("late.csi.example.com", "node-2")
 	r.plugin("OtherPlugin", "late")
