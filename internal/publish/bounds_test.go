@@ -284,3 +284,24 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
+
+// TestFeatureFileLeavesOutWhatCannotFit: an entry too large for any feature file (only what a
+// file held from before could be one: Build makes none) is left out and named, and the rest is
+// written, where the whole write used to fail ("a line of 65347 bytes cannot fit").
+func TestFeatureFileLeavesOutWhatCannotFit(t *testing.T) {
+	dir := t.TempDir()
+	f := &publish.FeatureFile{Dir: dir}
+	n := publish.Empty()
+	n.Labels["csi.wasmhost.dev/a"] = "true"
+	n.Attributes["csi.wasmhost.dev"] = map[string]string{"long_node_id": strings.Repeat("n", 65300), "a_node_id": "node-1"}
+	if err := f.Write(t.Context(), n); err != nil {
+		t.Fatalf("the write failed for one entry: %v", err)
+	}
+	if lo := f.LeftOut(); !slices.Equal(lo, []string{"csi.wasmhost.dev/long_node_id"}) {
+		t.Errorf("left out %v", lo)
+	}
+	labels, features := nfdRead(t, dir, time.Now())
+	if labels["csi.wasmhost.dev/a"] != "true" || features["csi.wasmhost.dev/a_node_id"] != "node-1" {
+		t.Errorf("labels %v, features %v: want the rest written", labels, features)
+	}
+}

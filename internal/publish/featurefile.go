@@ -47,7 +47,12 @@ type FeatureFile struct {
 	Expiry time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+
+	leftOut []string // by the last Write; only the sink's worker calls Write and LeftOut
 }
+
+// LeftOut returns the names of the entries the last Write left out: too large for any file.
+func (f *FeatureFile) LeftOut() []string { return f.leftOut }
 
 func (f *FeatureFile) name() string {
 	if f.Name == "" {
@@ -150,7 +155,8 @@ func (f *FeatureFile) Render(n Node, expires time.Time) (files [][]byte, leftOut
 // Write makes the directory hold n: every file written under a dot-name, synced and renamed
 // into place, then the files of this sink beyond the ones needed removed.
 func (f *FeatureFile) Write(_ context.Context, n Node) error {
-	files, _ := f.Render(n, f.now().Add(f.expiry()))
+	files, leftOut := f.Render(n, f.now().Add(f.expiry()))
+	f.leftOut = leftOut
 	for i, b := range files {
 		if err := writeAtomic(f.Dir, f.fileName(i), b); err != nil {
 			return err

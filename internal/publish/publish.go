@@ -357,6 +357,7 @@ func (w *sinkWorker) run(ctx context.Context) {
 		haveWrote bool
 		wroteAt   time.Time
 		backoff   time.Duration
+		leftOut   []string // what the sink itself left out last, logged when it changes
 		timer     = time.NewTimer(0)
 	)
 	defer timer.Stop()
@@ -427,6 +428,10 @@ func (w *sinkWorker) run(ctx context.Context) {
 			continue
 		}
 		backoff = 0
+		if lo, ok := w.sink.(interface{ LeftOut() []string }); ok && len(lo.LeftOut()) > 0 && !slices.Equal(lo.LeftOut(), leftOut) {
+			leftOut = slices.Clone(lo.LeftOut())
+			log.Warn("entries too large for the sink left out; the rest written", "entries", len(leftOut), "first", leftOut[0])
+		}
 		written, wroteGen, haveWrote, wroteAt = desired, gen, true, time.Now()
 		l, a, i := desired.Size()
 		p.mu.Lock()
