@@ -135,9 +135,9 @@ func Check(ctx context.Context, wasmPath string, opts Options) ([]Result, error)
 	if opts.Fixture != nil {
 		caller = opts.Fixture
 	}
-	hs, err := harness.New(ctx, harness.Config{
+	hs, err := harness.New(ctx, host.Config{
 		Grants:        opts.Grants,
-		Caller:        caller,
+		PluginCaller:  caller,
 		CallTimeout:   opts.Timeout,
 		MemoryLimit:   opts.MemoryLimit,
 		CacheDir:      opts.CacheDir,

@@ -417,7 +417,7 @@ func TestCSIDeregister(t *testing.T) {
 func TestCSIModule(t *testing.T) {
 	conformance.CheckShape(t, guestbuild.ShippedBytes(t, "csi"), []string{abi.ImportErrorRead, abi.ImportKVCompareAndSet,
 		abi.ImportKVGet, abi.ImportLog, abi.ImportPluginCall, abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet})
-	hs, err := harness.New(t.Context(), harness.Config{AllowInsecure: true})
+	hs, err := harness.New(t.Context(), host.Config{AllowInsecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

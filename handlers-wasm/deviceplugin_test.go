@@ -335,7 +335,7 @@ func TestDevicePluginNewerWins(t *testing.T) {
 func TestDevicePluginModule(t *testing.T) {
 	conformance.CheckShape(t, guestbuild.ShippedBytes(t, "deviceplugin"), []string{abi.ImportErrorRead, abi.ImportKVCompareAndSet,
 		abi.ImportKVGet, abi.ImportKVSet, abi.ImportLog, abi.ImportPluginCall, abi.ImportPublish, abi.ImportRequestRead, abi.ImportResultSet})
-	hs, err := harness.New(t.Context(), harness.Config{AllowInsecure: true})
+	hs, err := harness.New(t.Context(), host.Config{AllowInsecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

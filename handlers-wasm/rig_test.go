@@ -30,7 +30,7 @@ type rig struct {
 func newRig(t testing.TB, name, typ string, caller host.PluginCaller) *rig {
 	t.Helper()
 	path := guestbuild.Shipped(t, name)
-	cfg := harness.Config{CallTimeout: time.Minute, AllowInsecure: true, Caller: caller}
+	cfg := host.Config{CallTimeout: time.Minute, AllowInsecure: true, PluginCaller: caller}
 	if caller != nil {
 		cfg.Grants = map[string][]string{typ: {"plugin_call"}}
 	}

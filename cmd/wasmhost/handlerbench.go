@@ -256,7 +256,7 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		}
 	}
 	if len(work) == 0 {
-		probe, err := harness.New(ctx, harness.Config{})
+		probe, err := harness.New(ctx, host.Config{})
 		if err != nil {
 			return err
 		}

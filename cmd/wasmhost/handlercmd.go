@@ -413,7 +413,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 
 	// What the module is, to default the plugin type: a first host without grants.
 	sandbox := daemon.SandboxConfig(cfg) // the daemon's sandbox; the flags' grants come below
-	probe, err := harness.New(ctx, harness.Config{CacheDir: cacheDir, CallTimeout: sandbox.CallTimeout, MemoryLimit: sandbox.MemoryLimit, Limits: sandbox.Limits})
+	probe, err := harness.New(ctx, host.Config{CacheDir: cacheDir, CallTimeout: sandbox.CallTimeout, MemoryLimit: sandbox.MemoryLimit, Limits: sandbox.Limits})
 	if err != nil {
 		return err
 	}
@@ -495,16 +495,8 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		policy = nil // the session stands in for the plugin
 		v.Replay = &replayView{Session: o.replay, Match: o.replayMode}
 	}
-	hs, err := harness.New(ctx, harness.Config{
-		Grants:           grants,
-		Caller:           caller,
-		CallTimeout:      sandbox.CallTimeout,
-		MemoryLimit:      sandbox.MemoryLimit,
-		CacheDir:         cacheDir,
-		AllowInsecure:    sandbox.AllowInsecure,
-		Limits:           sandbox.Limits,
-		PluginCallPolicy: policy,
-	})
+	sandbox.Grants, sandbox.PluginCaller, sandbox.PluginCallPolicy, sandbox.CacheDir = grants, caller, policy, cacheDir
+	hs, err := harness.New(ctx, sandbox)
 	if err != nil {
 		return err
 	}

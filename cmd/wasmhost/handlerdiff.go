@@ -93,18 +93,16 @@ func sandboxHarness(ctx context.Context, cfg config.Config, grants []string, typ
 		}
 	}
 	sandbox := daemon.SandboxConfig(cfg)
-	all := cfg.Grants()
+	sandbox.PluginCallPolicy = nil // the sessions stand in for the plugins
+	sandbox.CacheDir = cacheDir
 	for _, t := range types {
 		for _, g := range grants {
-			if !slices.Contains(all[t], g) {
-				all[t] = append(all[t], g)
+			if !slices.Contains(sandbox.Grants[t], g) {
+				sandbox.Grants[t] = append(sandbox.Grants[t], g)
 			}
 		}
 	}
-	return harness.New(ctx, harness.Config{
-		Grants: all, CallTimeout: sandbox.CallTimeout, MemoryLimit: sandbox.MemoryLimit, CacheDir: cacheDir,
-		AllowInsecure: sandbox.AllowInsecure, Limits: sandbox.Limits,
-	})
+	return harness.New(ctx, sandbox)
 }
 
 // loadForReplay loads path in hs, with the load's error in a sentence.

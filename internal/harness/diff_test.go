@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"github.com/wasmhost/wasmhost/internal/host"
 	"slices"
 	"testing"
 
@@ -15,7 +16,7 @@ func TestDiffSameRevision(t *testing.T) {
 	ctx := context.Background()
 	var revs [2]Revision
 	for i := range revs {
-		hs, err := New(ctx, Config{AllowInsecure: true})
+		hs, err := New(ctx, host.Config{AllowInsecure: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,38 +21,9 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host"
-	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
-
-// Config configures a Harness. The zero value is usable: every field has a default.
-type Config struct {
-	// Grants maps a plugin type to the capabilities (abi.Capability*) granted to its
-	// handlers, as the daemon's handlers.types.<T>.capabilities does. Defaults to nil:
-	// nothing is granted.
-	Grants map[string][]string
-	// Caller answers the plugin_call host function: a *conformance.Fixture, the daemon's
-	// registrar.PluginCaller (real calls), or a fake. Defaults to nil: every plugin_call fails
-	// with "no plugin to call".
-	Caller host.PluginCaller
-	// CallTimeout is the deadline of every handler call. Defaults to host.DefaultCallTimeout,
-	// the daemon's default.
-	CallTimeout time.Duration
-	// MemoryLimit caps each instance's memory, in bytes. Defaults to host.DefaultMemoryLimit.
-	MemoryLimit int64
-	// CacheDir keeps wazero's compiled code between runs (created 0700; see
-	// host.Config.CacheDir). Share one among the tests of a binary: compiling a Go module
-	// takes seconds, and many more under -race. Defaults to "": in memory, for this Harness.
-	CacheDir string
-	// AllowInsecure loads module files that others than their owner may write, which the
-	// daemon refuses unless told otherwise. Defaults to false.
-	AllowInsecure bool
-	// Limits and PluginCallPolicy are the host's, as the daemon sets them from its config
-	// (daemon.SandboxConfig). Default to the host's defaults (the daemon's) and no policy.
-	Limits           limits.Handler
-	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
-}
 
 // Harness is a host of one's own, set up as the daemon sets up its host, whose logs and plugin
 // calls are recorded. Calls through it run one at a time.
@@ -64,27 +35,26 @@ type Harness struct {
 	mu     sync.Mutex // one Do at a time: logs and plugin calls are per call
 }
 
-// New returns a Harness for cfg. Close it when done.
-func New(ctx context.Context, cfg Config) (*Harness, error) {
-	caller := cfg.Caller
+// New returns a Harness on a host of cfg, the host's config as the daemon sets it up
+// (daemon.SandboxConfig: its limits, grants, call timeout, memory limit, plugin-call policy)
+// or a zero one, whose every field has a default. The harness sets four fields itself: it
+// loads modules by path (HandlerDir is never read), runs one call at a time (PoolSize 1), and
+// records each call's logs (Logger) and host calls (Recorder). cfg.PluginCaller answers the
+// plugin_call host function (a *conformance.Fixture, the daemon's registrar.PluginCaller, a
+// fake), its calls recorded; nil: every plugin_call fails with "no plugin to call". Close
+// the Harness when done.
+func New(ctx context.Context, cfg host.Config) (*Harness, error) {
+	caller := cfg.PluginCaller
 	if caller == nil {
 		caller = noCaller{}
 	}
 	hs := &Harness{logs: &logRecorder{}, caller: &callRecorder{next: caller}, rec: &recorder{}}
-	h, err := host.New(ctx, host.Config{
-		HandlerDir:       "/nonexistent", // never read: modules are loaded by path
-		CacheDir:         cfg.CacheDir,
-		CallTimeout:      cfg.CallTimeout,
-		MemoryLimit:      cfg.MemoryLimit,
-		PoolSize:         1,
-		Grants:           cfg.Grants,
-		AllowInsecure:    cfg.AllowInsecure,
-		Limits:           cfg.Limits,
-		PluginCallPolicy: cfg.PluginCallPolicy,
-		PluginCaller:     hs.caller,
-		Recorder:         hs.rec,
-		Logger:           slog.New(hs.logs),
-	})
+	cfg.HandlerDir = "/nonexistent" // never read: modules are loaded by path
+	cfg.PoolSize = 1
+	cfg.PluginCaller = hs.caller
+	cfg.Recorder = hs.rec
+	cfg.Logger = slog.New(hs.logs)
+	h, err := host.New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

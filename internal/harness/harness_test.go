@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"github.com/wasmhost/wasmhost/internal/host"
 	"testing"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -9,7 +10,7 @@ import (
 
 func TestHandlerHarness(t *testing.T) {
 	ctx := context.Background()
-	hs, err := New(ctx, Config{AllowInsecure: true})
+	hs, err := New(ctx, host.Config{AllowInsecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"github.com/wasmhost/wasmhost/internal/host"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // them clean, then replays sessions changed the way another module would depart from them.
 func TestRecordAndReplay(t *testing.T) {
 	ctx := context.Background()
-	hs, err := New(ctx, Config{AllowInsecure: true})
+	hs, err := New(ctx, host.Config{AllowInsecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

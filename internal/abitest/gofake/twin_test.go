@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi/guest"
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
 	"github.com/wasmhost/wasmhost/internal/harness"
+	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -54,13 +55,13 @@ func TestFakeAgreesWithTheDaemon(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := harness.New(t.Context(), harness.Config{
+	hs, err := harness.New(t.Context(), host.Config{
 		// The store fills in one call (0.1-0.2 s under -race): time and CPU to spare on a loaded
 		// machine. Every other limit is the daemon's default, as the fake's are.
 		CallTimeout:   time.Minute,
 		Limits:        limits.Handler{CallCPU: limits.Duration(time.Minute)},
 		AllowInsecure: true,
-		Caller:        caller{},
+		PluginCaller:  caller{},
 		Grants:        map[string][]string{TypeA: {"plugin_call"}, TypeB: {"plugin_call"}},
 	})
 	if err != nil {
