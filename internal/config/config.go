@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/limits"
+	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/reconciler"
+	"github.com/wasmhost/wasmhost/internal/registration/registrar"
+	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
 // Config is everything the daemon can be told, from the config file and then the flags.
@@ -190,35 +195,35 @@ func Default() Config {
 		APIVersion:      APIVersion,
 		Kind:            Kind,
 		SocketDir:       "/var/lib/wasmhost/plugins_registry",
-		HandlerDir:      "/etc/wasmhost/handlers",
+		HandlerDir:      host.DefaultHandlerDir,
 		StateDir:        "/var/lib/wasmhost",
 		ShutdownTimeout: Duration(10 * time.Second),
 		Log:             LogConfig{Format: "auto", Level: "info"},
-		Watcher:         WatcherConfig{Resync: Duration(5 * time.Minute)},
+		Watcher:         WatcherConfig{Resync: Duration(watcher.DefaultResync)},
 		Reconciler: ReconcilerConfig{
-			Resync:          Duration(time.Minute),
-			InitialBackoff:  Duration(500 * time.Millisecond),
-			MaxBackoff:      Duration(2*time.Minute + 2*time.Second),
-			MaxConcurrent:   64,
-			MaxPerType:      16,
-			RejectedRecheck: Duration(5 * time.Minute),
+			Resync:          Duration(reconciler.DefaultResync),
+			InitialBackoff:  Duration(reconciler.DefaultInitialBackoff),
+			MaxBackoff:      Duration(reconciler.DefaultMaxBackoff),
+			MaxConcurrent:   reconciler.DefaultMaxConcurrent,
+			MaxPerType:      reconciler.DefaultMaxPerType,
+			RejectedRecheck: Duration(reconciler.DefaultRecheckRejected),
 		},
 		Registration: RegistrationConfig{
-			DialTimeout:    Duration(10 * time.Second),
-			GetInfoTimeout: Duration(5 * time.Second),
-			NotifyTimeout:  Duration(5 * time.Second),
+			DialTimeout:    Duration(registrar.DefaultDialTimeout),
+			GetInfoTimeout: Duration(registrar.DefaultGetInfoTimeout),
+			NotifyTimeout:  Duration(registrar.DefaultNotifyTimeout),
 		},
 		Handlers: HandlersConfig{
-			CallTimeout:  Duration(5 * time.Second),
-			MemoryLimit:  64 << 20,
-			RemovalGrace: Duration(10 * time.Second),
+			CallTimeout:  Duration(host.DefaultCallTimeout),
+			MemoryLimit:  host.DefaultMemoryLimit,
+			RemovalGrace: Duration(host.DefaultRemovalGrace),
 			Limits:       limits.Defaults(),
 			Quarantine:   limits.DefaultQuarantine(),
 			Revisions:    DefaultRevisions(),
 			Pull:         DefaultPull(),
 			Capture:      DefaultCapture(),
 		},
-		Metrics: MetricsConfig{Listen: "127.0.0.1:9436", MaxConnections: 64},
+		Metrics: MetricsConfig{Listen: metrics.DefaultAddr, MaxConnections: metrics.DefaultMaxConnections},
 		Publish: DefaultPublish(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/k8sname"
+	"github.com/wasmhost/wasmhost/internal/publish"
 )
 
 // PublishConfig says where what handlers publish about their plugins reaches the cluster:
@@ -95,19 +96,19 @@ type TypePublish struct {
 // publish.maxBytes: its default and its range (internal/publish's DefaultMaxBytes and
 // MaxMaxBytes; the least is a plugin's own bound, so that one plugin always fits).
 const (
-	DefaultPublishMaxBytes = 16 << 10
-	MinPublishMaxBytes     = 4 << 10
-	MaxPublishMaxBytes     = 512 << 10
+	DefaultPublishMaxBytes = publish.DefaultMaxBytes
+	MinPublishMaxBytes     = publish.MaxPluginBytes
+	MaxPublishMaxBytes     = publish.MaxMaxBytes
 )
 
 // DefaultPublish are the defaults of publish: every sink off.
 func DefaultPublish() PublishConfig {
 	return PublishConfig{
-		FeatureFile:    FeatureFileConfig{Name: "wasmhost", Expiry: Duration(time.Hour)},
-		Coalesce:       Duration(time.Second),
-		InitialBackoff: Duration(time.Second),
-		MaxBackoff:     Duration(2 * time.Minute),
-		StartGrace:     Duration(time.Minute),
+		FeatureFile:    FeatureFileConfig{Name: publish.DefaultFeatureFileName, Expiry: Duration(publish.DefaultFeatureFileExpiry)},
+		Coalesce:       Duration(publish.DefaultCoalesce),
+		InitialBackoff: Duration(publish.DefaultInitialBackoff),
+		MaxBackoff:     Duration(publish.DefaultMaxBackoff),
+		StartGrace:     Duration(publish.DefaultStartGrace),
 		MaxBytes:       DefaultPublishMaxBytes,
 	}
 }

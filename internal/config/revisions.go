@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/wasmhost/wasmhost/internal/host"
 	"path/filepath"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ type AutoRollbackConfig struct {
 
 // DefaultRevisions are the defaults of handlers.revisions.
 func DefaultRevisions() RevisionsConfig {
-	return RevisionsConfig{Keep: 5, AutoRollback: AutoRollbackConfig{Window: Duration(5 * time.Minute), Threshold: 0.5, MinCalls: 5}}
+	return RevisionsConfig{Keep: host.DefaultKeep, AutoRollback: AutoRollbackConfig{Window: Duration(5 * time.Minute), Threshold: host.DefaultRollbackThreshold, MinCalls: host.DefaultRollbackMinCalls}}
 }
 
 // validateRevisions checks handlers.revisions and the shadow candidates of handlers.types.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/wasmhost/wasmhost/internal/oci"
 )
 
 // TrustConfig is the signature policy of handlers.sources: the public keys trusted, each for
@@ -73,7 +74,7 @@ type PullConfig struct {
 
 // DefaultPull is handlers.pull's defaults.
 func DefaultPull() PullConfig {
-	return PullConfig{Timeout: Duration(30 * time.Second), FirstWait: Duration(time.Minute), Parallel: 4, Retry: Duration(10 * time.Second)}
+	return PullConfig{Timeout: Duration(oci.DefaultPullTimeout), FirstWait: Duration(time.Minute), Parallel: oci.DefaultMaxParallel, Retry: Duration(oci.DefaultRetry)}
 }
 
 // validateSources checks handlers.sources, handlers.trust and handlers.pull.

@@ -55,15 +55,22 @@ type RevisionConfig struct {
 	OnRegistered func(socket, file, sha256 string)
 }
 
+// The defaults of RevisionConfig: the one place they are written (config.Default takes them).
+const (
+	DefaultKeep              = 5
+	DefaultRollbackThreshold = 0.5
+	DefaultRollbackMinCalls  = 5
+)
+
 func (c RevisionConfig) withDefaults() RevisionConfig {
 	if c.Keep <= 0 {
-		c.Keep = 5
+		c.Keep = DefaultKeep
 	}
 	if c.RollbackThreshold <= 0 {
-		c.RollbackThreshold = 0.5
+		c.RollbackThreshold = DefaultRollbackThreshold
 	}
 	if c.RollbackMinCalls <= 0 {
-		c.RollbackMinCalls = 5
+		c.RollbackMinCalls = DefaultRollbackMinCalls
 	}
 	return c
 }

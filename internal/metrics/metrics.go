@@ -30,6 +30,9 @@ import (
 // port there is guaranteed free; change it with the daemon's flag when it collides.
 const DefaultAddr = "127.0.0.1:9436"
 
+// DefaultMaxConnections is the default of Config.MaxConnections (a constant of the daemon).
+const DefaultMaxConnections = 64
+
 // Sentinel errors. Callers decide with errors.Is.
 var (
 	// ErrConfig: the Config cannot work (a malformed listen address).
@@ -188,7 +191,7 @@ func (c Config) withDefaults() Config {
 		c.MaxPluginTypes = 64
 	}
 	if c.MaxConnections <= 0 {
-		c.MaxConnections = 64
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 5 * time.Second

@@ -105,19 +105,26 @@ type indexEntry struct {
 	PulledAt     time.Time `json:"pulledAt"`
 }
 
+// The defaults of SourcesConfig: the one place they are written (config.Default takes them).
+const (
+	DefaultRetry       = 10 * time.Second
+	DefaultPullTimeout = 30 * time.Second
+	DefaultMaxParallel = 4
+)
+
 // NewSources checks cfg.
 func NewSources(cfg SourcesConfig) (*Sources, error) {
 	if cfg.Dir == "" || cfg.StoreDir == "" || cfg.PluginTypes == nil {
 		return nil, errors.New("oci: SourcesConfig needs Dir, StoreDir and PluginTypes")
 	}
 	if cfg.Retry <= 0 {
-		cfg.Retry = 10 * time.Second
+		cfg.Retry = DefaultRetry
 	}
 	if cfg.PullTimeout <= 0 {
-		cfg.PullTimeout = 30 * time.Second
+		cfg.PullTimeout = DefaultPullTimeout
 	}
 	if cfg.MaxParallel <= 0 {
-		cfg.MaxParallel = 4
+		cfg.MaxParallel = DefaultMaxParallel
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

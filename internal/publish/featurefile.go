@@ -54,16 +54,22 @@ type FeatureFile struct {
 // LeftOut returns the names of the entries the last Write left out: too large for any file.
 func (f *FeatureFile) LeftOut() []string { return f.leftOut }
 
+// The defaults of FeatureFile: the one place they are written (config.Default takes them).
+const (
+	DefaultFeatureFileName   = "wasmhost"
+	DefaultFeatureFileExpiry = time.Hour
+)
+
 func (f *FeatureFile) name() string {
 	if f.Name == "" {
-		return "wasmhost"
+		return DefaultFeatureFileName
 	}
 	return f.Name
 }
 
 func (f *FeatureFile) expiry() time.Duration {
 	if f.Expiry <= 0 {
-		return time.Hour
+		return DefaultFeatureFileExpiry
 	}
 	return f.Expiry
 }

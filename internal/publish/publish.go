@@ -81,21 +81,30 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// The defaults of Config's pacing: the one place they are written (config.Default takes them;
+// constants of the daemon, docs/configuration.md).
+const (
+	DefaultStartGrace     = time.Minute
+	DefaultCoalesce       = time.Second
+	DefaultInitialBackoff = time.Second
+	DefaultMaxBackoff     = 2 * time.Minute
+)
+
 func (c Config) withDefaults() Config {
 	if c.MaxBytes <= 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.StartGrace <= 0 {
-		c.StartGrace = time.Minute
+		c.StartGrace = DefaultStartGrace
 	}
 	if c.Coalesce <= 0 {
-		c.Coalesce = time.Second
+		c.Coalesce = DefaultCoalesce
 	}
 	if c.InitialBackoff <= 0 {
-		c.InitialBackoff = time.Second
+		c.InitialBackoff = DefaultInitialBackoff
 	}
 	if c.MaxBackoff < c.InitialBackoff {
-		c.MaxBackoff = max(2*time.Minute, c.InitialBackoff)
+		c.MaxBackoff = max(DefaultMaxBackoff, c.InitialBackoff)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -146,9 +146,20 @@ type StatusStore interface {
 	Statuses() []state.Status
 }
 
+// The defaults of Config: the one place they are written (config.Default takes them).
+const (
+	DefaultMaxConcurrent   = 64
+	DefaultInitialBackoff  = 500 * time.Millisecond        // the kubelet's
+	DefaultMaxBackoff      = 2*time.Minute + 2*time.Second // the kubelet's
+	DefaultResync          = time.Minute
+	DefaultRecheckRejected = 5 * time.Minute
+	// DefaultMaxPerType is what MaxPerType is when MaxConcurrent is DefaultMaxConcurrent.
+	DefaultMaxPerType = DefaultMaxConcurrent / 4
+)
+
 func (c Config) withDefaults() Config {
 	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = 64
+		c.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if c.MaxInFlight < c.MaxConcurrent {
 		c.MaxInFlight = c.MaxConcurrent
@@ -157,16 +168,16 @@ func (c Config) withDefaults() Config {
 		c.StalledAfter = 20 * time.Millisecond
 	}
 	if c.InitialBackoff <= 0 {
-		c.InitialBackoff = 500 * time.Millisecond
+		c.InitialBackoff = DefaultInitialBackoff
 	}
 	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = 2*time.Minute + 2*time.Second
+		c.MaxBackoff = DefaultMaxBackoff
 	}
 	if c.MaxBackoff < c.InitialBackoff {
 		c.MaxBackoff = c.InitialBackoff
 	}
 	if c.Resync == 0 {
-		c.Resync = time.Minute
+		c.Resync = DefaultResync
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -175,7 +186,7 @@ func (c Config) withDefaults() Config {
 		c.Status = state.New()
 	}
 	if c.RecheckRejected <= 0 {
-		c.RecheckRejected = 5 * time.Minute
+		c.RecheckRejected = DefaultRecheckRejected
 	}
 	c.Jitter = min(max(c.Jitter, 0), 1)
 	if c.MaxPerType <= 0 {

@@ -173,15 +173,22 @@ func (r *Registrar) activeOf(typ, name, except string) (state.Plugin, bool) {
 	return state.Plugin{}, false
 }
 
+// The defaults of Config's bounds: the one place they are written (config.Default takes them).
+const (
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultGetInfoTimeout = 5 * time.Second
+	DefaultNotifyTimeout  = 5 * time.Second
+)
+
 // New returns a Registrar for cfg, with defaults filled in.
 func New(cfg Config) (*Registrar, error) {
 	if cfg.Handlers == nil || cfg.Actual == nil {
 		return nil, errors.New("registrar: Config.Handlers and Config.Actual are required")
 	}
-	setDefault(&cfg.DialTimeout, 10*time.Second)
+	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
 	setDefault(&cfg.ListenGrace, time.Second)
-	setDefault(&cfg.GetInfoTimeout, 5*time.Second)
-	setDefault(&cfg.NotifyTimeout, 5*time.Second)
+	setDefault(&cfg.GetInfoTimeout, DefaultGetInfoTimeout)
+	setDefault(&cfg.NotifyTimeout, DefaultNotifyTimeout)
 	setDefault(&cfg.HandlerTimeout, 5*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
