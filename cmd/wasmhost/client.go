@@ -26,6 +26,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/host"
 )
 
 // envAdminSocket overrides the default of --admin-socket for the client commands.
@@ -415,7 +416,7 @@ type handlerView struct {
 	LastError   string     `json:"lastError,omitempty"`
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 	// GoneSince is set while the file is gone from the handler directory: it is removed
-	// (its plugin types leave) handlers.removalGrace after it unless it is back.
+	// (its plugin types leave) host.DefaultRemovalGrace after it unless it is back.
 	GoneSince *time.Time `json:"goneSince,omitempty"`
 	// Quarantine is set while the handler is quarantined (its calls fail at once after
 	// repeated traps or timeouts), and once it has been.
@@ -799,7 +800,7 @@ func writeHandlerTable(w io.Writer, hs []*adminv1.Handler, wide bool, now time.T
 			lastErr = shortDuration(now.Sub(t.AsTime())) + " ago: " + lastErr
 		}
 		if t := h.GetGoneSince(); t != nil {
-			lastErr = "file gone " + shortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within handlers.removalGrace"
+			lastErr = "file gone " + shortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within " + shortDuration(host.DefaultRemovalGrace)
 		} else if h.GetSource() != "" && !h.GetServing() {
 			// It serves nothing: that is what the operator must see first.
 			why := h.GetReason()

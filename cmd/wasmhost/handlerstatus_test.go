@@ -26,7 +26,7 @@ func TestHandlerTableSaysWhen(t *testing.T) {
 	}
 	for _, want := range []string{
 		"90s ago: host: bad module /h/a.wasm: plugin type x is already handled by /h/b.wasm",
-		"file gone 3s ago, removed unless back within handlers.removalGrace",
+		"file gone 3s ago, removed unless back within 10s",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
