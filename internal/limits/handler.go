@@ -20,8 +20,9 @@ import (
 // Handler bounds what a handler file may cost the daemon: to load it (read, checked,
 // compiled) and in each of its calls (what its host functions may log, store, publish and
 // fetch). A load over a limit refuses the file; a call over one ends with an error naming the
-// key. Each field is the key of its yaml tag under handlers.limits; docs/configuration.md
-// says why each default is what it is. For the host, a zero field takes its default
+// key. Each field is the key of its yaml tag under handlers.limits, or, tagged yaml:"-", a
+// constant that was the key of its was tag (a file that sets one loads with a warning);
+// docs/configuration.md says why each default is what it is. For the host, a zero field takes its default
 // (OrDefaults).
 type Handler struct {
 	// MaxModuleSize is the largest handler file read. Defaults to 64Mi.
@@ -35,10 +36,10 @@ type Handler struct {
 	// checked in one pass before it is compiled: the functions it defines, the bytes of one
 	// function body, how deeply blocks nest in one function, and the locals of one function.
 	// Default to 100000, 1Mi, 4096 and 50000.
-	MaxFunctions    int      `yaml:"-"` // a constant, not a key (was maxFunctions; docs/configuration.md, "Constants")
+	MaxFunctions    int      `yaml:"-" was:"maxFunctions"` // a constant (docs/configuration.md, "Constants")
 	MaxFunctionSize ByteSize `yaml:"maxFunctionSize"`
 	MaxNesting      int      `yaml:"maxNesting"`
-	MaxLocals       int      `yaml:"-"` // a constant, not a key (was maxLocals; docs/configuration.md, "Constants")
+	MaxLocals       int      `yaml:"-" was:"maxLocals"` // a constant (docs/configuration.md, "Constants")
 	// MaxTableElements bounds a module's tables together (8 bytes an element in every
 	// instance, outside handlers.memoryLimit); a module that grows a table must declare a
 	// maximum within it. Defaults to 200000.
@@ -46,33 +47,33 @@ type Handler struct {
 	// MaxEntries bounds the entries of every other section of a module (types, imports,
 	// globals, exports, segments): wazero's decoder allocates about 100 bytes for each (25 MB
 	// of globals took 540 MB to compile). Defaults to 100000.
-	MaxEntries int `yaml:"-"` // a constant, not a key (was maxEntries; docs/configuration.md, "Constants")
+	MaxEntries int `yaml:"-" was:"maxEntries"` // a constant (docs/configuration.md, "Constants")
 	// MaxCallStack bounds the guest's call stack, counted at each call from the callee's
 	// parameters and locals: a call past it traps. wazero's own stack, outside memoryLimit,
 	// otherwise grows to 50 MB and more before it overflows. Defaults to 1Mi.
 	MaxCallStack ByteSize `yaml:"maxCallStack"`
 	// LogLinesPerCall and LogBytesPerCall bound what one call (or one instantiation) logs
 	// (log, stdout and stderr together); going over ends the call. Default to 1000 and 64Ki.
-	LogLinesPerCall int      `yaml:"-"` // a constant, not a key (was logLinesPerCall; docs/configuration.md, "Constants")
-	LogBytesPerCall ByteSize `yaml:"-"` // a constant, not a key (was logBytesPerCall; docs/configuration.md, "Constants")
+	LogLinesPerCall int      `yaml:"-" was:"logLinesPerCall"` // a constant (docs/configuration.md, "Constants")
+	LogBytesPerCall ByteSize `yaml:"-" was:"logBytesPerCall"` // a constant (docs/configuration.md, "Constants")
 	// KVKeysPerHandler and KVBytesPerHandler bound the key-value stores of one handler file's
 	// plugin types together (keys, and bytes of keys and values); a kv_set over them fails
 	// with abi.CodeTooLarge. The stores are freed when the handler is retired. Default to
 	// 16384 (abi.MaxKVEntries) and 16Mi.
-	KVKeysPerHandler  int      `yaml:"-"` // a constant, not a key (was kvKeysPerHandler; docs/configuration.md, "Constants")
+	KVKeysPerHandler  int      `yaml:"-" was:"kvKeysPerHandler"` // a constant (docs/configuration.md, "Constants")
 	KVBytesPerHandler ByteSize `yaml:"kvBytesPerHandler"`
 	// PublishKeys and PublishBytes bound what one register call publishes. Default to 64
 	// (abi.MaxPublishedKeys, the most) and 64Ki.
-	PublishKeys  int      `yaml:"-"` // a constant, not a key (was publishKeys; docs/configuration.md, "Constants")
-	PublishBytes ByteSize `yaml:"-"` // a constant, not a key (was publishBytes; docs/configuration.md, "Constants")
+	PublishKeys  int      `yaml:"-" was:"publishKeys"`  // a constant (docs/configuration.md, "Constants")
+	PublishBytes ByteSize `yaml:"-" was:"publishBytes"` // a constant (docs/configuration.md, "Constants")
 	// PluginCallsPerCall bounds the plugin_call calls of one handler call (the one over ends
 	// the call); PluginCallResponseSize is the largest response accepted. Default to 16 and 1Mi.
-	PluginCallsPerCall     int      `yaml:"-"` // a constant, not a key (was pluginCallsPerCall; docs/configuration.md, "Constants")
+	PluginCallsPerCall     int      `yaml:"-" was:"pluginCallsPerCall"` // a constant (docs/configuration.md, "Constants")
 	PluginCallResponseSize ByteSize `yaml:"pluginCallResponseSize"`
 	// IdleInstanceTimeout is how long an instance may sit idle in its handler's pool before it
 	// is closed, down to one kept warm (an instance keeps the memory its guest grew). Defaults
 	// to 1m.
-	IdleInstanceTimeout Duration `yaml:"-"` // a constant, not a key (was idleInstanceTimeout; docs/configuration.md, "Constants")
+	IdleInstanceTimeout Duration `yaml:"-" was:"idleInstanceTimeout"` // a constant (docs/configuration.md, "Constants")
 	// CallCPU is the CPU time one handler call (or one instantiation) may use, counted at the
 	// yields of its code; the call over it ends, as one past handlers.callTimeout does.
 	// Defaults to 2s.
@@ -133,10 +134,14 @@ func (l Handler) OrDefaults() Handler {
 func (l Handler) Check(bad func(key, format string, args ...any)) {
 	v := reflect.ValueOf(l)
 	for i := range v.NumField() {
-		key, n := v.Type().Field(i).Tag.Get("yaml"), v.Field(i).Int()
+		f := v.Type().Field(i)
+		key, n := f.Tag.Get("yaml"), v.Field(i).Int()
+		if key == "-" {
+			// A constant (docs/configuration.md, "Constants"): no file sets it, a Go caller
+			// (a test) may; named by the key it was.
+			key = f.Tag.Get("was")
+		}
 		switch {
-		case key == "-":
-			// A constant (docs/configuration.md, "Constants"): no file sets it.
 		case key == "guestThreads":
 			if n < 0 {
 				bad(key, "must not be negative (0 is one fewer than the cores, at least 1), got %d", n)
@@ -144,5 +149,8 @@ func (l Handler) Check(bad func(key, format string, args ...any)) {
 		case n <= 0:
 			bad(key, "must be positive, got %d", n)
 		}
+	}
+	if l.PublishKeys > abi.MaxPublishedKeys {
+		bad("publishKeys", "must be at most %d (the ABI's MaxPublishedKeys), got %d", abi.MaxPublishedKeys, l.PublishKeys)
 	}
 }
