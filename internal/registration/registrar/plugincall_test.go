@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -22,7 +23,8 @@ import (
 
 // serveEcho serves every method on a unix socket: it answers with the request bytes reversed,
 // or with a NotFound status for /test.Svc/Missing, a ResourceExhausted one for
-// /test.Svc/Exhausted, and an Internal one with a 30,000-byte message for /test.Svc/Verbose.
+// /test.Svc/Exhausted, and an Internal one with a 30,000-byte message for /test.Svc/Verbose;
+// /test.Svc/BigTrailer answers with trailers of 100,000 bytes.
 func serveEcho(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "wh")
@@ -44,6 +46,8 @@ func serveEcho(t *testing.T) string {
 			return status.Error(codes.ResourceExhausted, "out of volumes")
 		case "/test.Svc/Verbose":
 			return status.Error(codes.Internal, strings.Repeat("v", 30_000))
+		case "/test.Svc/BigTrailer":
+			stream.SetTrailer(metadata.Pairs("x-big", strings.Repeat("t", 100_000)))
 		}
 		var in rawMessage
 		if err := stream.RecvMsg(&in); err != nil {
@@ -98,6 +102,12 @@ func TestPluginCaller(t *testing.T) {
 	_, err = c.Call(ctx, path, "/test.Svc/Exhausted", nil, 1024)
 	if errors.Is(err, registration.ErrResponseTooLarge) || status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
 		t.Errorf("the plugin's ResourceExhausted: got %v, want that status and not ErrResponseTooLarge", err)
+	}
+
+	// Trailers over pluginCallMaxHeaderList fail the call, which a status of gRPC's says.
+	_, err = c.Call(ctx, path, "/test.Svc/BigTrailer", []byte("x"), 1024)
+	if err == nil || len(err.Error()) > maxCallErrorText+200 {
+		t.Errorf("trailers of 100,000 bytes: got %.300v, want a short error", err)
 	}
 
 	// A long status message is kept to maxCallErrorText bytes, its code as it was.
