@@ -275,6 +275,12 @@ func TestCSIRegisterFailures(t *testing.T) {
 	if rec, _ := r.driver(p.Name); rec[2] != old.Socket {
 		t.Errorf("record after a failed Register: %q, want the old one", rec)
 	}
+	// An answer over pluginCallResponseSize: the reason names the limit's key.
+	c.answer = func() ([]byte, error) { return make([]byte, 2<<20), nil }
+	got = r.failed(harness.Register, p)
+	if want := "failed: plugincall: /csi.v1.Node/NodeGetInfo: guest: too large: response of 2097152 bytes over the limit of 1048576 (handlers.limits.pluginCallResponseSize)"; !strings.Contains(got, want) {
+		t.Errorf("Register with NodeGetInfo answering 2 MiB: %q, want it to contain %q", got, want)
+	}
 }
 
 func TestCSIDuplicates(t *testing.T) {

@@ -572,7 +572,7 @@ static int32_t node_get_info(const wh_plugin *p, node_info *ni) {
         /* As the Go SDK words it: "plugincall: METHOD: guest: failed: <the host's reason>". */
         wh_text_adds(&t, "failed: plugincall: " METHOD_NODE_GET_INFO ": guest: ");
         wh_text_adds(&t, wh_code_text(rc == WH_NOT_FOUND || rc == WH_CONFLICT ? -100 : rc));
-        if (rc == WH_FAILED) {
+        if (rc == WH_FAILED || rc == WH_TOO_LARGE) { /* the host's reason names the limit */
             wh_str why = wh_error_reason();
             if (why.len > 0) {
                 wh_text_adds(&t, ": ");
