@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,16 +20,24 @@ type kubeletPlugins struct {
 
 func (k kubeletPlugins) all() []*pluginProc { return []*pluginProc{k.CSI, k.DRA, k.Device} }
 
-// kubeletPluginNames are the names of the three plugins for tag. The CSI handler's driver
-// store is a package variable of the process, so each test uses names of its own.
+// kubeletPluginNames are the names of the three plugins for tag.
 func kubeletPluginNames(tag string) (csiName, draName, deviceName string) {
 	return "csi-" + tag + ".interop.dev", "dra-" + tag + ".interop.dev", "interop.dev/" + tag
 }
+
+// uniqueTags numbers the tags of the process.
+var uniqueTags atomic.Int64
+
+// uniqueTag is tag with a number of its own in this process: the kubelet's CSI handler keeps its
+// drivers in a package variable, and a driver the kubelet never deregistered (killed, or left
+// when a test ends) would refuse a later one of the same name (go test -count).
+func uniqueTag(tag string) string { return fmt.Sprintf("%s%d", tag, uniqueTags.Add(1)) }
 
 // startKubeletPlugins starts the three plugins, their registration sockets in regDir and their
 // other sockets under d.Data.
 func startKubeletPlugins(t *testing.T, d dirs, regDir, tag string) kubeletPlugins {
 	t.Helper()
+	tag = uniqueTag(tag)
 	csiName, draName, deviceName := kubeletPluginNames(tag)
 	ps := kubeletPlugins{
 		CSI:    launchPluginProc(t, pluginSpec{Role: roleCSI, Name: csiName, RegDir: regDir, DataDir: dataDir(t, d, "csi-"+tag)}),

@@ -53,6 +53,10 @@ func startForwarding(t *testing.T, d dirs, kdir string, opts daemonOptions) *Dae
 	return startDaemon(t, d, opts)
 }
 
+// msgForwardRemoved starts the daemon's message (debug level) for a socket it made in the
+// kubelet's directory and removed, with the plugin's socket under "socket".
+const msgForwardRemoved = "forward socket removed"
+
 // kubeletDirOf is the kubelet's plugins_registry of a test: outside wasmhost's socket
 // directory, as the configuration requires.
 func kubeletDirOf(d dirs) string { return filepath.Join(d.Root, "kubelet", "plugins_registry") }
@@ -82,13 +86,27 @@ func TestKubeletThroughWasmhost(t *testing.T) {
 		t.Errorf("the kubelet's directory holds %d entries, want one socket per plugin: %v", len(entries), entries)
 	}
 
+	// All three are killed together, then each deregistration is waited for: killed one after
+	// the other's deregistration, each kill would fall just after a pass of the kubelet's
+	// reconciler, and each figure would be its full second.
+	killed := map[string]time.Time{}
 	for _, p := range ps.all() {
-		killed := p.Kill()
+		killed[p.Spec.Name] = p.Kill()
+	}
+	for _, p := range ps.all() {
 		dereg := k.waitCall(t, "the kubelet to deregister "+p.Spec.Name, 1, named("deregister", p.Spec.Name))[0]
 		if dereg.Endpoint != wantKubeletEndpoint(p) {
 			t.Errorf("DeRegisterPlugin(%q, %q), want endpoint %s", dereg.Name, dereg.Endpoint, wantKubeletEndpoint(p))
 		}
-		t.Logf("%s: the kubelet's DeRegisterPlugin %v after SIGKILL", p.Spec.Role, dereg.At.Sub(killed).Round(100*time.Microsecond))
+		removed := dm.waitLog(t, "wasmhost to log the removal of its socket for "+p.Spec.Name, func(r logRecord) bool {
+			return strings.HasPrefix(r.str("msg"), msgForwardRemoved) && r.str("socket") == p.Socket
+		})
+		at, err := time.Parse(time.RFC3339Nano, removed.str("time"))
+		if err != nil {
+			t.Fatalf("the daemon's record %v: %v", removed, err)
+		}
+		t.Logf("%s: wasmhost removed its socket %v after SIGKILL, the kubelet's DeRegisterPlugin followed %v after SIGKILL",
+			p.Spec.Role, at.Sub(killed[p.Spec.Name]).Round(100*time.Microsecond), dereg.At.Sub(killed[p.Spec.Name]).Round(100*time.Microsecond))
 	}
 	// What the kubelet's handlers undo on DeRegisterPlugin.
 	waitFor(t, "the killed CSI driver to leave CSINode", func() string {
@@ -124,7 +142,7 @@ func TestKubeletHandlerRefusal(t *testing.T) {
 		p    *pluginProc
 		want string // in the reason
 	}{
-		{startPluginProc(t, pluginSpec{Role: roleCSI, Name: "csi-refused.interop.dev", RegDir: d.Sockets,
+		{startPluginProc(t, pluginSpec{Role: roleCSI, Name: "csi-" + uniqueTag("refused") + ".interop.dev", RegDir: d.Sockets,
 			DataDir: dataDir(t, d, "csi-refused"), Versions: []string{"2.0.0"}}), "none of them supported"},
 		{startPluginProc(t, pluginSpec{Role: roleDRA, Name: "dra-refused.interop.dev", RegDir: d.Sockets,
 			DataDir: dataDir(t, d, "dra-refused")}), "is not under .allowed.interop.dev"},
@@ -164,7 +182,7 @@ func TestKubeletRefusalReachesPlugin(t *testing.T) {
 	kdir := kubeletDirOf(d)
 	k := startKubelet(t, kdir)
 	startForwarding(t, d, kdir, daemonOptions{Handlers: []string{"csi", "dra", "deviceplugin"}})
-	const name = "csi-twice.interop.dev"
+	name := "csi-" + uniqueTag("twice") + ".interop.dev"
 	direct := startPluginProc(t, pluginSpec{Role: roleCSI, Name: name, RegDir: kdir, DataDir: dataDir(t, d, "csi-direct")})
 	waitKubeletRegistered(t, k, direct)
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,7 +194,8 @@ func startKubelet(t *testing.T, dir string) *kubelet {
 		cancel()
 		dra.Stop()
 		if t.Failed() {
-			t.Logf("kubelet handler calls:\n%s", k.callsText())
+			t.Logf("kubelet handler calls:\n%s\nthe kubelet's global log (the last %d bytes of the process's):\n%s",
+				k.callsText(), globalKlogBytes, globalKlogText())
 		}
 	})
 	return k
@@ -351,19 +353,20 @@ const globalKlogBytes = 64 << 10
 
 func quietGlobalKlog() {
 	globalKlog.once.Do(func() {
-		klog.SetOutput(klogSink{})
-		klog.LogToStderr(false)
+		klog.SetLogger(funcr.New(func(prefix, args string) {
+			globalKlog.mu.Lock()
+			defer globalKlog.mu.Unlock()
+			globalKlog.buf = append(globalKlog.buf, prefix+" "+args+"\n"...)
+			if over := len(globalKlog.buf) - globalKlogBytes; over > 0 {
+				globalKlog.buf = globalKlog.buf[over:]
+			}
+		}, funcr.Options{Verbosity: 4}))
 	})
 }
 
-type klogSink struct{}
-
-func (klogSink) Write(b []byte) (int, error) {
+// globalKlogText returns what the global klog holds.
+func globalKlogText() string {
 	globalKlog.mu.Lock()
 	defer globalKlog.mu.Unlock()
-	globalKlog.buf = append(globalKlog.buf, b...)
-	if over := len(globalKlog.buf) - globalKlogBytes; over > 0 {
-		globalKlog.buf = globalKlog.buf[over:]
-	}
-	return len(b), nil
+	return string(globalKlog.buf)
 }
