@@ -80,7 +80,7 @@ func startWithHandlers(t testing.TB, cfg config.Config, hs map[string]registrati
 // forwarded type that its handler admits reaches the kubelet and is registered once the
 // kubelet accepted it, both verdicts shown; one its handler refuses never reaches it; one of
 // another type is not forwarded; and the kubelet deregisters a plugin whose server is killed
-// (its socket file left), and one whose type loses its handler.
+// (its socket file left), one whose socket is removed, and one whose type loses its handler.
 func TestForwardThroughTheDaemon(t *testing.T) {
 	cfg, kdir := forwardConfig(t)
 	kubelet := forwardtest.Start(t, kdir)
@@ -125,13 +125,20 @@ func TestForwardThroughTheDaemon(t *testing.T) {
 		t.Errorf("a plugin of a type not forwarded shows %+v", v.Kubelet)
 	}
 	for _, e := range kubelet.Events() {
-		if e.Info != nil && e.Info.Name != "a.example.com" {
+		if e.Info != nil && e.Info.Name != "a.example.com" { // b and c come later
 			t.Errorf("the kubelet saw %s %s", e.Kind, e.Info.Name)
 		}
 	}
 
 	a.Kill() // its socket file stays: liveness finds its server gone
 	kubelet.Wait(t, 0, forwardtest.Deregistered, "a.example.com", time.Minute)
+
+	c := serve("c.example.com", "CSIPlugin")
+	if n := c.WaitNotification(t, time.Minute); !n.Registered {
+		t.Fatalf("c: told %+v", n)
+	}
+	c.Close() // its socket file goes
+	kubelet.Wait(t, 0, forwardtest.Deregistered, "c.example.com", time.Minute)
 
 	b := serve("b.example.com", "CSIPlugin")
 	if n := b.WaitNotification(t, time.Minute); !n.Registered {
