@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/handlerbench"
 )
 
 // benchRoot runs `wasmhost <args>` and returns its standard output (with its standard error
@@ -57,7 +59,7 @@ func benchGateModules(tb testing.TB, loops uint32) (same, slower string) {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	same, slower = filepath.Join(dir, "work.wasm"), filepath.Join(dir, "work-2x.wasm")
-	for path, b := range map[string][]byte{same: workModule(loops, "work.example"), slower: workModule(2*loops, "work.example")} {
+	for path, b := range map[string][]byte{same: handlerbench.WorkModule(loops, "work.example"), slower: handlerbench.WorkModule(2*loops, "work.example")} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			tb.Fatal(err)
 		}
@@ -82,7 +84,7 @@ func TestBenchGate(t *testing.T) {
 	if out, err := benchRoot(t, "handler", "bench", same, "--duration", "1s", "--save", base); err != nil {
 		t.Fatalf("handler bench --save: %v\n%s", err, out)
 	}
-	var saved benchResult
+	var saved handlerbench.Result
 	if b, err := os.ReadFile(base); err != nil || json.Unmarshal(b, &saved) != nil || len(saved.Samples.RelativeCPU) != 10 || saved.Failed != 0 {
 		t.Fatalf("saved baseline %+v (%v), want 10 samples", saved, err)
 	}
@@ -139,7 +141,7 @@ func BenchmarkBenchGate(b *testing.B) {
 			if err == nil {
 				passed++
 			}
-			var res benchResult
+			var res handlerbench.Result
 			if json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &res) == nil && res.Gate != nil {
 				maxDelta = max(maxDelta, res.Gate.RelativeCPU.Delta)
 				b.Logf("trial %d, the same module: %s", k, res.Gate.RelativeCPU)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
+	"github.com/wasmhost/wasmhost/internal/handlerbench"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
@@ -341,7 +342,7 @@ func testCSIReplay(t *testing.T, csiWasm, sessFile string) {
 	if err != nil || !strings.Contains(out, "calls/s") || !strings.Contains(out, "validate") || !strings.Contains(out, "register") || !strings.Contains(out, "p99") {
 		t.Errorf("handler bench: %v\n%s", err, out)
 	}
-	var saved benchResult
+	var saved handlerbench.Result
 	if b, err := os.ReadFile(base); err != nil || json.Unmarshal(b, &saved) != nil || saved.Calls == 0 || saved.Exports["register"].P95 <= 0 || saved.Failed != 0 || saved.Concurrency != 2 {
 		t.Fatalf("saved baseline %+v (%v)", saved, err)
 	}

@@ -5,28 +5,25 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/benchcmp"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
+	"github.com/wasmhost/wasmhost/internal/handlerbench"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -113,85 +110,10 @@ Compare runs made on the same machine.`,
 	return cmd
 }
 
-// benchResult is a bench's figures: what -o json prints, --save writes and --baseline reads.
-type benchResult struct {
-	File        string                `json:"file"`
-	SHA256      string                `json:"sha256"`
-	Concurrency int                   `json:"concurrency"`
-	Compile     time.Duration         `json:"compileNanoseconds"`
-	Memory      int64                 `json:"instanceMemoryBytes"` // of the live instances together
-	Instances   int                   `json:"instances"`
-	Calls       int                   `json:"calls"`
-	Failed      int                   `json:"failedCalls"`
-	Elapsed     time.Duration         `json:"elapsedNanoseconds"`
-	CallsPerSec float64               `json:"callsPerSecond"`
-	Exports     map[string]benchStats `json:"exports"`
-	// Samples are one per run: what --baseline compares.
-	Samples     benchSamples `json:"samples"`
-	Gate        *benchGate   `json:"gate,omitempty"`
-	Regressions []string     `json:"regressions,omitempty"`
-}
-
-// benchSamples are a bench's samples, one per run.
-type benchSamples struct {
-	CPUPerCall []float64 `json:"cpuNanosecondsPerCall"` // the calls' threads' CPU time over the run's calls
-	// RelativeCPU is CPUPerCall over the reference module's, measured in the same run: what
-	// --baseline compares.
-	RelativeCPU []float64 `json:"relativeCPU"`
-	CallsPerSec []float64 `json:"callsPerSecond"`
-}
-
-// benchGate is the comparison of a bench's CPU per call with a baseline's.
-type benchGate struct {
-	Baseline      string           `json:"baseline"`
-	MaxRegression float64          `json:"maxRegression"` // a fraction
-	RelativeCPU   benchcmp.Result  `json:"relativeCPU"`
-	CPUPerCall    benchcmp.Result  `json:"cpuNanosecondsPerCall"`    // shown, not gated
-	CallsPerSec   *benchcmp.Result `json:"callsPerSecond,omitempty"` // shown, not gated
-}
-
 // defaultMaxRegression is --max-regression's default: an unchanged module passed its baseline
 // 20 runs out of 20 on a 2-core machine with two CPU burners beside it, and one doing twice the
 // work failed 20 out of 20 (docs/sessions.md).
 const defaultMaxRegression = "25%"
-
-type benchStats struct {
-	Calls int           `json:"calls"`
-	Mean  time.Duration `json:"meanNanoseconds"`
-	P50   time.Duration `json:"p50Nanoseconds"`
-	P95   time.Duration `json:"p95Nanoseconds"`
-	P99   time.Duration `json:"p99Nanoseconds"`
-}
-
-// benchCall is one call of the workload.
-type benchCall struct {
-	op harness.Op
-	p  registration.PluginInfo
-}
-
-// sessionAnswers answers plugin_call from sessions: the first exchange of the same method and
-// request, else of the same method. It keeps no state, so that calls may run at once.
-type sessionAnswers []session.Exchange
-
-func (a sessionAnswers) Call(_ context.Context, _, method string, req []byte, _ int) ([]byte, error) {
-	pick := -1
-	for i, x := range a {
-		if x.Method == method && string(x.Request) == string(req) {
-			pick = i
-			break
-		}
-		if pick < 0 && x.Method == method {
-			pick = i
-		}
-	}
-	if pick < 0 {
-		return nil, fmt.Errorf("bench: no session has a plugin_call %s", method)
-	}
-	if x := a[pick]; x.Code < 0 {
-		return nil, errors.New(x.Error)
-	}
-	return slices.Clone(a[pick].Response), nil
-}
 
 func parsePercent(s string) (float64, error) {
 	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
@@ -221,9 +143,9 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	default:
 		return fmt.Errorf("-o %s: want text, json, yaml or gobench", o.output)
 	}
-	var base *benchResult
+	var base *handlerbench.Result
 	if o.baseline != "" {
-		if base, err = readBaseline(o.baseline, o.concurrency); err != nil {
+		if base, err = handlerbench.ReadBaseline(o.baseline, o.concurrency); err != nil {
 			return &exitError{code: 2, err: err}
 		}
 	}
@@ -236,25 +158,15 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 			return fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(config.KnownCapabilities(), ", "))
 		}
 	}
-	var work []benchCall
-	var answers sessionAnswers
-	var types []string
+	var sessions []*session.Session
 	for _, f := range o.replay {
 		s, err := session.LoadReplayable(f)
 		if err != nil {
 			return err
 		}
-		p := harness.PluginInfo(s)
-		types = append(types, p.Type)
-		for _, c := range s.Calls {
-			work = append(work, benchCall{op: harness.Op(c.Export), p: p})
-			for _, x := range c.Exchanges {
-				if x.Fn == session.PluginCall {
-					answers = append(answers, x)
-				}
-			}
-		}
+		sessions = append(sessions, s)
 	}
+	work, answers, types := handlerbench.SessionWork(sessions)
 	if len(work) == 0 {
 		probe, err := harness.New(ctx, host.Config{})
 		if err != nil {
@@ -279,7 +191,7 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		}
 		types = append(types, typ)
 		for _, op := range []harness.Op{harness.Validate, harness.Register, harness.Deregister} {
-			work = append(work, benchCall{op: op, p: p})
+			work = append(work, handlerbench.Call{Op: op, Plugin: p})
 		}
 	}
 	grants := cfg.Grants()
@@ -302,62 +214,15 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		return err
 	}
 	defer h.Close(context.WithoutCancel(ctx))
-	start := time.Now()
-	m, err := h.LoadFile(ctx, path)
-	if err != nil {
-		return fmt.Errorf("%s did not load: %w", path, err)
-	}
-	defer m.Close(context.WithoutCancel(ctx))
-	res := benchResult{File: path, SHA256: m.SHA256(), Concurrency: o.concurrency, Compile: time.Since(start), Exports: map[string]benchStats{}}
-
-	ref, err := loadBenchReference(ctx, h)
+	res, err := handlerbench.Run(ctx, h, path, work, handlerbench.Options{Concurrency: o.concurrency, Count: o.count, Duration: o.duration})
 	if err != nil {
 		return err
 	}
-	defer ref.Close(context.WithoutCancel(ctx))
-	runs, err := benchRuns(ctx, m, ref, work, o.concurrency, o.count, o.duration)
-	if err != nil {
-		return err
-	}
-	res.Memory, res.Instances = m.InstanceMemory(), o.concurrency
-	all := map[harness.Op][]time.Duration{}
-	var busy time.Duration
-	for _, r := range runs {
-		for op, ds := range r.lat {
-			all[op] = append(all[op], ds...)
-		}
-		res.Failed += r.failed
-		res.Elapsed += r.elapsed
-		perCall := float64(r.cpu.Nanoseconds()) / float64(max(1, r.calls))
-		res.Samples.CPUPerCall = append(res.Samples.CPUPerCall, perCall)
-		res.Samples.RelativeCPU = append(res.Samples.RelativeCPU, perCall/(float64(r.refCPU.Nanoseconds())/float64(max(1, r.refCalls))))
-		busy += r.busy
-		res.Samples.CallsPerSec = append(res.Samples.CallsPerSec, float64(r.calls)/r.busy.Seconds())
-	}
-	for op, ds := range all {
-		slices.Sort(ds)
-		var sum time.Duration
-		for _, d := range ds {
-			sum += d
-		}
-		res.Calls += len(ds)
-		res.Exports[string(op)] = benchStats{Calls: len(ds), Mean: sum / time.Duration(len(ds)),
-			P50: benchcmp.Percentile(ds, 0.50), P95: benchcmp.Percentile(ds, 0.95), P99: benchcmp.Percentile(ds, 0.99)}
-	}
-	res.CallsPerSec = float64(res.Calls) / busy.Seconds()
 	if base != nil {
-		cps := benchcmp.Compare(base.Samples.CallsPerSec, res.Samples.CallsPerSec, maxReg)
-		res.Gate = &benchGate{Baseline: o.baseline, MaxRegression: maxReg,
-			RelativeCPU: benchcmp.Compare(base.Samples.RelativeCPU, res.Samples.RelativeCPU, maxReg),
-			CPUPerCall:  benchcmp.Compare(base.Samples.CPUPerCall, res.Samples.CPUPerCall, maxReg), CallsPerSec: &cps}
-		if g := res.Gate.RelativeCPU; g.Verdict == benchcmp.Worse {
-			res.Regressions = append(res.Regressions, fmt.Sprintf("CPU per call %.3g× the reference's, the baseline's %.3g×: %+.1f%% (p=%.3f, n=%d+%d)",
-				g.New.Median, g.Base.Median, 100*g.Delta, g.P, g.Base.N, g.New.N))
-		}
+		res.CompareWith(base, o.baseline, maxReg)
 	}
 	if o.save != "" {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(o.save, append(b, '\n'), 0o644); err != nil {
+		if err := res.Save(o.save); err != nil {
 			return err
 		}
 	}
@@ -368,9 +233,9 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 			return err
 		}
 	case "gobench":
-		writeGoBench(out, &res)
+		writeGoBench(out, res)
 	default:
-		writeBench(out, &res, base, o.baseline)
+		writeBench(out, res, base, o.baseline)
 	}
 	if res.Failed > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "%d calls failed (an error, a trap or the deadline): the figures include them\n", res.Failed)
@@ -381,187 +246,9 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 	return nil
 }
 
-// readBaseline reads a baseline that --save wrote, and refuses one it cannot compare a run
-// against: not such a file, another concurrency, no samples (saved by a wasmhost before
-// --count), or samples that are not positive figures (zero, negative), which would compare
-// nothing and pass every run. The error names the file and what is wrong.
-func readBaseline(file string, concurrency int) (*benchResult, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	base := &benchResult{}
-	if err := json.Unmarshal(b, base); err != nil {
-		return nil, fmt.Errorf("baseline %s is not a baseline that wasmhost handler bench --save writes: %w", file, err)
-	}
-	var bad []string
-	if base.Concurrency < 1 {
-		bad = append(bad, fmt.Sprintf("concurrency %d", base.Concurrency))
-	}
-	for _, f := range []struct {
-		key     string
-		samples []float64
-	}{
-		{"samples.relativeCPU", base.Samples.RelativeCPU},
-		{"samples.cpuNanosecondsPerCall", base.Samples.CPUPerCall},
-		{"samples.callsPerSecond", base.Samples.CallsPerSec},
-	} {
-		if len(f.samples) == 0 {
-			bad = append(bad, f.key+" has none")
-		}
-		for i, v := range f.samples {
-			if !(v > 0) || math.IsInf(v, 0) {
-				bad = append(bad, fmt.Sprintf("%s[%d] is %v", f.key, i, v))
-				break
-			}
-		}
-	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("baseline %s has no samples it can compare against: %s (want the positive samples of a run saved with --save; one saved before --count has none: save it again)", file, strings.Join(bad, "; "))
-	}
-	if base.Concurrency != concurrency {
-		return nil, fmt.Errorf("baseline %s was measured with --concurrency %d: compare runs of the same concurrency", file, base.Concurrency)
-	}
-	return base, nil
-}
-
 func mustRead(path string) []byte {
 	b, _ := readHandlerModule(path)
 	return b
-}
-
-// benchRun is what one run of a bench measured.
-type benchRun struct {
-	lat     map[harness.Op][]time.Duration
-	calls   int
-	failed  int
-	cpu     time.Duration // the CPU time of the calls' threads
-	elapsed time.Duration
-	// busy is the time the module's calls ran, the reference's turns left out (summed over
-	// the callers, divided by their number).
-	busy time.Duration
-	// refCalls calls of the reference module took refCPU, in batches between the module's.
-	refCalls int
-	refCPU   time.Duration
-}
-
-// benchBatch is how long a bench runs the module's calls, then the reference's, in turn.
-const benchBatch = 2 * time.Millisecond
-
-// benchRuns runs the workload count times for duration/count each, with concurrency callers,
-// each running the module's calls and the reference module's in turn, benchBatch each.
-func benchRuns(ctx context.Context, m, ref benchModule, work []benchCall, concurrency, count int, duration time.Duration) ([]benchRun, error) {
-	runs := make([]benchRun, count)
-	refCall := benchCall{op: harness.Validate, p: registration.PluginInfo{Type: benchReferenceType, Name: "reference"}}
-	next := 0 // where in the workload the next run starts, so that runs go through all of it
-	for k := range runs {
-		r := &runs[k]
-		r.lat = map[harness.Op][]time.Duration{}
-		ws := make([]benchRun, concurrency)
-		start := time.Now()
-		deadline := start.Add(duration / time.Duration(count))
-		var wg sync.WaitGroup
-		for w := range concurrency {
-			ws[w].lat = map[harness.Op][]time.Duration{}
-			wg.Go(func() {
-				// The calls run on this goroutine's thread, whose CPU clock counts them.
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				b := &ws[w]
-				for i := next + w; ctx.Err() == nil && time.Now().Before(deadline); {
-					cpu0, batchEnd := threadCPU(), time.Now().Add(benchBatch)
-					for ; ctx.Err() == nil && time.Now().Before(batchEnd); i += concurrency {
-						c := work[i%len(work)]
-						t0 := time.Now()
-						err := benchCallOnce(ctx, m, c)
-						b.lat[c.op] = append(b.lat[c.op], time.Since(t0))
-						b.calls++
-						if err != nil && !errors.Is(err, registration.ErrRejected) {
-							b.failed++
-						}
-					}
-					cpu1, now := threadCPU(), time.Now()
-					b.cpu += cpu1 - cpu0
-					b.busy += now.Sub(batchEnd.Add(-benchBatch))
-					batchEnd = now.Add(benchBatch)
-					for ctx.Err() == nil && time.Now().Before(batchEnd) {
-						_ = benchCallOnce(ctx, ref, refCall)
-						b.refCalls++
-					}
-					b.refCPU += threadCPU() - cpu1
-				}
-			})
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r.elapsed = time.Since(start)
-		for _, b := range ws {
-			for op, ds := range b.lat {
-				r.lat[op] = append(r.lat[op], ds...)
-			}
-			r.failed += b.failed
-			r.cpu += b.cpu
-			r.calls += b.calls
-			r.refCPU += b.refCPU
-			r.refCalls += b.refCalls
-			r.busy += b.busy / time.Duration(concurrency)
-		}
-		next += r.calls
-	}
-	return runs, nil
-}
-
-// benchReferenceType is the plugin type of the reference module.
-const benchReferenceType = "reference.bench.wasmhost.dev"
-
-// benchModule is what a bench calls of a loaded module.
-type benchModule interface {
-	ValidatePlugin(ctx context.Context, p registration.PluginInfo) error
-	RegisterPlugin(ctx context.Context, p registration.PluginInfo) (map[string]string, error)
-	DeRegisterPlugin(ctx context.Context, p registration.PluginInfo) error
-	Close(ctx context.Context) error
-}
-
-func benchCallOnce(ctx context.Context, m benchModule, c benchCall) error {
-	switch c.op {
-	case harness.Validate:
-		return m.ValidatePlugin(ctx, c.p)
-	case harness.Register:
-		_, err := m.RegisterPlugin(ctx, c.p)
-		return err
-	default:
-		return m.DeRegisterPlugin(ctx, c.p)
-	}
-}
-
-// threadCPU returns the CPU time of the calling thread so far.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
-}
-
-// loadBenchReference loads the reference module (workModule of benchReferenceLoops) into h,
-// from a file in a private temporary directory it removes.
-func loadBenchReference(ctx context.Context, h *host.Host) (benchModule, error) {
-	dir, err := os.MkdirTemp("", "wasmhost-bench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "reference.wasm")
-	if err := os.WriteFile(path, workModule(benchReferenceLoops, benchReferenceType), 0o644); err != nil {
-		return nil, err
-	}
-	m, err := h.LoadFile(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("the reference module did not load: %w", err)
-	}
-	return m, nil
 }
 
 // nanos shows a number of nanoseconds as a duration, to three figures.
@@ -592,7 +279,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-func writeBench(out io.Writer, r *benchResult, base *benchResult, baseFile string) {
+func writeBench(out io.Writer, r *handlerbench.Result, base *handlerbench.Result, baseFile string) {
 	fmt.Fprintf(out, "handler   %s, sha256 %s\n", r.File, handlerShortSum(r.SHA256))
 	fmt.Fprintf(out, "compile   %s\n", handlerDuration(r.Compile))
 	fmt.Fprintf(out, "memory    %s in %d instances\n", handlerBytes(r.Memory), r.Instances)
@@ -617,7 +304,7 @@ func writeBench(out io.Writer, r *benchResult, base *benchResult, baseFile strin
 	for op := range mapKeys(r.Exports) {
 		s := r.Exports[op]
 		fmt.Fprintf(out, "  %-10s %7d calls  p50 %-9s p95 %-9s p99 %s", op, s.Calls, handlerDuration(s.P50), handlerDuration(s.P95), handlerDuration(s.P99))
-		if b, ok := base.exports()[op]; ok && b.P95 > 0 {
+		if b, ok := base.ExportStats()[op]; ok && b.P95 > 0 {
 			fmt.Fprintf(out, "  (baseline p95 %s, %+.1f%%)", handlerDuration(b.P95), 100*(float64(s.P95)/float64(b.P95)-1))
 		}
 		fmt.Fprintln(out)
@@ -627,16 +314,9 @@ func writeBench(out io.Writer, r *benchResult, base *benchResult, baseFile strin
 	}
 }
 
-func (r *benchResult) exports() map[string]benchStats {
-	if r == nil {
-		return nil
-	}
-	return r.Exports
-}
-
 // writeGoBench writes the figures as Go benchmark lines: ns/op per export, and the
 // percentiles, calls/s, memory and compile time as units of their own.
-func writeGoBench(out io.Writer, r *benchResult) {
+func writeGoBench(out io.Writer, r *handlerbench.Result) {
 	fmt.Fprintf(out, "goos: %s\ngoarch: %s\npkg: wasmhost/handler\n", runtime.GOOS, runtime.GOARCH)
 	name := strings.TrimSuffix(filepath.Base(r.File), ".wasm")
 	for op := range mapKeys(r.Exports) {

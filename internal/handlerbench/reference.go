@@ -1,20 +1,23 @@
-package main
+package handlerbench
 
-// The reference module of wasmhost handler bench: a handler whose calls do a fixed amount of
+// The reference module of a bench: a handler whose calls do a fixed amount of
 // work, run beside the module measured, so that its samples are the module's CPU per call
 // relative to the reference's, measured in the same moments: what a loaded machine does to
 // both (a slower share of the caches, another clock speed) cancels out.
 
 import "github.com/wasmhost/wasmhost/abi"
 
-// benchReferenceLoops is the reference module's loop: a call of about 30 µs here.
-const benchReferenceLoops = 20_000
+// ReferenceLoops is the reference module's loop: a call of about 30 µs here.
+const ReferenceLoops = 20_000
 
-// workModule assembles a handler of pluginType whose every call (validate, register,
+// ReferenceType is the plugin type of the reference module.
+const ReferenceType = "reference.bench.wasmhost.dev"
+
+// WorkModule assembles a handler of pluginType whose every call (validate, register,
 // deregister) counts down a loop of loops iterations and accepts: twice the loops, twice the
-// work. handler bench runs one as its reference (benchReferenceLoops), and its test the same
-// made slower.
-func workModule(loops uint32, pluginType string) []byte {
+// work. A bench runs one as its reference (ReferenceLoops, ReferenceType), and the gate's tests
+// the same made slower.
+func WorkModule(loops uint32, pluginType string) []byte {
 	sleb := func(v int64) []byte {
 		var b []byte
 		for {
