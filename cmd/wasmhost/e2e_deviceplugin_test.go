@@ -253,7 +253,7 @@ func TestE2EDevicePlugins(t *testing.T) {
 		answer       []byte
 		reason       string
 	}{
-		{"huge.sock", "example.com/huge", make([]byte, 2<<20), "larger than max"},
+		{"huge.sock", "example.com/huge", make([]byte, 2<<20), "guest: too large: response of 2097152 bytes over the limit of 1048576 (handlers.limits.pluginCallResponseSize)"},
 		{"long.sock", "example.com/long", slices.Repeat([]byte{0x18, 0x01}, 4096), "answered 8192 bytes; this handler reads answers of up to 4096"},
 		{"bad.sock", "example.com/bad", []byte{0x08, 0x01, 0x0b}, "answered a malformed DevicePluginOptions: malformed protobuf message: field 1: unsupported wire type 3"},
 		{"text.sock", "example.com/text", []byte{0x0a, 0x03, 'y', 'e', 's'}, "answered a malformed DevicePluginOptions: malformed protobuf message: field 1: unexpected wire type 2"},
