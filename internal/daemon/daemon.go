@@ -20,6 +20,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/kube"
 	"github.com/wasmhost/wasmhost/internal/metrics"
+	"github.com/wasmhost/wasmhost/internal/oci/pulled"
 	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -62,8 +63,7 @@ type Daemon struct {
 	watcher  *watcher.Watcher
 	rec      *reconciler.Reconciler
 	host     *host.Host
-	oci      *ociSources       // the handlers of handlers.sources (sources.go); nil without
-	dirOwned map[string]string // plugin types the handler directory served last, at start: their file
+	oci      *pulled.Handlers // the handlers of handlers.sources (sources.go); nil without
 	admin    *admin.Server
 	metrics  *metrics.Metrics
 	liveness *liveness.Monitor
@@ -180,8 +180,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Liveness:  d.liveness,
 		Handlers:  d.registry,
 		// Plugins of the other types register at once: only a type without a handler waits
-		// for the sources' first pull (ociSources.gate), not told no meanwhile.
-		HandlersPending: func() bool { return d.oci.pending() },
+		// for the sources' first pull (pulled.Handlers.Gate), not told no meanwhile.
+		HandlersPending: func() bool { return d.oci.Pending() },
 		Actual:          d.actual,
 		Logger:          log.With("component", "registrar"),
 		DialTimeout:     time.Duration(cfg.Registration.DialTimeout),
@@ -256,12 +256,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	}
 	if err := d.setUpRevisions(ctx, cfg); err != nil {
 		_ = d.host.Close(context.WithoutCancel(ctx))
-		_ = d.oci.close(context.WithoutCancel(ctx))
+		_ = d.oci.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := d.prepareSources(ctx); err != nil {
+	if err := d.oci.Prepare(ctx); err != nil {
 		_ = d.host.Close(context.WithoutCancel(ctx))
-		_ = d.oci.close(context.WithoutCancel(ctx))
+		_ = d.oci.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	d.state.SetHandlerCounters(d.handlerCounters)
@@ -292,13 +292,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-gctx.Done():
 			return nil
 		}
-		if d.oci.waitReady(gctx) == nil {
+		if d.oci.WaitReady(gctx) == nil {
 			d.warnNothingServes()
 		}
 		return nil
 	})
 	g.Go(func() error {
-		if d.oci.hostLoaded(gctx) != nil {
+		if d.oci.HostLoaded(gctx) != nil {
 			return nil
 		}
 		return d.host.Run(gctx)
@@ -307,7 +307,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.forward != nil {
 		g.Go(func() error { return d.forward.Run(gctx) })
 	}
-	g.Go(func() error { return d.oci.run(gctx) })
+	g.Go(func() error { return d.oci.Run(gctx) })
 	g.Go(func() error { return d.admin.Run(gctx) })
 	g.Go(func() error { return d.metrics.Run(gctx) })
 	if d.pub != nil {
@@ -331,7 +331,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The reconciler has stopped calling handlers: the modules can go.
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	return errors.Join(err, d.host.Close(closeCtx), d.oci.close(closeCtx))
+	return errors.Join(err, d.host.Close(closeCtx), d.oci.Close(closeCtx))
 }
 
 func run(ctx context.Context, cfg config.Config, log *slog.Logger, version string) error {

@@ -299,12 +299,12 @@ func TestOwnershipAtStartFromTheRecord(t *testing.T) {
 		}
 		defer func() {
 			_ = d.host.Close(ctx)
-			_ = d.oci.close(ctx)
+			_ = d.oci.Close(ctx)
 			d.liveness.Close()
 		}()
 		actx, acancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer acancel()
-		types, err := d.sourcePluginTypes(d.oci.host)(actx, ref.String(), testdataModule(t, "reload_v2"))
+		types, err := d.oci.PluginTypes(actx, ref.String(), testdataModule(t, "reload_v2"))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("admitted before the handler directory was loaded: %v, %v", types, err)
 		}
@@ -319,8 +319,8 @@ func TestOwnershipAtStartFromTheRecord(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
-		<-d.oci.gate
-		st := d.oci.sources.Statuses()[0]
+		<-d.oci.Gate()
+		st := d.oci.Sources().Statuses()[0]
 		h, _ := d.State().HandlerOf("reload.example")
 		if h.SHA256 != oci.SHA256Hex(v1) || st.Pinned != "" || !strings.Contains(st.Error, "served by "+file+" of the handler directory") {
 			t.Errorf("restart %d: reload.example served by %s (%s), want the file's %s; source: %+v", i, h.File, h.SHA256, oci.SHA256Hex(v1), st)

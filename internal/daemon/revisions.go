@@ -35,7 +35,7 @@ func (d *Daemon) setUpRevisions(ctx context.Context, cfg config.Config) error {
 	}
 	if d.oci != nil {
 		rc.Dir = filepath.Join(rc.Dir, "sources") // an index of its own
-		if err := d.oci.host.ConfigureRevisions(rc); err != nil {
+		if err := d.oci.Host().ConfigureRevisions(rc); err != nil {
 			return err
 		}
 	}
@@ -60,7 +60,7 @@ func (d *Daemon) registeredBy(socket, file, sha256 string) {
 // hosts are the daemon's hosts: the handler directory's, and the sources' if any.
 func (d *Daemon) hosts() []*host.Host {
 	if d.oci != nil {
-		return []*host.Host{d.host, d.oci.host}
+		return []*host.Host{d.host, d.oci.Host()}
 	}
 	return []*host.Host{d.host}
 }

@@ -119,7 +119,7 @@ func TestHandlersFromRegistry(t *testing.T) {
 	d, stop = run(t)
 	defer stop()
 	select {
-	case <-d.oci.host.Ready():
+	case <-d.oci.Host().Ready():
 	case <-time.After(time.Minute):
 		t.Fatal("pulled handlers not ready")
 	}
@@ -161,7 +161,7 @@ func TestSourceRevisions(t *testing.T) {
 			}
 		}()
 		select {
-		case <-d.oci.gate:
+		case <-d.oci.Gate():
 		case <-time.After(2 * time.Minute):
 			t.Fatal("the sources' gate did not open")
 		}
@@ -227,7 +227,7 @@ func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
 	if n := served.WaitNotification(t, time.Minute); !n.Registered {
 		t.Fatalf("a plugin of a type the handler directory serves: told %+v, want registered", n)
 	}
-	if !d.oci.pending() {
+	if !d.oci.Pending() {
 		t.Fatal("the first wait of an hour is over")
 	}
 	waitUntil(t, "the csi.example plugin to wait for the sources", func() bool {
@@ -252,7 +252,7 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 		registrationtest.Info{Type: "csi.example", Name: "csi", Versions: []string{"v1"}}, registrationtest.Options{})
 	n := p.WaitNotification(t, time.Minute)
 	select {
-	case <-d.oci.gate:
+	case <-d.oci.Gate():
 	default:
 		t.Errorf("the plugin was told %+v before the first wait ended", n)
 	}
@@ -260,10 +260,10 @@ func TestFirstWaitCoversARefusedConnection(t *testing.T) {
 		t.Errorf("the plugin of a type nothing serves was told %+v, want no handler for csi.example", n)
 	}
 	if waited := time.Since(start); waited < 2*time.Second {
-		t.Errorf("the gate opened after %s, before handlers.pull.firstWait (2s); source: %+v", waited, d.oci.sources.Statuses())
+		t.Errorf("the gate opened after %s, before handlers.pull.firstWait (2s); source: %+v", waited, d.oci.Sources().Statuses())
 	}
-	waitUntil(t, "the source's attempt to be reported", func() bool { return d.oci.sources.Statuses()[0].Reason != "" })
-	if st := d.oci.sources.Statuses()[0]; st.Reason != oci.ReasonUnreachable || st.Refused {
+	waitUntil(t, "the source's attempt to be reported", func() bool { return d.oci.Sources().Statuses()[0].Reason != "" })
+	if st := d.oci.Sources().Statuses()[0]; st.Reason != oci.ReasonUnreachable || st.Refused {
 		t.Errorf("source after the wait: %+v", st)
 	}
 	if got := logs.Matching(slog.LevelWarn, "not serving when the first wait ended"); len(got) != 1 || !strings.Contains(got[0], source) {
@@ -325,12 +325,12 @@ func TestKeylessSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := runTestDaemon(t, cfg, nil)
-	<-d.oci.gate
+	<-d.oci.Gate()
 	waitUntil(t, "ok.example served", func() bool { return d.registry.Has("ok.example") })
 	if d.registry.Has("echo.example") {
 		t.Error("echo.example, signed by another identity, is served")
 	}
-	for _, st := range d.oci.sources.Statuses() {
+	for _, st := range d.oci.Sources().Statuses() {
 		switch st.Ref {
 		case good.String():
 			if len(st.SignedBy) != 1 || !strings.Contains(st.SignedBy[0], "identity ~^https://github") {

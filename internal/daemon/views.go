@@ -26,7 +26,7 @@ func (d *Daemon) publishHandlers() {
 	publishMu.Lock()
 	defer publishMu.Unlock()
 	files := d.host.Handlers()
-	hs := append(files, d.oci.handlers()...)
+	hs := append(files, d.oci.Statuses()...)
 	out := make([]state.Handler, 0, len(hs))
 	for i, h := range hs {
 		source := state.SourceFile
@@ -48,7 +48,7 @@ func (d *Daemon) publishHandlers() {
 // handlerCounters reads the running totals of every handler file from the hosts, by file,
 // for the store (one pass, whatever the number of files).
 func (d *Daemon) handlerCounters() map[string]state.HandlerCounters {
-	hs := append(d.host.Handlers(), d.oci.handlers()...)
+	hs := append(d.host.Handlers(), d.oci.Statuses()...)
 	out := make(map[string]state.HandlerCounters, len(hs))
 	for _, h := range hs {
 		out[h.File] = state.HandlerCounters{Calls: h.Calls, Rejected: h.Rejected, Failures: h.Failures,
@@ -76,7 +76,7 @@ func (d *Daemon) Ready() error {
 			return errors.New("the handlers present at start are still loading")
 		}
 	}
-	if err := d.oci.notReady(); err != nil {
+	if err := d.oci.NotReady(); err != nil {
 		return err
 	}
 	return nil
@@ -128,7 +128,7 @@ func (d *Daemon) pullSources(ctx context.Context) error {
 	if d.oci == nil {
 		return admin.ErrNoSources
 	}
-	if err := d.oci.pullNow(ctx); err != nil {
+	if err := d.oci.PullNow(ctx); err != nil {
 		return err
 	}
 	d.publishHandlers()
