@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"go/build"
+	"os"
 	"os/exec"
 	"path"
 	"slices"
@@ -134,12 +135,12 @@ func TestSandboxBelowTheHost(t *testing.T) {
 }
 
 // TestSandboxLinksNoWatcher: what builds a host only to load modules by path (the public
-// conformance kit, the harness of `wasmhost handler test`, the host itself) links no file
+// conformance kit, the harness of `wasmhost handler test`, handler bench's, the host itself) links no file
 // watcher: the daemon gives the host its follower of the handler directory (host.Config.
 // FollowDir), and registration does not reach back into the state store, which holds the
 // watcher's types.
 func TestSandboxLinksNoWatcher(t *testing.T) {
-	pkgs := []string{"./conformance", "./internal/harness", "./internal/host", "./internal/host/sandbox"}
+	pkgs := []string{"./conformance", "./internal/harness", "./internal/handlerbench", "./internal/host", "./internal/host/sandbox"}
 	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
@@ -158,6 +159,34 @@ func TestSandboxLinksNoWatcher(t *testing.T) {
 		if strings.HasPrefix(dep, "github.com/fsnotify/") || dep == "github.com/wasmhost/wasmhost/internal/watcher" ||
 			dep == "github.com/wasmhost/wasmhost/internal/state" {
 			t.Errorf("%s depend on %s", strings.Join(pkgs, ", "), dep)
+		}
+	}
+}
+
+// TestReadmeLayoutNamesEveryPackage: the README's layout (from "The daemon lives under" to
+// "Running beside a kubelet") names every package of the daemon's module under internal/,
+// admin/, conformance/ and cmd/, so that a maintainer starting from it finds each.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	const module = "github.com/wasmhost/wasmhost/"
+	cmd := exec.CommandContext(t.Context(), "go", "list", "./internal/...", "./admin/...", "./conformance/...", "./cmd/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(b), "The daemon lives under")
+	if layout, _, ok2 := strings.Cut(layout, "Running beside a kubelet"); !ok || !ok2 || !strings.Contains(layout, "`internal/daemon/`") {
+		t.Fatalf("README.md has no layout section between %q and %q naming internal/daemon", "The daemon lives under", "Running beside a kubelet")
+	} else {
+		for _, pkg := range strings.Fields(string(out)) {
+			rel := strings.TrimPrefix(pkg, module)
+			if !strings.Contains(layout, "`"+rel+"`") && !strings.Contains(layout, "`"+rel+"/`") {
+				t.Errorf("README.md's layout does not name %s", rel)
+			}
 		}
 	}
 }
