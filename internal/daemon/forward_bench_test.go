@@ -164,3 +164,47 @@ func BenchmarkForwardRestart(b *testing.B) {
 	b.ReportMetric(float64(toReg[len(toReg)/2].Microseconds())/1000, "ms-to-registered")
 	b.ReportMetric(float64(gap[len(gap)/2].Microseconds())/1000, "ms-deregistered")
 }
+
+// BenchmarkForwardBurst: 256 forwarded plugins appear at once, after one registered first, with
+// reconciler.maxConcurrent 16, before a fake kubelet that handles what it found once a second,
+// as the real one does;
+// measured: until every plugin is told it is registered. A registration waiting for the
+// kubelet stops counting against maxConcurrent at once (typeslots.Waiting), so the burst
+// waits for the kubelet's look side by side.
+func BenchmarkForwardBurst(b *testing.B) {
+	const n = 256
+	for b.Loop() {
+		b.StopTimer()
+		cfg, kdir := forwardConfig(b)
+		cfg.Reconciler.MaxConcurrent = 16
+		forwardtest.StartPolling(b, kdir, time.Second)
+		startWithHandlers(b, cfg, map[string]registration.Handler{"CSIPlugin": registrationtest.NewRecordingHandler()})
+		// One plugin first: the reconciler learns how long a registration takes (the kubelet's
+		// look), which is when an operation that does not say it waits is taken for stalled.
+		warm := registrationtest.Serve(b, filepath.Join(cfg.SocketDir, "warm.sock"),
+			registrationtest.Info{Type: "CSIPlugin", Name: "warm", Versions: []string{"1.0.0"}}, registrationtest.Options{})
+		if m := warm.WaitNotification(b, time.Minute); !m.Registered {
+			b.Fatalf("told %+v", m)
+		}
+		b.StartTimer()
+		var ps []*registrationtest.Plugin
+		for i := range n {
+			p, err := registrationtest.Start(filepath.Join(cfg.SocketDir, fmt.Sprintf("p%03d.sock", i)),
+				registrationtest.Info{Type: "CSIPlugin", Name: fmt.Sprintf("p%03d", i), Versions: []string{"1.0.0"}}, registrationtest.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			if m := p.WaitNotification(b, 5*time.Minute); !m.Registered {
+				b.Fatalf("told %+v", m)
+			}
+		}
+		b.StopTimer()
+		for _, p := range ps {
+			p.Close()
+		}
+		b.StartTimer()
+	}
+}

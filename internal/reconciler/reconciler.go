@@ -302,6 +302,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		rejected: make(pathIndex[pluginKey]),
 		byGroup:  make(pathIndex[pluginKey]),
 		done:     make(chan result, r.cfg.MaxInFlight),
+		waits:    make(chan flight, r.cfg.MaxInFlight),
 	}
 	l.run(ctx)
 
@@ -344,6 +345,7 @@ type sock struct {
 	opSeq   uint64    // of the operation in flight (loop.flights)
 	opStart time.Time // when it started
 	stalled bool      // the operation in flight is stalled (counted in loop.stalled)
+	waits   bool      // the operation in flight said it waits outside the daemon (typeslots.Waiting)
 
 	attempts  int
 	lastErr   string
@@ -407,7 +409,10 @@ type loop struct {
 	// rejected lists, by plugin type and name, the sockets their handler rejected.
 	rejected pathIndex[pluginKey]
 	done     chan result
-	ops      sync.WaitGroup
+	// waits receives the operations that said they wait outside the daemon
+	// (typeslots.Waiting): they stall at once.
+	waits chan flight
+	ops   sync.WaitGroup
 
 	handlerGen uint64 // counts Handlers.Changed wake-ups
 
@@ -452,6 +457,8 @@ func (l *loop) run(ctx context.Context) {
 			l.handlersChanged()
 		case res := <-l.done:
 			l.complete(res)
+		case f := <-l.waits:
+			l.opWaits(f)
 		case <-l.timer.C:
 			l.armed = time.Time{}
 			l.dueRetries()
@@ -689,6 +696,16 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 			l.retrying++
 		}
 		res.socket = d
+		// A registration that waits on the kubelet (a forwarded plugin) says so: it stalls at
+		// once. The send never blocks: a signal that finds the buffer full is dropped, and the
+		// operation stalls on its time instead.
+		waits, f := l.waits, flight{path: s.path, seq: s.opSeq}
+		ctx = typeslots.WithWaiting(ctx, sync.OnceFunc(func() {
+			select {
+			case waits <- f:
+			default:
+			}
+		}))
 		l.ops.Go(func() {
 			res.err = ops.Register(ctx, res.socket)
 			l.done <- res
@@ -714,7 +731,8 @@ func (l *loop) complete(res result) {
 	if s.stalled {
 		l.stalled--
 	}
-	if res.kind == opRegister && res.err == nil {
+	if res.kind == opRegister && res.err == nil && !s.waits {
+		// (One that waited on the kubelet says nothing of how long handlers take.)
 		d := time.Since(s.opStart)
 		if l.okAvg == 0 {
 			l.okAvg = d
@@ -722,7 +740,7 @@ func (l *loop) complete(res result) {
 			l.okAvg += (d - l.okAvg) / 8
 		}
 	}
-	s.opSeq, s.stalled = 0, false
+	s.opSeq, s.stalled, s.waits = 0, false, false
 	switch res.kind {
 	case opRegister:
 		err := res.err
@@ -783,7 +801,7 @@ func (l *loop) markStalled(now time.Time) (marked int) {
 		if live && f.at.After(cut) {
 			return marked
 		}
-		if live {
+		if live && !s.stalled {
 			s.stalled = true
 			l.stalled++
 			marked++
@@ -800,6 +818,20 @@ func (l *loop) markStalled(now time.Time) (marked int) {
 // stallAge is how long an operation runs before it is stalled: StalledAfter, or four times
 // the recent successful registrations' duration when that is longer.
 func (l *loop) stallAge() time.Duration { return max(l.r.cfg.StalledAfter, 4*l.okAvg) }
+
+// opWaits stalls the operation f at once: it said it waits outside the daemon.
+func (l *loop) opWaits(f flight) {
+	s, ok := l.socks[f.path]
+	if !ok || !s.busy || s.opSeq != f.seq {
+		return // ended meanwhile
+	}
+	s.waits = true
+	if !s.stalled && l.r.cfg.StalledAfter >= 0 { // a negative StalledAfter: never stalled
+		s.stalled = true
+		l.stalled++
+		l.fillSlots()
+	}
+}
 
 // armStallTimer sets the stall timer for the first operation in flight that may stall.
 func (l *loop) armStallTimer() {

@@ -1259,3 +1259,36 @@ func TestReleaseOfOneTypeStartsAnotherWithinTheTotal(t *testing.T) {
 		}
 	})
 }
+
+// An operation that says it waits outside the daemon (typeslots.Waiting: a forwarded plugin
+// waiting for the kubelet's verdict) stops counting against MaxConcurrent at once, without
+// waiting to stall: the next plugin registers while it waits. MaxInFlight still bounds them.
+func TestWaitingOperationLeavesRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, reconciler.Config{MaxConcurrent: 1, MaxInFlight: 3, StalledAfter: time.Hour}).start()
+		var releases []func()
+		for i := range 3 {
+			p := fmt.Sprintf("/p/fwd%d.sock", i)
+			e.ops.Waits(p)
+			releases = append(releases, e.ops.Block(p))
+			e.add(p, uint64(i+1))
+		}
+		synctest.Wait()
+		if n := e.ops.InFlight(); n != 3 {
+			t.Fatalf("%d operations in flight, want all 3 (each waits outside the daemon)", n)
+		}
+		e.add("/p/hung.sock", 9) // a plugin that does not say it waits: over MaxInFlight, queued
+		releases = append(releases, e.ops.Block("/p/hung.sock"))
+		synctest.Wait()
+		if n := e.ops.InFlight(); n != 3 {
+			t.Fatalf("%d operations in flight, want maxInFlight 3", n)
+		}
+		for _, release := range releases {
+			release()
+		}
+		synctest.Wait()
+		if e.actual.Len() != 4 {
+			t.Fatalf("%d registered, want 4", e.actual.Len())
+		}
+	})
+}

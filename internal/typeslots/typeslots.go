@@ -1,7 +1,8 @@
 // Package typeslots bounds the registrations in their handler phase, per plugin type and across
 // types. The reconciler, which decides what runs when, and the registrar, which takes a slot
 // once GetInfo has named the plugin's type, both use it; it sits beside the pipeline so that
-// neither imports the other.
+// neither imports the other. Through it too the registrar says when a registration waits
+// outside the daemon (Waiting), for the reconciler to stop counting it.
 //
 // This package is part of the daemon, not a stable API.
 package typeslots

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
 // DefaultType is the plugin type a socket's plugin has unless SetInfo says otherwise.
@@ -102,6 +103,7 @@ type Operations struct {
 	fail       map[string]error
 	failDereg  map[string]error
 	blocks     map[string]chan struct{}
+	waits      map[string]bool
 	calls      []Call
 	inflight   map[string]int
 	total      int
@@ -119,6 +121,7 @@ func NewOperations(actual *state.Actual, handlers *registration.Registry) *Opera
 		fail:      make(map[string]error),
 		failDereg: make(map[string]error),
 		blocks:    make(map[string]chan struct{}),
+		waits:     make(map[string]bool),
 		inflight:  make(map[string]int),
 	}
 }
@@ -167,6 +170,14 @@ func (o *Operations) FailDeregister(path string, err error) {
 	} else {
 		o.failDereg[path] = err
 	}
+}
+
+// Waits makes every registration of path say it waits outside the daemon
+// (typeslots.Waiting), as the registrar's of a forwarded plugin does, before it blocks (Block).
+func (o *Operations) Waits(path string) {
+	o.mu.Lock()
+	o.waits[path] = true
+	o.mu.Unlock()
 }
 
 // Block makes every operation of path wait, once recorded, until release is called or its
@@ -280,6 +291,12 @@ func (o *Operations) wait(ctx context.Context, block <-chan struct{}, started ch
 func (o *Operations) Register(ctx context.Context, s state.Socket) error {
 	block, started, c := o.begin(OpRegister, s.Path, s.ID)
 	defer o.end(s.Path)
+	o.mu.Lock()
+	waits := o.waits[s.Path]
+	o.mu.Unlock()
+	if waits {
+		typeslots.Waiting(ctx)
+	}
 	if err := o.wait(ctx, block, started, c); err != nil {
 		return fmt.Errorf("fake: register %s: %w", s.Path, err)
 	}

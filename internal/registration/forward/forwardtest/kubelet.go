@@ -56,6 +56,7 @@ type Event struct {
 // DeRegister. It handles one socket at a time, in the order of the events.
 type Kubelet struct {
 	dir    string
+	period time.Duration // 0: at once
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -68,7 +69,12 @@ type Kubelet struct {
 }
 
 // Start starts a fake kubelet on dir, stopped when the test ends.
-func Start(t testing.TB, dir string) *Kubelet {
+func Start(t testing.TB, dir string) *Kubelet { return StartPolling(t, dir, 0) }
+
+// StartPolling is Start with the real kubelet's pace: the sockets created are handled once
+// every period, all of those found at once (as its reconciler's pass does), instead of the
+// moment each appears. Removals are handled at once.
+func StartPolling(t testing.TB, dir string, period time.Duration) *Kubelet {
 	t.Helper()
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -81,6 +87,7 @@ func Start(t testing.TB, dir string) *Kubelet {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kubelet{dir: dir, cancel: cancel, done: make(chan struct{}),
 		registered: make(map[string]*regapi.PluginInfo), changed: make(chan struct{})}
+	k.period = period
 	go k.run(ctx, w)
 	t.Cleanup(k.Stop)
 	return k
@@ -109,17 +116,33 @@ func (k *Kubelet) run(ctx context.Context, w *fsnotify.Watcher) {
 			k.created(ctx, filepath.Join(k.dir, e.Name()))
 		}
 	}
+	var tick <-chan time.Time
+	if k.period > 0 {
+		t := time.NewTicker(k.period)
+		defer t.Stop()
+		tick = t.C
+	}
+	var found []string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-w.Events:
 			switch {
+			case ev.Has(fsnotify.Create) && tick != nil:
+				found = append(found, ev.Name)
 			case ev.Has(fsnotify.Create):
 				k.created(ctx, ev.Name)
 			case ev.Has(fsnotify.Remove):
 				k.removed(ev.Name)
 			}
+		case <-tick:
+			var wg sync.WaitGroup
+			for _, p := range found {
+				wg.Go(func() { k.created(ctx, p) })
+			}
+			wg.Wait()
+			found = nil
 		case <-w.Errors:
 		}
 	}
