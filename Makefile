@@ -15,7 +15,7 @@ BIN      := bin/wasmhost
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Every directory under handlers-wasm/ is one handler, written in C with the C SDK (abi/c):
 # handlers-wasm/<name>/<name>.c, built to handlers-wasm/<name>.wasm, a WASI reactor of a few
-# tens of KB (docs/benchmarks.md says why C). Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32.
+# tens of KB (docs/benchmarks-history.md says why C). Debian: clang lld wasi-libc libclang-rt-14-dev-wasm32.
 HANDLERS := $(patsubst %/,%.wasm,$(wildcard handlers-wasm/*/))
 WASM_CC ?= clang
 WASM_CFLAGS ?= --target=wasm32-wasi -mexec-model=reactor -O2 -s

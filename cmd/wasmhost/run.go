@@ -102,7 +102,7 @@ func overlayFlags(cmd *cobra.Command, cfg *config.Config) error {
 // is worth more than a little GC work: with 50 instead of Go's 100, peak RSS with 1,000 plugins
 // and the Go example handler fell from a median of 66.5 MB to 58 MB over six runs each, with no
 // measurable change in the burst's CPU (BenchmarkDaemonProcess/plugins=1000/handler=warm,
-// docs/benchmarks.md).
+// docs/benchmarks-history.md, "GOGC 50").
 const daemonGCPercent = 50
 
 // tuneGC sets the daemon's GC target, leaving an operator's GOGC alone.

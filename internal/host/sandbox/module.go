@@ -244,7 +244,7 @@ type instance struct {
 // memory its heap ever grew to (WebAssembly memory does not shrink), and at Go's default of 100
 // a Go heap takes on 4 MB of garbage before its first collection: an instance that served a
 // few thousand calls holds 88 pages, at 25 it holds 64, for no call cost the benchmarks see
-// (docs/benchmarks.md, "The Go SDK's costs"); lower values hold no less. A handler that wants
+// (docs/benchmarks-history.md, "The Go SDK's costs"); lower values hold no less. A handler that wants
 // another value calls debug.SetGCPercent in its init. The environment, not the SDK: the only
 // way for the SDK to set it without importing runtime/debug (390 KB more module, 8 more pages
 // an instance) is to link to the runtime's unexported function by name, which a Go release may

@@ -12,7 +12,7 @@ import (
 // calls run guest code at once. Before the yields a looping guest held its P until its
 // deadline, so the host ran with NumCPU+4 Ps. With the yields, the extra Ps mostly gave the
 // garbage collector's mark workers (a quarter of the Ps) more threads to take the cores from
-// the calls with: measured on 2 cores (docs/benchmarks.md, "Interruptible guest calls"), with
+// the calls with: measured on 2 cores (docs/benchmarks-history.md, "Interruptible guest calls"), with
 // NumCPU+4 Ps a looping call beside one busy goroutine was stopped 7.5-8.2 ms late at p99 and
 // a plugin of another type beside 16 looping handlers registered in 20 ms at p99; with
 // NumCPU+1, 0.9-2.9 ms and 3.7-5.0 ms. NumCPU+1 keeps one P for the daemon when every core

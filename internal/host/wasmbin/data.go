@@ -11,7 +11,7 @@ import (
 // handler has some 23,500 of them, and wazero keeps a slice header for each in every instance
 // (0.55 MB) and decoded segments in every module (about 2 MB). Joined across gaps of up to
 // 256 bytes they are a few hundred, for a module some kilobytes larger
-// (docs/benchmarks.md, "The Go SDK's costs").
+// (docs/benchmarks-history.md, "The Go SDK's costs").
 const MaxDataGap = 256
 
 // dataSegment is an active segment of memory 0 at a constant offset.

@@ -57,7 +57,7 @@ const (
 	// TickFuel is how many instructions a guest runs between two calls of yield, at most: at
 	// the 0.5-2 instructions a nanosecond that compiled guest code runs here, 50-200 µs, so
 	// that a stop-the-world never waits long for a guest, while a yield (about a microsecond)
-	// costs a looping guest under 1 % of its time. Measured: docs/benchmarks.md.
+	// costs a looping guest under 1 % of its time. Measured: docs/benchmarks-history.md.
 	TickFuel = 100_000
 )
 

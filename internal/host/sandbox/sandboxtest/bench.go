@@ -32,7 +32,7 @@ func BenchPlugin() registration.PluginInfo {
 }
 
 // SDKs names the SDKs the example handler is written with, in the order of the table in
-// docs/benchmarks.md: the keys of ExampleHandler.
+// docs/benchmarks-history.md ("The shipped handlers in C"): the keys of ExampleHandler.
 var SDKs = []string{"go-sdk", "c-sdk", "rust-sdk", "as-sdk"}
 
 // ExampleHandler builds the example handler (example.wasmhost.dev) with each SDK (the keys
