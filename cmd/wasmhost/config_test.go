@@ -118,20 +118,25 @@ func TestDefaultAdminSocket(t *testing.T) {
 	}
 }
 
+// TestMemoryLimit: the soft memory limit taken from a cgroup leaves room for the handlers'
+// instances, whose memory is mapped outside the Go heap but counts against the cgroup.
 func TestMemoryLimit(t *testing.T) {
+	const fromCgroup = "cgroup memory.max less handlers.limits.instanceMemory"
 	for _, tc := range []struct {
-		configured, cgroup int64
-		env                string
-		want               int64
-		from               string
+		configured, cgroup, instances int64
+		env                           string
+		want                          int64
+		from                          string
 	}{
-		{0, 0, "", 0, ""},
-		{0, 256 << 20, "", 256 << 20 / 10 * 9, "cgroup memory.max"},
-		{100 << 20, 256 << 20, "", 100 << 20, "memoryLimit"},
-		{100 << 20, 256 << 20, "50MiB", 0, ""},
+		{0, 0, 512 << 20, "", 0, ""},
+		{0, 1 << 30, 0, "", 1 << 30 / 10 * 9, fromCgroup},
+		{0, 1 << 30, 512 << 20, "", 1<<30/10*9 - 512<<20, fromCgroup},
+		{0, 256 << 20, 512 << 20, "", 256 << 20 / 10 * 9 / 4, fromCgroup},
+		{100 << 20, 256 << 20, 512 << 20, "", 100 << 20, "memoryLimit"},
+		{100 << 20, 256 << 20, 512 << 20, "50MiB", 0, ""},
 	} {
-		if got, from := memoryLimit(tc.configured, tc.env, tc.cgroup); got != tc.want || from != tc.from {
-			t.Errorf("memoryLimit(%d, %q, %d) = %d, %q; want %d, %q", tc.configured, tc.env, tc.cgroup, got, from, tc.want, tc.from)
+		if got, from := memoryLimit(tc.configured, tc.env, tc.cgroup, tc.instances); got != tc.want || from != tc.from {
+			t.Errorf("memoryLimit(%d, %q, %d, %d) = %d, %q; want %d, %q", tc.configured, tc.env, tc.cgroup, tc.instances, got, from, tc.want, tc.from)
 		}
 	}
 }

@@ -57,7 +57,7 @@ Settings come from the defaults, then --config, then the flags.`,
 				log.Warn("config: "+w, "config", configFile)
 			}
 			tuneGC()
-			if limit, from := memoryLimit(int64(cfg.MemoryLimit), os.Getenv("GOMEMLIMIT"), cgroupMemoryMax()); limit > 0 {
+			if limit, from := memoryLimit(int64(cfg.MemoryLimit), os.Getenv("GOMEMLIMIT"), cgroupMemoryMax(), int64(cfg.Handlers.Limits.InstanceMemory)); limit > 0 {
 				debug.SetMemoryLimit(limit)
 				log.Info("soft memory limit set", "bytes", limit, "from", from)
 			}
@@ -107,16 +107,21 @@ const daemonGCPercent = 50
 
 // tuneGC sets the daemon's GC target, leaving an operator's GOGC alone.
 // memoryLimit returns the soft memory limit to set and where it comes from: the config's
-// memoryLimit, else 90% of the cgroup's memory.max (cgroupMax, 0 when there is none); 0 when
-// GOMEMLIMIT is set in the environment (Go applied it already) or there is nothing to go by.
-func memoryLimit(configured int64, env string, cgroupMax int64) (int64, string) {
+// memoryLimit, else 90% of the cgroup's memory.max (cgroupMax, 0 when there is none) less
+// instanceMemory (handlers.limits.instanceMemory), since the handlers' linear memory is mapped
+// outside the Go heap that the limit governs, but counts against the same cgroup; never less
+// than a quarter of those 90%, so that a small cgroup with a large instanceMemory still gets a
+// limit. 0 when GOMEMLIMIT is set in the environment (Go applied it already) or there is
+// nothing to go by.
+func memoryLimit(configured int64, env string, cgroupMax, instanceMemory int64) (int64, string) {
 	switch {
 	case env != "":
 		return 0, ""
 	case configured > 0:
 		return configured, "memoryLimit"
 	case cgroupMax > 0:
-		return cgroupMax / 10 * 9, "cgroup memory.max"
+		budget := cgroupMax / 10 * 9
+		return max(budget-instanceMemory, budget/4), "cgroup memory.max less handlers.limits.instanceMemory"
 	}
 	return 0, ""
 }

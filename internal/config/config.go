@@ -39,8 +39,9 @@ type Config struct {
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
 	// MemoryLimit is the daemon's soft memory limit (Go's GOMEMLIMIT): past it the garbage
 	// collector works harder rather than let the heap grow into an OOM kill. Defaults to 0:
-	// 90% of the cgroup's memory.max when one is set, else none. GOMEMLIMIT in the
-	// environment wins over both.
+	// 90% of the cgroup's memory.max when one is set, less handlers.limits.instanceMemory
+	// (instances are mapped outside the Go heap), else none. GOMEMLIMIT in the environment
+	// wins over both.
 	MemoryLimit ByteSize `yaml:"memoryLimit"`
 
 	Log          LogConfig          `yaml:"log"`
