@@ -5,7 +5,6 @@ package daemon
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,15 +31,7 @@ func TestHostileCaptureInRunningDaemon(t *testing.T) {
 	cfg.Reconciler.MaxBackoff = config.Duration(time.Hour)
 	off := false
 	cfg.Handlers.Types = map[string]config.TypeConfig{"kvloop.nocapture": {Capture: &off}}
-	for _, f := range []string{"ok", "reload_v1", "kvloop", "kvread"} {
-		b, err := os.ReadFile(filepath.Join("..", "host", "testdata", f+".wasm"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cfg.HandlerDir, f+".wasm"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installFixtures(t, cfg.HandlerDir, "ok", "reload_v1", "kvloop", "kvread")
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,19 +109,7 @@ func TestHostileCaptureInRunningDaemon(t *testing.T) {
 	}
 
 	// The daemon is up and ready, the plugins of the other types still registered.
-	select {
-	case <-exited:
-		t.Fatal("Run returned")
-	default:
-	}
-	if err := d.Ready(); err != nil {
-		t.Errorf("not ready: %v", err)
-	}
-	for _, p := range []*registrationtest.Plugin{a, b} {
-		if notes := p.Notifications(); len(notes) != 1 || !notes[0].Registered {
-			t.Errorf("%s: notifications %+v", p.Path(), notes)
-		}
-	}
+	checkUnharmed(t, d, exited, a, b)
 	regs := 0
 	for _, v := range d.State().Plugins() {
 		if v.Registered && !strings.HasPrefix(v.PluginType, "kvloop.") {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,15 +26,7 @@ func TestCPUBudgetBacksOff(t *testing.T) {
 	cfg.Handlers.Limits.CallCPU = limits.Duration(20 * time.Millisecond)
 	cfg.Handlers.CallTimeout = config.Duration(time.Minute) // the CPU budget ends the call
 	cfg.Handlers.Quarantine.After = 0
-	for _, f := range []string{"loop", "regloop", "ok"} {
-		b, err := os.ReadFile(filepath.Join("..", "host", "testdata", f+".wasm"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cfg.HandlerDir, f+".wasm"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installFixtures(t, cfg.HandlerDir, "loop", "regloop", "ok")
 	d := runTestDaemon(t, cfg, nil)
 	serve := func(typ, name string) *registrationtest.Plugin {
 		return registrationtest.Serve(t, filepath.Join(cfg.SocketDir, name+".sock"),

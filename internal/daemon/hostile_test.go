@@ -150,19 +150,7 @@ func TestHostileHandlersInRunningDaemon(t *testing.T) {
 
 	// The daemon is up and ready, the plugins of the other types are still registered, and a
 	// good handler dropped in now registers its plugin.
-	select {
-	case <-exited:
-		t.Fatal("Run returned")
-	default:
-	}
-	if err := d.Ready(); err != nil {
-		t.Errorf("not ready: %v", err)
-	}
-	for _, p := range []*registrationtest.Plugin{a, b} {
-		if notes := p.Notifications(); len(notes) != 1 || !notes[0].Registered {
-			t.Errorf("%s: notifications %+v", p.Path(), notes)
-		}
-	}
+	checkUnharmed(t, d, exited, a, b)
 	regs := 0
 	for _, v := range d.State().Plugins() {
 		if v.Registered && (v.PluginType == "ok.example" || v.PluginType == "reload.example") {

@@ -51,15 +51,7 @@ func TestHostileMemoryInRunningDaemon(t *testing.T) {
 	cfg.Handlers.CallTimeout = config.Duration(time.Minute) // filling 64 MiB on a loaded machine
 	cfg.Handlers.Limits.CallCPU = limits.Duration(time.Minute)
 	cfg.Handlers.Limits.InstanceMemory = ceiling
-	for _, f := range []string{"ok", "reload_v1", "hog"} {
-		b, err := os.ReadFile(filepath.Join("..", "host", "testdata", f+".wasm"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cfg.HandlerDir, f+".wasm"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installFixtures(t, cfg.HandlerDir, "ok", "reload_v1", "hog")
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,19 +80,7 @@ func TestHostileMemoryInRunningDaemon(t *testing.T) {
 	testwait.UntilWithin(t, 10*time.Second, fmt.Sprintf("the daemon's resident memory back under %d MiB (ceiling) + %d MiB (before), from %d MiB",
 		ceiling>>20, base>>20, residentBytes(t)>>20), func() bool { return residentBytes(t) <= base+ceiling })
 
-	select {
-	case <-exited:
-		t.Fatal("Run returned")
-	default:
-	}
-	if err := d.Ready(); err != nil {
-		t.Errorf("not ready: %v", err)
-	}
-	for _, p := range others {
-		if notes := p.Notifications(); len(notes) != 1 || !notes[0].Registered {
-			t.Errorf("%s: notifications %+v", p.Path(), notes)
-		}
-	}
+	checkUnharmed(t, d, exited, others...)
 	regs := 0
 	for _, v := range d.State().Plugins() {
 		if v.Registered {

@@ -128,19 +128,7 @@ func TestShadowHostileInRunningDaemon(t *testing.T) {
 	testwait.UntilWithin(t, 10*time.Second, fmt.Sprintf("the daemon's resident memory back under %d MiB (ceiling) + %d MiB (before), from %d MiB",
 		ceiling>>20, before>>20, residentBytes(t)>>20), func() bool { return residentBytes(t) <= before+ceiling })
 
-	select {
-	case <-exited:
-		t.Fatal("Run returned")
-	default:
-	}
-	if err := d.Ready(); err != nil {
-		t.Errorf("not ready: %v", err)
-	}
-	for _, p := range others {
-		if notes := p.Notifications(); len(notes) != 1 || !notes[0].Registered {
-			t.Errorf("%s: notifications %+v", p.Path(), notes)
-		}
-	}
+	checkUnharmed(t, d, exited, others...)
 	regs := 0
 	for _, v := range d.State().Plugins() {
 		if v.Registered {
