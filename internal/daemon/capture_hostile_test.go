@@ -57,7 +57,7 @@ func TestHostileCaptureInRunningDaemon(t *testing.T) {
 		}
 	}
 	// The loop, captured and not: the same end, at the call's CPU budget or its deadline
-	// (which comes first depends on the machine's load; the sandbox's test compares the texts).
+	// (which comes first depends on the machine's load, recorded or not).
 	loop, loopOff := plugin("kvloop.example", "p", "loop"), plugin("kvloop.nocapture", "p", "loopoff")
 	for _, p := range []*registrationtest.Plugin{loop, loopOff} {
 		n := p.WaitNotification(t, hostileWait)

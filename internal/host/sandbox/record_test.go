@@ -73,9 +73,13 @@ func TestRecordingBoundedKVLoop(t *testing.T) {
 	on, _ := newTestSandbox(t, cfg)
 	errOff := mustLoad(t, off, "kvloop").ValidatePlugin(context.Background(), p)
 	errOn := mustLoad(t, on, "kvloop").ValidatePlugin(context.Background(), p)
-	ended := errors.Is(errOff, ErrCPUBudget) || errors.Is(errOff, context.DeadlineExceeded)
-	if !ended || errOn == nil || errOn.Error() != errOff.Error() {
-		t.Fatalf("validate recorded: %v; unrecorded: %v; want both at the same budget", errOn, errOff)
+	// Which of the two budgets ends a call that is mostly host time is a race between them (the
+	// CPU clock counts the guest's time only), recorded or not: each must end at one of them.
+	atBudget := func(err error) bool {
+		return errors.Is(err, ErrCPUBudget) || errors.Is(err, context.DeadlineExceeded)
+	}
+	if !atBudget(errOff) || !atBudget(errOn) {
+		t.Fatalf("validate recorded: %v; unrecorded: %v; want both ended at a budget", errOn, errOff)
 	}
 	c := rec.take(t)
 	checkBounded(t, c)
