@@ -15,7 +15,6 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
-	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // residentBytes is the test process's resident set (/proc/self/statm): the daemon's, which
@@ -77,17 +76,8 @@ func TestHostileMemoryInRunningDaemon(t *testing.T) {
 		}
 	}
 	t.Logf("resident: %d MiB before, %d MiB once the %d plugins registered", base>>20, residentBytes(t)>>20, plugins)
-	testwait.UntilWithin(t, 10*time.Second, fmt.Sprintf("the daemon's resident memory back under %d MiB (ceiling) + %d MiB (before), from %d MiB",
-		ceiling>>20, base>>20, residentBytes(t)>>20), func() bool { return residentBytes(t) <= base+ceiling })
+	waitResidentUnder(t, base, ceiling)
 
 	checkUnharmed(t, d, exited, others...)
-	regs := 0
-	for _, v := range d.State().Plugins() {
-		if v.Registered {
-			regs++
-		}
-	}
-	if regs != plugins+len(others) {
-		t.Errorf("%d of the %d plugins registered", regs, plugins+len(others))
-	}
+	checkAllRegistered(t, d, plugins+len(others))
 }

@@ -125,19 +125,10 @@ func TestShadowHostileInRunningDaemon(t *testing.T) {
 	if quarantined == 0 {
 		t.Errorf("the candidate never quarantined: %q", lines)
 	}
-	testwait.UntilWithin(t, 10*time.Second, fmt.Sprintf("the daemon's resident memory back under %d MiB (ceiling) + %d MiB (before), from %d MiB",
-		ceiling>>20, before>>20, residentBytes(t)>>20), func() bool { return residentBytes(t) <= before+ceiling })
+	waitResidentUnder(t, before, ceiling)
 
 	checkUnharmed(t, d, exited, others...)
-	regs := 0
-	for _, v := range d.State().Plugins() {
-		if v.Registered {
-			regs++
-		}
-	}
-	if regs != plugins+len(others) {
-		t.Errorf("%d of the %d plugins registered", regs, plugins+len(others))
-	}
+	checkAllRegistered(t, d, plugins+len(others))
 	for _, bad := range logs.Matching(slog.LevelDebug, "deregistered") {
 		t.Errorf("logged: %s", bad)
 	}

@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // installFixtures copies the host's test modules (internal/host/testdata/<name>.wasm) into the
@@ -40,5 +43,27 @@ func checkUnharmed(t *testing.T, d *Daemon, exited <-chan struct{}, others ...*r
 		if notes := p.Notifications(); len(notes) != 1 || !notes[0].Registered {
 			t.Errorf("%s: notifications %+v", p.Path(), notes)
 		}
+	}
+}
+
+// waitResidentUnder waits, a few seconds at most, until the daemon's resident memory is back
+// under ceiling over what it held before (base): the memory of closed instances handed back.
+func waitResidentUnder(t *testing.T, base, ceiling int64) {
+	t.Helper()
+	testwait.UntilWithin(t, 10*time.Second, fmt.Sprintf("the daemon's resident memory back under %d MiB (ceiling) + %d MiB (before), from %d MiB",
+		ceiling>>20, base>>20, residentBytes(t)>>20), func() bool { return residentBytes(t) <= base+ceiling })
+}
+
+// checkAllRegistered fails unless want plugins are registered, every plugin the daemon knows.
+func checkAllRegistered(t *testing.T, d *Daemon, want int) {
+	t.Helper()
+	regs := 0
+	for _, v := range d.State().Plugins() {
+		if v.Registered {
+			regs++
+		}
+	}
+	if regs != want {
+		t.Errorf("%d of the %d plugins registered", regs, want)
 	}
 }
