@@ -190,7 +190,7 @@ func pull(ctx context.Context, ref string, o Options) (*Pulled, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadArtifact, ref, err)
 	}
 	p.Layout = layout
-	blob, err := fetchBlob(r.Context(), layer, o.maxBytes(), ropts)
+	blob, err := fetchBlob(r.Context(), layer, o.maxBytes(), "handlers.limits.maxModuleSize", ropts)
 	if err != nil {
 		return nil, classify(ref, err)
 	}
@@ -230,13 +230,14 @@ func pickLayer(m *v1.Manifest) (v1.Descriptor, string, error) {
 		MediaTypeWasm, MediaTypeWasmToOCILayer, len(mts), listed(mts))
 }
 
-// fetchBlob reads a blob, at most max bytes, and checks it against its digest.
-func fetchBlob(repo name.Repository, d v1.Descriptor, max int64, ropts []remote.Option) ([]byte, error) {
+// fetchBlob reads a blob, at most max bytes, and checks it against its digest. limit names
+// the bound in the error when the blob is over it (a key, or a documented constant).
+func fetchBlob(repo name.Repository, d v1.Descriptor, max int64, limit string, ropts []remote.Option) ([]byte, error) {
 	if d.Digest.Algorithm != "sha256" {
 		return nil, fmt.Errorf("%w: layer digest %s: only sha256 is accepted", ErrBadArtifact, d.Digest)
 	}
 	if d.Size > max {
-		return nil, fmt.Errorf("%w: layer of %d bytes over the limit of %d bytes (handlers.limits.maxModuleSize)", ErrBadArtifact, d.Size, max)
+		return nil, fmt.Errorf("%w: layer of %d bytes over the limit of %d bytes (%s)", ErrBadArtifact, d.Size, max, limit)
 	}
 	l, err := remote.Layer(repo.Digest(d.Digest.String()), ropts...)
 	if err != nil {
@@ -255,7 +256,7 @@ func fetchBlob(repo name.Repository, d v1.Descriptor, max int64, ropts []remote.
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: layer over the limit of %d bytes (handlers.limits.maxModuleSize)", ErrBadArtifact, max)
+		return nil, fmt.Errorf("%w: layer over the limit of %d bytes (%s)", ErrBadArtifact, max, limit)
 	}
 	sum := sha256.Sum256(b)
 	if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.Digest.String() {

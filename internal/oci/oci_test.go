@@ -197,6 +197,19 @@ func TestSignatures(t *testing.T) {
 	}
 }
 
+// A signature bundle over its bound is refused by an error that names that bound, not the
+// module's (handlers.limits.maxModuleSize does not govern signatures).
+func TestSignatureOverItsBound(t *testing.T) {
+	reg := ocitest.StartWithReferrers(t)
+	d := ocitest.PushArtifact(t, reg.Ref("h/big:v1"), module("big"))
+	ocitest.AttachBundle(t, d, bytes.Repeat([]byte("x"), 300<<10))
+	_, err := oci.FetchSignatures(context.Background(), d, oci.Options{})
+	if err == nil || !strings.Contains(err.Error(), "signature bundle") || strings.Contains(err.Error(), "maxModuleSize") {
+		t.Fatalf("a 300 KiB bundle: %v, want a refusal naming the signature bundle's bound", err)
+	}
+	t.Log(err)
+}
+
 // Issue 22: cosign 3 signs with a Sigstore bundle attached through the referrers API (or the
 // referrers tag schema where the registry has none); both are read, beside the legacy tag.
 func TestBundleSignatures(t *testing.T) {

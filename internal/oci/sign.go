@@ -196,7 +196,7 @@ func fetchLegacy(ctx context.Context, d name.Digest, o Options) ([]Signature, er
 		if err != nil {
 			continue // not a signature: it verifies nothing
 		}
-		payload, err := fetchBlob(d.Context(), l, maxPayloadBytes, ropts)
+		payload, err := fetchBlob(d.Context(), l, maxPayloadBytes, "a signature payload's 64 KiB", ropts)
 		if err != nil {
 			return nil, classify(tag.String(), err)
 		}
@@ -257,7 +257,7 @@ func fetchBundles(ctx context.Context, d name.Digest, o Options, max int) ([]Sig
 			if !isBundleType(string(l.MediaType)) {
 				continue
 			}
-			b, err := fetchBlob(d.Context(), l, maxBundleBytes, ropts)
+			b, err := fetchBlob(d.Context(), l, maxBundleBytes, "a signature bundle's 256 KiB", ropts)
 			if err != nil {
 				return nil, classify(ref.String(), err)
 			}

@@ -299,6 +299,13 @@ func SignBundleStatement(t testing.TB, d name.Digest, k Key, subjectHex, predica
 	attachBundle(t, d, bundle, predicateType)
 }
 
+// AttachBundle attaches bundle, any bytes, to d as cosign 3 attaches a Sigstore bundle: a
+// registry that serves a bundle too large or malformed.
+func AttachBundle(t testing.TB, d name.Digest, bundle []byte) {
+	t.Helper()
+	attachBundle(t, d, bundle, oci.CosignSignPredicate)
+}
+
 // attachBundle attaches a bundle to d as cosign 3 does: an artifact whose subject is d.
 func attachBundle(t testing.TB, d name.Digest, bundle []byte, predicateType string) {
 	t.Helper()
