@@ -21,6 +21,22 @@ import (
 // UserAgent is what the daemon tells the API server it is.
 const UserAgent = "wasmhost"
 
+// The daemon's own cap on its requests to the API server: a token bucket (client-go's, from
+// rest.Config QPS and Burst) in front of every request of the node's publisher and its
+// Events, shared by both. RATIONALE: the publisher writes on change only, gathered for a
+// second (publish.DefaultCoalesce), and refreshes its object every 9 to 10 minutes
+// (NodeFeatureResync); Events have their own bucket (EventBurst, EventRefill). A node's start
+// takes at most 4 requests for its NodeFeature (a read, then a create, or a read and an
+// update), which leaves 6 of the burst for the Events of what is found at start. The cap is
+// not what keeps a fleet's load within the API server's means (docs/scale.md: the pacing of
+// writes does, and API Priority and Fairness at the server); it bounds what one node sends,
+// bug or not, to 2 a second after a burst of 10. Not a config key: no operator has a reason
+// to let a node send more.
+const (
+	ClientQPS   = 2
+	ClientBurst = 10
+)
+
 // RESTConfig returns the configuration to reach the API server: the kubeconfig file when one
 // is named, else the pod's in-cluster configuration (its service-account token, re-read as
 // the kubelet rotates it, and the cluster's CA).
@@ -39,8 +55,7 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 		}
 	}
 	cfg.UserAgent = UserAgent
-	// The publisher writes a handful of times per burst; client-go's default rate limit
-	// (5/s, burst 10) is right for it.
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
 	return cfg, nil
 }
 

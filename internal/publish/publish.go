@@ -39,7 +39,7 @@ type Sink interface {
 	// Write makes the sink hold n.
 	Write(ctx context.Context, n Node) error
 	// RefreshAfter is how long a write stays good: the sink is written again after it even
-	// when nothing changed. 0: never.
+	// when nothing changed, less up to a tenth of it at random (RefreshJitter). 0: never.
 	RefreshAfter() time.Duration
 }
 
@@ -110,6 +110,22 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// RefreshJitter is the most of a sink's RefreshAfter taken off at random for each refresh:
+// a fleet of nodes started within a minute, or back together after an outage, would
+// otherwise refresh in the same minute every time; spread over a tenth of the period, 5,000
+// nodes refreshing every 10 minutes are about 8 writes a second, not 5,000 in a minute. Taken
+// off, not added: a sink is never left longer than RefreshAfter without a write, which is
+// what a reader judging staleness counts on.
+const RefreshJitter = 10 // a tenth
+
+// refreshIn returns when a sink written at wroteAt is written again (zero: never).
+func refreshIn(refresh time.Duration, wroteAt time.Time) time.Time {
+	if refresh <= 0 {
+		return time.Time{}
+	}
+	return wroteAt.Add(refresh - time.Duration(rand.Int64N(int64(refresh)/RefreshJitter+1)))
 }
 
 // ErrConfig: the Config cannot work.
@@ -364,7 +380,7 @@ func (w *sinkWorker) run(ctx context.Context) {
 		written   Node
 		wroteGen  uint64
 		haveWrote bool
-		wroteAt   time.Time
+		refreshAt time.Time // zero: no refresh
 		backoff   time.Duration
 		leftOut   []string // what the sink itself left out last, logged when it changes
 		timer     = time.NewTimer(0)
@@ -419,14 +435,13 @@ func (w *sinkWorker) run(ctx context.Context) {
 		} else {
 			held = Node{}
 		}
-		refresh := w.sink.RefreshAfter()
-		due := refresh > 0 && haveWrote && time.Since(wroteAt) >= refresh
+		due := haveWrote && !refreshAt.IsZero() && !time.Now().Before(refreshAt)
 		if haveWrote && !due && w.lastOK() && (gen == wroteGen || desired.Equal(written)) {
 			wroteGen = gen
 			p.mu.Lock()
 			w.st.Holding = !settled // it holds the same, now as what is registered
 			p.mu.Unlock()
-			w.rearm(timer, refresh, wroteAt)
+			rearm(timer, refreshAt)
 			continue
 		}
 		if err := w.sink.Write(ctx, desired); err != nil {
@@ -441,7 +456,8 @@ func (w *sinkWorker) run(ctx context.Context) {
 			leftOut = slices.Clone(lo.LeftOut())
 			log.Warn("entries too large for the sink left out; the rest written", "entries", len(leftOut), "first", leftOut[0])
 		}
-		written, wroteGen, haveWrote, wroteAt = desired, gen, true, time.Now()
+		wroteAt := time.Now()
+		written, wroteGen, haveWrote, refreshAt = desired, gen, true, refreshIn(w.sink.RefreshAfter(), wroteAt)
 		l, a, i := desired.Size()
 		p.mu.Lock()
 		recovered := w.st.State == SinkFailing
@@ -451,7 +467,7 @@ func (w *sinkWorker) run(ctx context.Context) {
 		if recovered {
 			log.Info("publishing works again")
 		}
-		w.rearm(timer, refresh, wroteAt)
+		rearm(timer, refreshAt)
 	}
 }
 
@@ -461,11 +477,11 @@ func (w *sinkWorker) lastOK() bool {
 	return w.st.State == SinkOK
 }
 
-// rearm sets the timer to the next refresh, or stops it.
-func (w *sinkWorker) rearm(t *time.Timer, refresh time.Duration, wroteAt time.Time) {
-	if refresh <= 0 {
+// rearm sets the timer to the next refresh (at), or stops it (zero).
+func rearm(t *time.Timer, at time.Time) {
+	if at.IsZero() {
 		t.Stop()
 		return
 	}
-	t.Reset(max(time.Until(wroteAt.Add(refresh)), 0))
+	t.Reset(max(time.Until(at), 0))
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -289,6 +290,7 @@ type fakeSink struct {
 	writes  int
 	failing error
 	refresh time.Duration
+	at      []time.Time // of each write
 }
 
 func (f *fakeSink) SinkName() string            { return "fake" }
@@ -310,6 +312,7 @@ func (f *fakeSink) Write(_ context.Context, n publish.Node) error {
 		return f.failing
 	}
 	f.held, f.writes = n, f.writes+1
+	f.at = append(f.at, time.Now())
 	return nil
 }
 
@@ -462,6 +465,38 @@ func TestFeatureFileRefreshed(t *testing.T) {
 			if labels, _ := nfdRead(t, dir, time.Now()); labels["csi.wasmhost.dev/a"] != "true" {
 				t.Fatalf("at %s the label is gone: %v", time.Now().Format(time.TimeOnly), labels)
 			}
+		}
+	})
+}
+
+// TestRefreshJittered: with nothing changing, a sink is written again 9 to 10 minutes
+// (RefreshAfter, less up to a tenth) after its last write, never later, and not at the same
+// interval each time: nodes started together do not refresh together.
+func TestRefreshJittered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := state.New()
+		register(s, "/r/a.sock", "CSIPlugin", "a", nil)
+		sink := &fakeSink{refresh: 10 * time.Minute}
+		_, stop := runPublisher(t, publish.Config{Store: s, Rules: csiRules, Sinks: []publish.Sink{sink}})
+		defer stop()
+		time.Sleep(200 * time.Minute)
+		synctest.Wait()
+		sink.mu.Lock()
+		at := slices.Clone(sink.at)
+		sink.mu.Unlock()
+		if len(at) < 20 || len(at) > 24 {
+			t.Fatalf("%d writes in 200 minutes, want one at start and one every 9 to 10 minutes", len(at))
+		}
+		intervals := map[time.Duration]bool{}
+		for i := 1; i < len(at); i++ {
+			d := at[i].Sub(at[i-1])
+			if d < 9*time.Minute || d > 10*time.Minute {
+				t.Errorf("write %d came %s after the one before, want 9m to 10m", i, d)
+			}
+			intervals[d] = true
+		}
+		if len(intervals) < len(at)/2 {
+			t.Errorf("%d different intervals between %d writes: the refresh is not jittered", len(intervals), len(at))
 		}
 	})
 }
