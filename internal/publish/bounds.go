@@ -95,23 +95,25 @@ func (n Node) Cost() int {
 
 // The key scheme. A plugin's name and its keys share the names of its type's namespace:
 // <plugin> for the plugin's presence and <plugin>_<key> for each key, as label names (after
-// <namespace>/) and as attribute names. The name is escaped first (EscapeName): '%' and '_'
-// become %25 and %5F, so it holds no '_', and the first '_' of a name ends the plugin's part.
+// <namespace>/) and as attribute names. The name is escaped first (EscapeName): '%', '_' and
+// '/' become %25, %5F and %2F, so it holds no '_', and the first '_' of a name ends the
+// plugin's part; nor '/', which would end the namespace (a device plugin's name is its
+// extended resource's, example.com/gpu, so every DevicePlugin name has one).
 // No plugin name can then spell another plugin's key or presence: two names are the same
 // only for the same plugin and key. A real plugin name (a DNS subdomain, as CSI and DRA
-// drivers have) is left as it is; one with '_' or '%' is escaped, which no label name can
-// hold: it is published as attributes only.
+// drivers have) is left as it is; one with '_', '%' or '/' is escaped, which no label name
+// can hold: it is published as attributes only.
 
 // KeySeparator separates a plugin's name from its key.
 const KeySeparator = "_"
 
-// EscapeName returns a plugin's name as it is written in label and attribute names: '%' and
-// '_' escaped.
+// EscapeName returns a plugin's name as it is written in label and attribute names: '%', '_'
+// and '/' escaped.
 func EscapeName(plugin string) string {
-	if !strings.ContainsAny(plugin, "%_") {
+	if !strings.ContainsAny(plugin, "%_/") {
 		return plugin
 	}
-	return strings.NewReplacer("%", "%25", "_", "%5F").Replace(plugin)
+	return strings.NewReplacer("%", "%25", "_", "%5F", "/", "%2F").Replace(plugin)
 }
 
 // KeyName returns the name of a plugin's key: EscapeName(plugin) + "_" + key.
@@ -124,7 +126,7 @@ func SplitKeyName(name string) (plugin, key string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	plugin = strings.NewReplacer("%25", "%", "%5F", "_").Replace(esc)
+	plugin = strings.NewReplacer("%25", "%", "%5F", "_", "%2F", "/").Replace(esc)
 	if EscapeName(plugin) != esc {
 		return "", "", false
 	}

@@ -89,6 +89,30 @@ func TestKeyNamesCannotCollide(t *testing.T) {
 	}
 }
 
+// A device plugin's name is its extended resource's (example.com/gpu): its facts reach the
+// cluster as attributes under the escaped name, with no refusal, and split back into the
+// plugin and key.
+func TestDevicePluginNamesPublish(t *testing.T) {
+	rules := map[string]publish.Rules{"DevicePlugin": {Namespace: "deviceplugin.wasmhost.dev", Labels: []string{"count"}, Attributes: []string{"*"}}}
+	s := state.New()
+	registerAt(s, "/r/gpu.sock", 1, "DevicePlugin", "example.com/gpu", map[string]string{"count": "4", "model": "x1"})
+	n, refused := publish.Build(s.Plugins(), rules, publish.MaxMaxBytes)
+	attrs := n.Attributes["deviceplugin.wasmhost.dev"]
+	if attrs["example.com%2Fgpu_count"] != "4" || attrs["example.com%2Fgpu_model"] != "x1" {
+		t.Errorf("attributes %v, want example.com%%2Fgpu_count=4 and example.com%%2Fgpu_model=x1", attrs)
+	}
+	for k := range n.Labels {
+		t.Errorf("label %s: no label name can hold an escaped name", k)
+	}
+	// The label the rules ask for cannot be written: that one key's label is refused, said why.
+	if len(refused) != 1 || refused[0].Key != "count" {
+		t.Errorf("refused %+v, want the count key's label alone", refused)
+	}
+	if p, k, ok := publish.SplitKeyName("example.com%2Fgpu_count"); !ok || p != "example.com/gpu" || k != "count" {
+		t.Errorf("SplitKeyName: %q %q %v", p, k, ok)
+	}
+}
+
 // hostileNode builds what a node with hostile plugins publishes, beside one of each good type.
 func hostileNode(t *testing.T, maxBytes int) (publish.Node, []publish.Refusal, map[string]publish.Rules) {
 	t.Helper()

@@ -308,16 +308,15 @@ func pluginFacts(v state.PluginView, r Rules, bound int) (*facts, []Refusal) {
 	name := v.PluginName
 	f := &facts{labels: map[string]string{}, attrs: map[string]string{}, inst: instanceOf(v, v.State)}
 	f.cost = instanceCost(f.inst)
-	nameErr := attributeKey(name)
-	if nameErr == nil && strings.Contains(name, "/") {
-		nameErr = fmt.Errorf("a plugin name with '/' cannot be part of a name in namespace %s", r.Namespace)
-	}
-	if nameErr != nil {
+	if nameErr := attributeKey(EscapeName(name)); nameErr != nil {
 		refuse("", false, nameErr)
 		return f, refused
 	}
-	if active {
-		if err := k8sname.LabelName(EscapeName(name)); err != nil {
+	// A name that had to be escaped can be no label's: its presence is its instance and its
+	// attributes, as the key scheme says, and that is no refusal (every device plugin's name
+	// has a '/').
+	if active && EscapeName(name) == name {
+		if err := k8sname.LabelName(name); err != nil {
 			refuse("", true, fmt.Errorf("plugin name as a label name: %w", err))
 		} else {
 			f.labels[EscapeName(name)] = "true"

@@ -118,7 +118,12 @@ func TestBuildStaysInItsNamespace(t *testing.T) {
 			t.Errorf("refusal without a reason: %v", r)
 		}
 	}
-	for _, want := range []string{"../kubernetes.io/evil ", "fine k", "fine node-role.kubernetes.io/", "fine a=b", "fine multi", strings.Repeat("n", 70) + " "} {
+	// A name with '/' is escaped: its key stays an attribute in the type's namespace, and only
+	// the label the rules ask for is refused.
+	if v := n.Attributes["t.example.com"]["..%2Fkubernetes.io%2Fevil_k"]; v != "v" {
+		t.Errorf("the escaped name's attribute is %q, want v", v)
+	}
+	for _, want := range []string{"../kubernetes.io/evil k", "fine k", "fine node-role.kubernetes.io/", "fine a=b", "fine multi", strings.Repeat("n", 70) + " "} {
 		if !reasons[want] {
 			t.Errorf("no refusal for %q; got %v", want, refused)
 		}
