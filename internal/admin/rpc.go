@@ -122,10 +122,22 @@ func (r rpcServer) PullHandlers(ctx context.Context, _ *adminv1.PullHandlersRequ
 	return resp, nil
 }
 
+// MaxCaptureAnswers bounds the CaptureSessions answers built at once: each holds the YAML of
+// every session it returns, up to about 22 MB for a full ring (capture.MaxBytes), so clients
+// that ask together wait for a slot instead of multiplying that. Two: `plugins capture --all`
+// and one more beside it.
+const MaxCaptureAnswers = 2
+
 // CaptureSessions returns the sessions the daemon keeps, each as its YAML file.
-func (r rpcServer) CaptureSessions(_ context.Context, req *adminv1.CaptureSessionsRequest) (*adminv1.CaptureSessionsResponse, error) {
+func (r rpcServer) CaptureSessions(ctx context.Context, req *adminv1.CaptureSessionsRequest) (*adminv1.CaptureSessionsResponse, error) {
 	if r.s.cfg.Capture == nil {
 		return nil, status.Error(codes.FailedPrecondition, "capture is off (handlers.capture.sessions: 0)")
+	}
+	select {
+	case r.s.captures <- struct{}{}:
+		defer func() { <-r.s.captures }()
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	list, missing := r.s.cfg.Capture(req.GetNames())
 	resp := &adminv1.CaptureSessionsResponse{Missing: missing}

@@ -23,6 +23,8 @@ type Server struct {
 	ran      atomic.Bool
 	watchers atomic.Int64
 	resets   atomic.Uint64
+	// captures holds a slot for each CaptureSessions answer being built (MaxCaptureAnswers).
+	captures chan struct{}
 }
 
 // New returns a server for cfg. It does not touch the socket; Run does.
@@ -40,6 +42,7 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		started:  time.Now(),
 		stopping: make(chan struct{}),
+		captures: make(chan struct{}, MaxCaptureAnswers),
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
+	"github.com/wasmhost/wasmhost/internal/session"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 )
@@ -664,5 +666,50 @@ func TestListsComeInPages(t *testing.T) {
 	hs, err := client.ListAllHandlers(t.Context(), c)
 	if err != nil || len(hs) != len(src.Store().Handlers()) {
 		t.Errorf("ListAllHandlers: %d handlers, %v", len(hs), err)
+	}
+}
+
+// Capture answers are built at most admin.MaxCaptureAnswers at a time (each can hold about
+// 22 MB of YAML): a client asking beside them waits for a slot, and gives up at its deadline
+// without the daemon building its answer; those that waited are answered once slots free.
+func TestCaptureAnswersBounded(t *testing.T) {
+	var inside, entered atomic.Int32
+	release := make(chan struct{})
+	ts := start(t, &admintest.Source{}, func(c *admin.Config) {
+		c.Capture = func([]string) ([]*session.Session, []string) {
+			inside.Add(1)
+			entered.Add(1)
+			<-release
+			inside.Add(-1)
+			return nil, nil
+		}
+	})
+	c := ts.dial(t)
+	errs := make(chan error, admin.MaxCaptureAnswers)
+	for range admin.MaxCaptureAnswers {
+		go func() {
+			_, err := c.CaptureSessions(context.Background(), &adminv1.CaptureSessionsRequest{})
+			errs <- err
+		}()
+	}
+	testwait.Until(t, "the first answers to start", func() bool { return inside.Load() == admin.MaxCaptureAnswers })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.CaptureSessions(ctx, &adminv1.CaptureSessionsRequest{})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("a capture beside %d others: %v, want DEADLINE_EXCEEDED", admin.MaxCaptureAnswers, err)
+	}
+	if n := entered.Load(); n != admin.MaxCaptureAnswers {
+		t.Errorf("%d answers were built at once, want at most %d", n, admin.MaxCaptureAnswers)
+	}
+	close(release)
+	for range admin.MaxCaptureAnswers {
+		if err := <-errs; err != nil {
+			t.Errorf("a capture that had a slot: %v", err)
+		}
+	}
+	// Slots are given back: a capture now is answered.
+	if _, err := c.CaptureSessions(context.Background(), &adminv1.CaptureSessionsRequest{}); err != nil {
+		t.Errorf("a capture after the others: %v", err)
 	}
 }
