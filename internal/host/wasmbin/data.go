@@ -121,27 +121,3 @@ func mergeDataGap(body []byte, hasDataCount bool, maxGap uint64) ([]byte, bool) 
 	}
 	return out, true
 }
-
-// sleb32 reads a signed LEB128 of at most 32 bits.
-func (r *reader) sleb32() (int32, bool) {
-	var v int64
-	var shift uint
-	for i := 0; i < 5; i++ {
-		c, ok := r.byte()
-		if !ok {
-			return 0, false
-		}
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			if v < -1<<31 || v > 1<<31-1 {
-				return 0, false
-			}
-			return int32(v), true
-		}
-	}
-	return 0, false
-}

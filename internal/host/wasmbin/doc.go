@@ -10,4 +10,10 @@
 //
 // The host (package host) turns their results into refusals of handler files; the fuzz targets
 // here check that no input makes them panic and that what compiles still compiles rewritten.
+//
+// The files read in the order the host calls them on a dropped file's bytes, each from its
+// entry point down to its helpers: reader.go (the cursor every pass reads the format with),
+// scan.go (Scan), check.go (Check: the sections in their ids' order, then the code),
+// instrument.go (Instrument: the sections, what the rewrite learns of them, the frames, the
+// module written out) and data.go (the data segments joined, the last section written).
 package wasmbin

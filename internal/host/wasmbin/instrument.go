@@ -91,6 +91,9 @@ type rewriter struct {
 	bulk         []bool   // by function: its code has a bulk memory or table instruction
 	byType       []uint64 // by type: the largest frame of a function of that type
 	yieldTypeIdx uint64
+	// importEntries and imports are the import section's count and its entries after it.
+	importEntries uint64
+	imports       []byte
 }
 
 type funcType struct{ params, results int }
@@ -110,7 +113,9 @@ type section struct {
 
 // Instrument returns b rewritten as described above, with the call stack bounded to limit
 // bytes (not bounded when limit is 0). A module it cannot read is an error; the compiler
-// would refuse it too.
+// would refuse it too. It reads the module in three passes, each below in the order it runs:
+// the sections (splitSections), what the rewrite needs to know of them (learn), each
+// function's frame (measureFrames), then writes the module out (write).
 func Instrument(b []byte, limit uint64) ([]byte, error) {
 	if limit > 1<<31-1 {
 		limit = 1<<31 - 1
@@ -118,8 +123,26 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 	if len(b) < len(Header) {
 		return nil, ErrNotWasm
 	}
+	secs, err := splitSections(b[len(Header):])
+	if err != nil {
+		return nil, err
+	}
+	rw := &rewriter{limit: uint32(limit)}
+	code, err := rw.learn(secs)
+	if err != nil {
+		return nil, err
+	}
+	bodies, err := rw.measureFrames(code)
+	if err != nil {
+		return nil, err
+	}
+	return rw.write(secs, bodies)
+}
+
+// splitSections cuts a module's bytes after the header into its sections, in file order.
+func splitSections(b []byte) ([]section, error) {
 	var secs []section
-	r := reader{b: b[len(Header):]}
+	r := reader{b: b}
 	for len(r.b) > 0 {
 		id, _ := r.byte()
 		size, ok := r.uleb(32)
@@ -129,14 +152,15 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 		secs = append(secs, section{id, r.b[:size]})
 		r.b = r.b[size:]
 	}
+	return secs, nil
+}
 
-	rw := &rewriter{limit: uint32(limit)}
-	var (
-		globals       uint64
-		importEntries uint64
-		imports       []byte // the import section's entries, after the count
-		code          []byte
-	)
+// learn reads what the rewrite needs of the module's sections: the function types, the
+// imports (refusing one from SandboxModule), every function's type, how many globals the module
+// has; it places the counters and the yield import after the module's own, and returns the
+// code section.
+func (rw *rewriter) learn(secs []section) (code []byte, _ error) {
+	var globals uint64
 	for _, s := range secs {
 		sr := reader{b: s.body}
 		switch s.id {
@@ -185,8 +209,8 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 			}
 			rw.imported = uint64(len(rw.funcTypes))
 			c := reader{b: s.body}
-			importEntries, _ = c.uleb(32)
-			imports = c.b
+			rw.importEntries, _ = c.uleb(32)
+			rw.imports = c.b
 		case 3:
 			n, ok := sr.uleb(32)
 			for i := uint64(0); ok && i < n; i++ {
@@ -215,14 +239,18 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 	rw.ownGlobals += globals
 	rw.counter = rw.ownGlobals
 	rw.fuel = rw.ownGlobals
-	if limit > 0 {
+	if rw.limit > 0 {
 		rw.fuel++
 	}
 	rw.yield = rw.imported
 	rw.yieldTypeIdx = uint64(len(rw.types))
+	return code, nil
+}
 
-	// Each function's frame: its parameters, the locals its body declares, and the operand
-	// stack it can fill.
+// measureFrames splits the code section into the functions' bodies and works out each function's
+// frame (its parameters, the locals its body declares, and the operand stack it can fill)
+// and, by type, the largest frame of a function of that type, for call_indirect.
+func (rw *rewriter) measureFrames(code []byte) ([][]byte, error) {
 	cr := reader{b: code}
 	n, ok := cr.uleb(32)
 	if code == nil { // no code section: no function defined
@@ -258,7 +286,177 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 	for f, t := range rw.funcTypes {
 		rw.byType[t] = max(rw.byType[t], rw.frames[f])
 	}
+	return bodies, nil
+}
 
+// frameSlots returns how many values a frame of a function of type ft with body can hold at
+// once: its parameters and locals, and at most as many operands as its code can push before
+// it pops them. The operand count is an upper bound (an instruction whose effect the walk does
+// not model is taken to push one value and pop none).
+//
+// bulk reports whether the code has a bulk memory or table instruction (bulkCharge).
+func (rw *rewriter) frameSlots(body []byte, ft funcType) (_ uint64, bulk bool, _ error) {
+	r := reader{b: body}
+	groups, ok := r.uleb(32)
+	locals := uint64(0)
+	for j := uint64(0); ok && j < groups; j++ {
+		var k uint64
+		if k, ok = r.uleb(32); ok {
+			locals += k
+			ok = r.valType()
+		}
+	}
+	if !ok {
+		return 0, false, errors.New("its locals cannot be read")
+	}
+	type ctl struct{ base, params, results int }
+	ctls := []ctl{{0, 0, ft.results}}
+	h, top := 0, 0
+	pop := func(k int) {
+		h = max(h-k, ctls[len(ctls)-1].base)
+	}
+	push := func(k int) {
+		h += k
+		top = max(top, h)
+	}
+	for len(r.b) > 0 && len(ctls) > 0 {
+		start := r.b
+		op, sub, known, ok := r.instr()
+		if !known || !ok {
+			return 0, false, fmt.Errorf("instruction 0x%02x at byte %d cannot be read", op, len(body)-len(start))
+		}
+		imm := reader{b: start[1:]}
+		switch {
+		case op == 0x02 || op == 0x03 || op == 0x04: // block loop if
+			if op == 0x04 {
+				pop(1)
+			}
+			params, results, ok := rw.blockArity(&imm)
+			if !ok {
+				return 0, false, errors.New("a block type cannot be read")
+			}
+			base := max(h-params, ctls[len(ctls)-1].base)
+			ctls = append(ctls, ctl{base, params, results})
+		case op == 0x05: // else
+			c := ctls[len(ctls)-1]
+			h = c.base
+			push(c.params)
+		case op == 0x0b: // end
+			c := ctls[len(ctls)-1]
+			ctls = ctls[:len(ctls)-1]
+			h = c.base
+			push(c.results)
+		case op == 0x00 || op == 0x0c || op == 0x0e || op == 0x0f: // unreachable br br_table return
+			h = ctls[len(ctls)-1].base
+		case op == 0x01: // nop
+		case op == 0x0d || op == 0x1a || op == 0x21 || op == 0x24: // br_if drop local.set global.set
+			pop(1)
+		case op == 0x10 || op == 0x11: // call call_indirect
+			f, _ := imm.uleb(32)
+			var ft funcType
+			if op == 0x10 && f < uint64(len(rw.funcTypes)) {
+				ft = rw.types[rw.funcTypes[f]]
+			} else if op == 0x11 && f < uint64(len(rw.types)) {
+				pop(1)
+				ft = rw.types[f]
+			}
+			pop(ft.params)
+			push(ft.results)
+		case op == 0x1b || op == 0x1c: // select
+			pop(3)
+			push(1)
+		case op == 0x20 || op == 0x23 || op == 0x3f || (op >= 0x41 && op <= 0x44) || op == 0xd0 || op == 0xd2:
+			push(1) // local.get global.get memory.size const ref.null ref.func
+		case op == 0x22 || op == 0x25 || (op >= 0x28 && op <= 0x35) || op == 0x40 || op == 0x45 || op == 0x50 ||
+			(op >= 0x67 && op <= 0x69) || (op >= 0x79 && op <= 0x7b) || (op >= 0x8b && op <= 0x91) ||
+			(op >= 0x99 && op <= 0x9f) || (op >= 0xa7 && op <= 0xc4) || op == 0xd1:
+			// local.tee table.get loads memory.grow eqz unary conversions ref.is_null: one for one
+		case op == 0x26 || (op >= 0x36 && op <= 0x3e): // table.set stores
+			pop(2)
+		case op >= 0x46 && op <= 0xa6: // comparisons and binary operators
+			pop(2)
+			push(1)
+		case op == 0xfc:
+			bulk = bulk || bulkCharge(sub) > 0
+			switch {
+			case sub <= 7: // saturating truncations
+			case sub == 8 || sub == 10 || sub == 11 || sub == 12 || sub == 14 || sub == 17:
+				pop(3)
+			case sub == 15: // table.grow
+				pop(2)
+				push(1)
+			case sub == 16:
+				push(1)
+			}
+		default: // SIMD and the rest: counted as a push
+			push(1)
+		}
+	}
+	return uint64(ft.params) + locals + uint64(top), bulk, nil
+}
+
+// blockArity returns the parameters and results of a block type read from r.
+func (rw *rewriter) blockArity(r *reader) (params, results int, ok bool) {
+	if len(r.b) == 0 {
+		return 0, 0, false
+	}
+	switch c := r.b[0]; {
+	case c == 0x40:
+		r.b = r.b[1:]
+		return 0, 0, true
+	case c&0x80 == 0 && c >= 0x40: // a value type (one byte, negative as an s33)
+		return 0, 1, r.valType()
+	}
+	start := r.b
+	if !r.sleb() {
+		return 0, 0, false
+	}
+	t, ok := (&reader{b: start}).uleb(32)
+	if !ok || t >= uint64(len(rw.types)) {
+		return 0, 0, false
+	}
+	return rw.types[t].params, rw.types[t].results, true
+}
+
+// addedEntries are what the rewrite adds to a module: the yield function's type and import, the
+// counters' globals and the call-stack counter's export (with a call-stack limit), each with
+// its count.
+type addedEntries struct {
+	yieldType, yieldImport   []byte
+	newGlobals, newExports   []byte
+	nNewGlobals, nNewExports uint64
+}
+
+// additions makes the entries the rewrite adds, placed where learn put them.
+func (rw *rewriter) additions() addedEntries {
+	var a addedEntries
+	a.yieldType = []byte{0x60, 0x00, 0x01, 0x7f} // [] -> [i32]
+	a.yieldImport = appendName(nil, SandboxModule)
+	a.yieldImport = appendName(a.yieldImport, SandboxYield)
+	a.yieldImport = append(a.yieldImport, 0x00)
+	a.yieldImport = binary.AppendUvarint(a.yieldImport, rw.yieldTypeIdx)
+	if rw.limit > 0 {
+		a.newGlobals = append(a.newGlobals, 0x7f, 0x01, 0x41, 0x00, 0x0b) // mutable i32 = 0
+	}
+	a.newGlobals = append(a.newGlobals, 0x7f, 0x01, 0x41)
+	a.newGlobals = appendSleb(a.newGlobals, TickFuel)
+	a.newGlobals = append(a.newGlobals, 0x0b)
+	a.nNewGlobals = 1
+	if rw.limit > 0 {
+		a.nNewGlobals = 2
+	}
+	if rw.limit > 0 {
+		a.newExports = appendName(nil, CallStackExport)
+		a.newExports = append(a.newExports, 0x03)
+		a.newExports = binary.AppendUvarint(a.newExports, rw.counter)
+		a.nNewExports = 1
+	}
+	return a
+}
+
+// write writes the module out, section by section in its order, each rewritten as it needs,
+// and the sections the rewrite needs that the module lacks in their places.
+func (rw *rewriter) write(secs []section, bodies [][]byte) ([]byte, error) {
 	var out []byte
 	out = append(out, Header...)
 	put := func(id byte, body []byte) {
@@ -266,30 +464,7 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 		out = binary.AppendUvarint(out, uint64(len(body)))
 		out = append(out, body...)
 	}
-	yieldType := []byte{0x60, 0x00, 0x01, 0x7f} // [] -> [i32]
-	yieldImport := appendName(nil, SandboxModule)
-	yieldImport = appendName(yieldImport, SandboxYield)
-	yieldImport = append(yieldImport, 0x00)
-	yieldImport = binary.AppendUvarint(yieldImport, rw.yieldTypeIdx)
-	var newGlobals []byte
-	if limit > 0 {
-		newGlobals = append(newGlobals, 0x7f, 0x01, 0x41, 0x00, 0x0b) // mutable i32 = 0
-	}
-	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)
-	newGlobals = appendSleb(newGlobals, TickFuel)
-	newGlobals = append(newGlobals, 0x0b)
-	nNewGlobals := uint64(1)
-	if limit > 0 {
-		nNewGlobals = 2
-	}
-	var newExports []byte
-	nNewExports := uint64(0)
-	if limit > 0 {
-		newExports = appendName(nil, CallStackExport)
-		newExports = append(newExports, 0x03)
-		newExports = binary.AppendUvarint(newExports, rw.counter)
-		nNewExports = 1
-	}
+	a := rw.additions()
 
 	wrote := map[byte]bool{}
 	// missing writes the sections the module does not have but the rewrite needs, before a
@@ -302,14 +477,14 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 			wrote[id] = true
 			switch id {
 			case 1:
-				put(1, append([]byte{0x01}, yieldType...))
+				put(1, append([]byte{0x01}, a.yieldType...))
 			case 2:
-				put(2, append([]byte{0x01}, yieldImport...))
+				put(2, append([]byte{0x01}, a.yieldImport...))
 			case 6:
-				put(6, append(binary.AppendUvarint(nil, nNewGlobals), newGlobals...))
+				put(6, append(binary.AppendUvarint(nil, a.nNewGlobals), a.newGlobals...))
 			case 7:
-				if nNewExports > 0 {
-					put(7, append(binary.AppendUvarint(nil, nNewExports), newExports...))
+				if a.nNewExports > 0 {
+					put(7, append(binary.AppendUvarint(nil, a.nNewExports), a.newExports...))
 				}
 			}
 		}
@@ -336,19 +511,19 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 			sr.uleb(32)
 			body := binary.AppendUvarint(nil, uint64(len(rw.types))+1)
 			body = append(body, sr.b...)
-			put(1, append(body, yieldType...))
+			put(1, append(body, a.yieldType...))
 		case 2:
-			body := binary.AppendUvarint(nil, importEntries+1)
-			body = append(body, imports...)
-			put(2, append(body, yieldImport...))
+			body := binary.AppendUvarint(nil, rw.importEntries+1)
+			body = append(body, rw.imports...)
+			put(2, append(body, a.yieldImport...))
 		case 6:
-			body, err := rw.globals(sr, nNewGlobals, newGlobals)
+			body, err := rw.globals(sr, a.nNewGlobals, a.newGlobals)
 			if err != nil {
 				return nil, err
 			}
 			put(6, body)
 		case 7:
-			body, err := rw.exports(sr, nNewExports, newExports)
+			body, err := rw.exports(sr, a.nNewExports, a.newExports)
 			if err != nil {
 				return nil, err
 			}
@@ -392,6 +567,62 @@ func Instrument(b []byte, limit uint64) ([]byte, error) {
 func appendName(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// names returns the name section (section is the custom section's content, sub what follows
+// its name) with the function indices of its function, local and label names moved; ok is
+// false when it cannot be read.
+func (rw *rewriter) names(section, sub []byte) ([]byte, bool) {
+	out := append([]byte(nil), section[:len(section)-len(sub)]...)
+	sr := reader{b: sub}
+	for len(sr.b) > 0 {
+		id, ok := sr.byte()
+		if !ok {
+			return nil, false
+		}
+		size, ok := sr.uleb(32)
+		if !ok || size > uint64(len(sr.b)) {
+			return nil, false
+		}
+		body := sr.b[:size]
+		sr.b = sr.b[size:]
+		if id == 1 || id == 2 || id == 3 { // function names, local names, label names: by function
+			br := reader{b: body}
+			n, ok := br.uleb(32)
+			if !ok {
+				return nil, false
+			}
+			nb := binary.AppendUvarint(nil, n)
+			for i := uint64(0); i < n; i++ {
+				f, ok := br.uleb(32)
+				if !ok {
+					return nil, false
+				}
+				nb = binary.AppendUvarint(nb, rw.remap(f))
+				start := br.b
+				if id == 1 {
+					_, ok = br.name()
+				} else { // an indirect name map: a name map per function
+					var k uint64
+					k, ok = br.uleb(32)
+					for j := uint64(0); ok && j < k; j++ {
+						if _, ok = br.uleb(32); ok {
+							_, ok = br.name()
+						}
+					}
+				}
+				if !ok {
+					return nil, false
+				}
+				nb = append(nb, start[:len(start)-len(br.b)]...)
+			}
+			body = nb
+		}
+		out = append(out, id)
+		out = binary.AppendUvarint(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	return out, true
 }
 
 // globals returns the global section with its initial values' function indices moved and
@@ -533,191 +764,6 @@ func (rw *rewriter) constExpr(r *reader, out []byte) ([]byte, error) {
 		}
 		out = append(out, start[:len(start)-len(r.b)]...)
 	}
-}
-
-// names returns the name section (section is the custom section's content, sub what follows
-// its name) with the function indices of its function, local and label names moved; ok is
-// false when it cannot be read.
-func (rw *rewriter) names(section, sub []byte) ([]byte, bool) {
-	out := append([]byte(nil), section[:len(section)-len(sub)]...)
-	sr := reader{b: sub}
-	for len(sr.b) > 0 {
-		id, ok := sr.byte()
-		if !ok {
-			return nil, false
-		}
-		size, ok := sr.uleb(32)
-		if !ok || size > uint64(len(sr.b)) {
-			return nil, false
-		}
-		body := sr.b[:size]
-		sr.b = sr.b[size:]
-		if id == 1 || id == 2 || id == 3 { // function names, local names, label names: by function
-			br := reader{b: body}
-			n, ok := br.uleb(32)
-			if !ok {
-				return nil, false
-			}
-			nb := binary.AppendUvarint(nil, n)
-			for i := uint64(0); i < n; i++ {
-				f, ok := br.uleb(32)
-				if !ok {
-					return nil, false
-				}
-				nb = binary.AppendUvarint(nb, rw.remap(f))
-				start := br.b
-				if id == 1 {
-					_, ok = br.name()
-				} else { // an indirect name map: a name map per function
-					var k uint64
-					k, ok = br.uleb(32)
-					for j := uint64(0); ok && j < k; j++ {
-						if _, ok = br.uleb(32); ok {
-							_, ok = br.name()
-						}
-					}
-				}
-				if !ok {
-					return nil, false
-				}
-				nb = append(nb, start[:len(start)-len(br.b)]...)
-			}
-			body = nb
-		}
-		out = append(out, id)
-		out = binary.AppendUvarint(out, uint64(len(body)))
-		out = append(out, body...)
-	}
-	return out, true
-}
-
-// blockArity returns the parameters and results of a block type read from r.
-func (rw *rewriter) blockArity(r *reader) (params, results int, ok bool) {
-	if len(r.b) == 0 {
-		return 0, 0, false
-	}
-	switch c := r.b[0]; {
-	case c == 0x40:
-		r.b = r.b[1:]
-		return 0, 0, true
-	case c&0x80 == 0 && c >= 0x40: // a value type (one byte, negative as an s33)
-		return 0, 1, r.valType()
-	}
-	start := r.b
-	if !r.sleb() {
-		return 0, 0, false
-	}
-	t, ok := (&reader{b: start}).uleb(32)
-	if !ok || t >= uint64(len(rw.types)) {
-		return 0, 0, false
-	}
-	return rw.types[t].params, rw.types[t].results, true
-}
-
-// frameSlots returns how many values a frame of a function of type ft with body can hold at
-// once: its parameters and locals, and at most as many operands as its code can push before
-// it pops them. The operand count is an upper bound (an instruction whose effect the walk does
-// not model is taken to push one value and pop none).
-//
-// bulk reports whether the code has a bulk memory or table instruction (bulkCharge).
-func (rw *rewriter) frameSlots(body []byte, ft funcType) (_ uint64, bulk bool, _ error) {
-	r := reader{b: body}
-	groups, ok := r.uleb(32)
-	locals := uint64(0)
-	for j := uint64(0); ok && j < groups; j++ {
-		var k uint64
-		if k, ok = r.uleb(32); ok {
-			locals += k
-			ok = r.valType()
-		}
-	}
-	if !ok {
-		return 0, false, errors.New("its locals cannot be read")
-	}
-	type ctl struct{ base, params, results int }
-	ctls := []ctl{{0, 0, ft.results}}
-	h, top := 0, 0
-	pop := func(k int) {
-		h = max(h-k, ctls[len(ctls)-1].base)
-	}
-	push := func(k int) {
-		h += k
-		top = max(top, h)
-	}
-	for len(r.b) > 0 && len(ctls) > 0 {
-		start := r.b
-		op, sub, known, ok := r.instr()
-		if !known || !ok {
-			return 0, false, fmt.Errorf("instruction 0x%02x at byte %d cannot be read", op, len(body)-len(start))
-		}
-		imm := reader{b: start[1:]}
-		switch {
-		case op == 0x02 || op == 0x03 || op == 0x04: // block loop if
-			if op == 0x04 {
-				pop(1)
-			}
-			params, results, ok := rw.blockArity(&imm)
-			if !ok {
-				return 0, false, errors.New("a block type cannot be read")
-			}
-			base := max(h-params, ctls[len(ctls)-1].base)
-			ctls = append(ctls, ctl{base, params, results})
-		case op == 0x05: // else
-			c := ctls[len(ctls)-1]
-			h = c.base
-			push(c.params)
-		case op == 0x0b: // end
-			c := ctls[len(ctls)-1]
-			ctls = ctls[:len(ctls)-1]
-			h = c.base
-			push(c.results)
-		case op == 0x00 || op == 0x0c || op == 0x0e || op == 0x0f: // unreachable br br_table return
-			h = ctls[len(ctls)-1].base
-		case op == 0x01: // nop
-		case op == 0x0d || op == 0x1a || op == 0x21 || op == 0x24: // br_if drop local.set global.set
-			pop(1)
-		case op == 0x10 || op == 0x11: // call call_indirect
-			f, _ := imm.uleb(32)
-			var ft funcType
-			if op == 0x10 && f < uint64(len(rw.funcTypes)) {
-				ft = rw.types[rw.funcTypes[f]]
-			} else if op == 0x11 && f < uint64(len(rw.types)) {
-				pop(1)
-				ft = rw.types[f]
-			}
-			pop(ft.params)
-			push(ft.results)
-		case op == 0x1b || op == 0x1c: // select
-			pop(3)
-			push(1)
-		case op == 0x20 || op == 0x23 || op == 0x3f || (op >= 0x41 && op <= 0x44) || op == 0xd0 || op == 0xd2:
-			push(1) // local.get global.get memory.size const ref.null ref.func
-		case op == 0x22 || op == 0x25 || (op >= 0x28 && op <= 0x35) || op == 0x40 || op == 0x45 || op == 0x50 ||
-			(op >= 0x67 && op <= 0x69) || (op >= 0x79 && op <= 0x7b) || (op >= 0x8b && op <= 0x91) ||
-			(op >= 0x99 && op <= 0x9f) || (op >= 0xa7 && op <= 0xc4) || op == 0xd1:
-			// local.tee table.get loads memory.grow eqz unary conversions ref.is_null: one for one
-		case op == 0x26 || (op >= 0x36 && op <= 0x3e): // table.set stores
-			pop(2)
-		case op >= 0x46 && op <= 0xa6: // comparisons and binary operators
-			pop(2)
-			push(1)
-		case op == 0xfc:
-			bulk = bulk || bulkCharge(sub) > 0
-			switch {
-			case sub <= 7: // saturating truncations
-			case sub == 8 || sub == 10 || sub == 11 || sub == 12 || sub == 14 || sub == 17:
-				pop(3)
-			case sub == 15: // table.grow
-				pop(2)
-				push(1)
-			case sub == 16:
-				push(1)
-			}
-		default: // SIMD and the rest: counted as a push
-			push(1)
-		}
-	}
-	return uint64(ft.params) + locals + uint64(top), bulk, nil
 }
 
 // body returns a function body with its function indices moved, a tick at its entry, at the

@@ -1,9 +1,6 @@
 package wasmbin
 
-import (
-	"bytes"
-	"errors"
-)
+import "bytes"
 
 // Info is what the host learns from a module's bytes before compiling it, to refuse it
 // with a precise message instead of the compiler's.
@@ -31,10 +28,6 @@ func (i Import) KindName() string {
 	}
 	return "unknown"
 }
-
-var Header = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
-
-var ErrNotWasm = errors.New("not a WebAssembly binary module (bad magic number or version)")
 
 // Scan reads the header, the import section and the memory section of a binary module.
 // Only a bad header is an error: for anything else it cannot read it returns what it has and
@@ -71,65 +64,6 @@ func Scan(b []byte) (Info, error) {
 		}
 	}
 	return info, nil
-}
-
-type reader struct{ b []byte }
-
-func (r *reader) byte() (byte, bool) {
-	if len(r.b) == 0 {
-		return 0, false
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c, true
-}
-
-// uleb reads an unsigned LEB128 number of at most bits bits.
-func (r *reader) uleb(bits uint) (uint64, bool) {
-	var v uint64
-	for shift := uint(0); shift < bits+7; shift += 7 {
-		c, ok := r.byte()
-		if !ok {
-			return 0, false
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, true
-		}
-	}
-	return 0, false
-}
-
-func (r *reader) name() (string, bool) {
-	n, ok := r.uleb(32)
-	if !ok || n > uint64(len(r.b)) {
-		return "", false
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s, true
-}
-
-// limitsMin reads memory or table limits and returns the minimum.
-func (r *reader) limitsMin() (uint64, bool) {
-	flag, ok := r.byte()
-	if !ok || flag > 7 {
-		return 0, false
-	}
-	bits := uint(32)
-	if flag&4 != 0 { // 64-bit memory
-		bits = 64
-	}
-	min, ok := r.uleb(bits)
-	if !ok {
-		return 0, false
-	}
-	if flag&1 != 0 {
-		if _, ok = r.uleb(bits); !ok {
-			return 0, false
-		}
-	}
-	return min, true
 }
 
 func (r *reader) imports() []Import {
