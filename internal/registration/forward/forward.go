@@ -110,6 +110,7 @@ type entry struct {
 	bound    string // the temporary path it was bound at (its address)
 	dev, ino uint64
 	ctime    int64 // once renamed into place; 0 before
+	placed   bool  // renamed into place (guarded by Forwarder.mu): restore may make it again
 	lis      *net.UnixListener
 	answered chan struct{} // closed at the kubelet's first NotifyRegistrationStatus
 
@@ -177,12 +178,10 @@ func (f *Forwarder) Forwards(pluginType string) bool { return f.types[pluginType
 // Dir is the kubelet's directory.
 func (f *Forwarder) Dir() string { return f.cfg.Dir }
 
-// Run serves until ctx is done, then closes the forwarder (Close).
+// Run serves until ctx is done, then closes the forwarder (Close). Meanwhile it watches the
+// kubelet's directory and makes again a forward socket that someone else removed (restore.go).
 func (f *Forwarder) Run(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-	case <-f.done:
-	}
+	f.watch(ctx)
 	f.Close()
 	return nil
 }
@@ -268,9 +267,12 @@ func (f *Forwarder) Open(p registration.PluginInfo) error {
 		}
 		return undo(err)
 	}
+	f.mu.Lock()
 	if id, err := identity(e.path); err == nil && id.dev == e.dev && id.ino == e.ino {
 		e.ctime = id.ctime // rename set it; Remove checks it
 	}
+	e.placed = true
+	f.mu.Unlock()
 	f.log.Debug("plugin presented to the kubelet", "plugin_type", p.Type, "plugin", p.Name, "socket", p.Socket, "forward_socket", e.path)
 	return nil
 }
@@ -323,17 +325,21 @@ func (f *Forwarder) Await(ctx context.Context, pluginSocket string) error {
 func (f *Forwarder) Remove(pluginSocket string) {
 	f.mu.Lock()
 	e := f.byPlugin[pluginSocket]
+	var lis *net.UnixListener
+	var dev, ino uint64
+	var ctime int64
 	if e != nil {
 		delete(f.byPlugin, pluginSocket)
 		delete(f.byAddr, e.bound)
+		lis, dev, ino, ctime = e.lis, e.dev, e.ino, e.ctime // restore changes them under the lock
 	}
 	f.mu.Unlock()
 	if e == nil {
 		return
 	}
-	e.lis.Close()
+	lis.Close()
 	log := f.log.With("plugin_type", e.info.Type, "plugin", e.info.Name, "socket", pluginSocket, "forward_socket", e.path)
-	if ok, err := removeIfSame(e.path, e.dev, e.ino, e.ctime); err != nil {
+	if ok, err := removeIfSame(e.path, dev, ino, ctime); err != nil {
 		log.Warn("could not remove the forward socket; the kubelet keeps the plugin registered", "error", err)
 	} else if !ok {
 		log.Warn("the forward socket was not there any more, or was replaced by a file wasmhost did not make (left alone)")

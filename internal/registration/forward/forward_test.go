@@ -1,6 +1,7 @@
 package forward_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration/forward"
 	"github.com/wasmhost/wasmhost/internal/registration/forward/forwardtest"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/testwait"
 )
 
 // wait bounds how long a test waits for an outcome before it fails (never reached when the
@@ -278,4 +280,50 @@ func listen(t *testing.T, path string) string {
 	l.SetUnlinkOnClose(false)
 	l.Close()
 	return path
+}
+
+// TestRemovedByOthersMadeAgain: a forward socket someone else removes (a clean-up script, an
+// operator) makes the kubelet deregister the plugin; the forwarder makes it again at once, at
+// the same path, and the kubelet registers the plugin again, while it stays registered with
+// wasmhost. Remove then takes the new one away.
+func TestRemovedByOthersMadeAgain(t *testing.T) {
+	e := newEnv(t)
+	f := e.forwarder(t, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+	p := plugin("csi.example.com")
+	if err := f.Open(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Await(t.Context(), p.Socket); err != nil {
+		t.Fatalf("Await: %v", err)
+	}
+	reg, i := e.kubelet.Wait(t, 0, forwardtest.Registered, p.Name, wait)
+	if err := os.Remove(reg.Socket); err != nil {
+		t.Fatal(err)
+	}
+	_, i = e.kubelet.Wait(t, i, forwardtest.Deregistered, p.Name, wait)
+	again, _ := e.kubelet.Wait(t, i, forwardtest.Registered, p.Name, wait)
+	if again.Socket != reg.Socket || again.Info.Endpoint != p.Endpoint {
+		t.Errorf("registered again at %s with %+v, want %s with the plugin's own answer", again.Socket, again.Info, reg.Socket)
+	}
+	testwait.Until(t, "the store to show the plugin registered with the kubelet again", func() bool {
+		k, _ := e.store.KubeletOf(p.Socket)
+		return k.State == state.KubeletRegistered && k.Socket == reg.Socket
+	})
+	if recs, _ := os.ReadDir(e.records); len(recs) != 1 {
+		t.Errorf("%d records, want 1", len(recs))
+	}
+	f.Remove(p.Socket)
+	if _, err := os.Lstat(reg.Socket); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the forward socket made again is still there after Remove: %v", err)
+	}
+	if recs, _ := os.ReadDir(e.records); len(recs) != 0 {
+		t.Errorf("%d records after Remove, want none", len(recs))
+	}
 }
