@@ -137,8 +137,9 @@ func (f *Forwarder) restoreAt(path string) {
 		_ = f.srv.Serve(lis)
 	}()
 	if err := renameNoReplace(e.bound, e.path); err != nil {
-		fail(err)                                                                      // Serve returns: its listener is closed
-		_ = f.writeRecord(record{Path: e.path, Temp: e.bound, Dev: e.dev, Ino: e.ino}) // the socket before, still open
+		fail(err) // Serve returns: its listener is closed
+		// The record names the socket before again: it is still open, and Remove removes it.
+		_ = f.writeRecord(record{Path: e.path, Temp: e.bound, Dev: e.dev, Ino: e.ino})
 		return
 	}
 	e.lis.Close() // the old one, whose file is gone
