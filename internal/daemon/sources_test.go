@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -218,7 +219,7 @@ func unreachableSourceConfig(t *testing.T, firstWait time.Duration) (config.Conf
 // registry that refuses connections, a first wait of an hour), a plugin of a type the handler
 // directory serves registers at once, and one of a type nothing serves yet waits, not told no.
 func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
-	cfg, _ := unreachableSourceConfig(t, time.Hour)
+	cfg, source := unreachableSourceConfig(t, time.Hour)
 	d := runTestDaemon(t, cfg, nil)
 	served := registrationtest.Serve(t, filepath.Join(cfg.SocketDir, "ok.sock"),
 		registrationtest.Info{Type: "ok.example", Name: "ok", Versions: []string{"v1"}}, registrationtest.Options{})
@@ -238,6 +239,10 @@ func TestFirstWaitHoldsOnlyTypesWithoutHandler(t *testing.T) {
 	if n := waiting.Notifications(); len(n) != 0 {
 		t.Errorf("a plugin whose handler may still come was told %+v", n)
 	}
+	waitUntil(t, "readiness to name the source it waits for", func() bool {
+		err := d.Ready()
+		return err != nil && strings.Contains(err.Error(), source+" (unreachable)")
+	})
 }
 
 // TestFirstWaitCoversARefusedConnection: a registry that refuses connections keeps the first
@@ -340,6 +345,57 @@ func TestKeylessSource(t *testing.T) {
 			if st.Reason != oci.ReasonPolicy || !strings.Contains(st.Error, "no signature verifies") {
 				t.Errorf("another identity's source: %+v", st)
 			}
+		}
+	}
+}
+
+// TestRefusedSourceDoesNotHoldReadiness: a source refused for what it is (content that does
+// not match its digest, a digest the registry does not have, a module unsigned where a
+// signature is required) cannot serve, so the first wait (an hour here) does not wait for it:
+// the daemon is ready once the good source serves, and says why each refused one does not.
+func TestRefusedSourceDoesNotHoldReadiness(t *testing.T) {
+	reg := ocitest.Start(t)
+	key := ocitest.NewKey(t, t.TempDir(), "trusted")
+	good := ocitest.PushArtifact(t, reg.Ref("h/ok:v1"), testdataModule(t, "ok")) // ok.example
+	ocitest.Sign(t, good, key)
+	echo := testdataModule(t, "echo")
+	tampered := ocitest.PushArtifact(t, reg.Ref("h/echo:v1"), echo) // echo.example
+	ocitest.Sign(t, tampered, key)
+	reg.Tamper(func(path string, b []byte) []byte {
+		if bytes.Equal(b, echo) {
+			return append(bytes.Clone(b), 0)
+		}
+		return b
+	})
+	missing := reg.Ref("h/kv@sha256:" + strings.Repeat("ab", 32))
+	unsigned := ocitest.PushArtifact(t, reg.Ref("h/min:v1"), testdataModule(t, "min")) // min.example
+
+	cfg, _ := testDaemonConfig(t)
+	cfg.Handlers.Sources = []string{good.String(), tampered.String(), missing, unsigned.String()}
+	cfg.Handlers.Trust = config.TrustConfig{Keys: []config.TrustKey{{PublicKey: key.PublicPEM,
+		PluginTypes: []string{"ok.example", "echo.example", "kv.example", "min.example"}}}}
+	cfg.Handlers.Pull.FirstWait = config.Duration(time.Hour)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := runTestDaemon(t, cfg, nil)
+	waitUntil(t, "ready", func() bool { return d.Ready() == nil })
+	if !d.registry.Has("ok.example") {
+		t.Errorf("ready, but the good source's ok.example is not served")
+	}
+	want := map[string]string{tampered.String(): oci.ReasonIntegrity, missing: oci.ReasonNotFound, unsigned.String(): oci.ReasonPolicy}
+	waitUntil(t, "the refused sources shown with their reasons", func() bool {
+		problems := strings.Join(d.problems(), "\n")
+		for ref, reason := range want {
+			if !strings.Contains(problems, ref+" ("+reason+")") {
+				return false
+			}
+		}
+		return true
+	})
+	for _, hs := range d.oci.Statuses() {
+		if reason, ok := want[hs.File]; ok && (hs.Serving || hs.Refusal != reason || hs.LastError == "") {
+			t.Errorf("source %s: serving %v, refusal %q, error %q; want refused for %s, with the error", hs.File, hs.Serving, hs.Refusal, hs.LastError, reason)
 		}
 	}
 }

@@ -274,7 +274,7 @@ func (p *Handlers) unsettled() []oci.SourceStatus {
 	var out []oci.SourceStatus
 	for _, st := range p.sources.Statuses() {
 		if st.ModuleSHA256 == "" {
-			if !st.Refused {
+			if fetching(st) {
 				out = append(out, st)
 			}
 			continue
@@ -285,6 +285,19 @@ func (p *Handlers) unsettled() []oci.SourceStatus {
 		}
 	}
 	return out
+}
+
+// fetching reports whether a source that has no module yet is still being fetched: not tried
+// yet, or its registry did not answer (unreachable, or not in time). One the registry answered
+// no (a digest it does not have, content that does not match its digest, a module refused for
+// its signature or its plugin types) cannot serve until its configuration or its registry
+// changes: the first wait is not for it, and its status says why it does not serve.
+func fetching(st oci.SourceStatus) bool {
+	switch st.Reason {
+	case "", oci.ReasonPending, oci.ReasonUnreachable:
+		return !st.Refused
+	}
+	return false
 }
 
 // warnUnsettled says which sources the first wait ended without.
@@ -316,7 +329,15 @@ func (p *Handlers) WaitReady(ctx context.Context) error {
 // Pending reports whether the sources' first pull is still awaited (the gate is open): a
 // plugin of a type no handler serves then waits rather than being told no.
 func (p *Handlers) Pending() bool {
-	return p != nil && p.NotReady() != nil
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.gate:
+		return false
+	default:
+		return true
+	}
 }
 
 // HostLoaded waits until the host of the pulled handlers has loaded (or refused) the modules
@@ -345,8 +366,19 @@ func (p *Handlers) NotReady() error {
 	case <-p.gate:
 		return nil
 	default:
+	}
+	var waits []string
+	for _, st := range p.unsettled() {
+		why := "loading"
+		if st.ModuleSHA256 == "" {
+			why = cmp.Or(st.Reason, oci.ReasonPending)
+		}
+		waits = append(waits, st.Ref+" ("+why+")")
+	}
+	if len(waits) == 0 {
 		return errors.New("the handlers from registries are still being pulled or loaded")
 	}
+	return fmt.Errorf("the handlers from registries are still being pulled or loaded: %s (at most handlers.pull.firstWait, %s)", strings.Join(waits, ", "), p.firstWait)
 }
 
 // Statuses are the pulled handlers' status as the handler directory's is shown: named by
