@@ -23,6 +23,7 @@ import (
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/admin/admintest"
+	"github.com/wasmhost/wasmhost/internal/adminview"
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 )
@@ -300,7 +301,7 @@ func TestClientStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st statusView
+	var st adminview.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +383,7 @@ func TestClientWatchJSON(t *testing.T) {
 
 	var types []string
 	for {
-		var ev eventView
+		var ev adminview.Event
 		if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +405,7 @@ func TestClientWatchJSON(t *testing.T) {
 	// The fake writes the socket's status and its plugin one after the other, so the watch
 	// may show the step between them first: MODIFIED events of that socket, then registered.
 	for {
-		var ev eventView
+		var ev adminview.Event
 		if err := json.Unmarshal([]byte(nextLine(t, lines)), &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -528,14 +529,14 @@ func TestClientColorKeepsColumnsAligned(t *testing.T) {
 	}
 	now := time.Now()
 	var plainOut, colorOut bytes.Buffer
-	if err := writePluginTable(&plainOut, ps, false, false, now); err != nil {
+	if err := adminview.WritePlugins(&plainOut, ps, false, false, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := writePluginTable(&colorOut, ps, false, true, now); err != nil {
+	if err := adminview.WritePlugins(&colorOut, ps, false, true, now); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(colorOut.String(), colorRed+"failing"+colorReset) ||
-		!strings.Contains(colorOut.String(), colorYellow+"waiting-for-handler"+colorReset) {
+	if !strings.Contains(colorOut.String(), adminview.Red+"failing"+adminview.Reset) ||
+		!strings.Contains(colorOut.String(), adminview.Yellow+"waiting-for-handler"+adminview.Reset) {
 		t.Errorf("no colour on states:\n%q", colorOut.String())
 	}
 	stripped := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(colorOut.String(), "")
@@ -551,64 +552,6 @@ func stateFor(s state.PluginState) adminv1.PluginState {
 		state.StateFailing:           adminv1.PluginState_PLUGIN_STATE_FAILING,
 		state.StateWaitingForHandler: adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER,
 	}[s]
-}
-
-func TestClientShortDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		-time.Second:               "0s",
-		45 * time.Second:           "45s",
-		119 * time.Second:          "119s",
-		200 * time.Second:          "3m20s",
-		45 * time.Minute:           "45m",
-		5 * time.Hour:              "5h",
-		72 * time.Hour:             "3d",
-		47*time.Hour + time.Minute: "47h",
-	} {
-		if got := shortDuration(d); got != want {
-			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-	if got := stateName(adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER); got != "waiting-for-handler" {
-		t.Errorf("stateName = %q", got)
-	}
-	if got := eventName(adminv1.EventType_EVENT_TYPE_RESET); got != "RESET" {
-		t.Errorf("eventName = %q", got)
-	}
-}
-
-// TestHandlerTableLastErrorWithoutFile: the row names the file, so LAST-ERROR says only what is
-// wrong with it (the full text is in -o wide and -o json).
-func TestHandlerTableLastErrorWithoutFile(t *testing.T) {
-	const file = "/etc/wasmhost/handlers/abi2.wasm"
-	h := &adminv1.Handler{File: file, LastError: "host: bad module " + file + ": ABI version 2 not supported (supported: 1)"}
-	var out bytes.Buffer
-	if err := writeHandlerTable(&out, []*adminv1.Handler{h}, false, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "  bad module: ABI version 2 not supported (supported: 1)") {
-		t.Errorf("table:\n%s", out.String())
-	}
-	out.Reset()
-	if err := writeHandlerTable(&out, []*adminv1.Handler{h}, true, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), h.LastError) {
-		t.Errorf("wide table lost the full error:\n%s", out.String())
-	}
-}
-
-// TestStatusCountsEveryState: the plugins line of wasmhost status breaks the total down by
-// every state the daemon counts (standby and rejected plugins were left out of it), and a
-// state this client does not know is shown too, after the known ones.
-func TestStatusCountsEveryState(t *testing.T) {
-	var buf bytes.Buffer
-	writeStatus(&buf, &adminv1.Status{Version: "v", Ready: true, Plugins: 6, PluginsByState: map[string]uint32{
-		"registered": 1, "standby": 1, "rejected": 2, "waiting-for-handler": 1, "quarantined-someday": 1,
-	}})
-	want := "plugins:  6 (1 registered, 1 standby, 2 rejected, 1 waiting-for-handler, 1 quarantined-someday)"
-	if !strings.Contains(buf.String(), want) {
-		t.Errorf("status:\n%s\nwant the line %q", buf.String(), want)
-	}
 }
 
 // TestClientStatusCountsWhatServes: one handler serving and five sources refused read

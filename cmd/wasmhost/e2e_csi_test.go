@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/adminview"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/handlerbench"
@@ -170,7 +171,7 @@ func TestE2ECSIAndDRADrivers(t *testing.T) {
 	})
 	// wasmhost plugins -o json shows it rejected with that reason. The CLI may ask before the
 	// admin socket listens.
-	var views []pluginView
+	var views []adminview.Plugin
 	var out string
 	waitFor(t, "wasmhost plugins -o json to answer", func() bool {
 		var err error

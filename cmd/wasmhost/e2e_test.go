@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/adminview"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/config/configtest"
 	"github.com/wasmhost/wasmhost/internal/daemon"
@@ -585,7 +586,7 @@ func TestE2EAdminCLIShowsFailingPlugin(t *testing.T) {
 	rd.waitState(good.Path(), reconciler.StateRegistered)
 
 	// The CLI may ask before the admin socket listens, or before the failure is published.
-	var views []pluginView
+	var views []adminview.Plugin
 	var out string
 	waitFor(t, "wasmhost plugins -o json to show the failing plugin", func() bool {
 		var err error

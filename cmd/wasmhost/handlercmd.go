@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/conformance"
+	"github.com/wasmhost/wasmhost/internal/adminview"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/harness"
@@ -582,7 +583,7 @@ func printHandlerTest(out io.Writer, format string, v *handlerTestView) error {
 			return err
 		}
 	} else {
-		writeHandlerTest(out, v, useColor(out))
+		writeHandlerTest(out, v, adminview.UseColor(out))
 	}
 	if v.Failure != "" {
 		return fmt.Errorf("%w test failed: %s", errHandlerFailed, v.Failure)
@@ -612,12 +613,12 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 	}
 	fmt.Fprintf(out, "sandbox   %s\n", sb)
 	if v.Load.Result != "ok" {
-		fmt.Fprintf(out, "load      %s  %s\n", paint("error", colorRed, color), v.Load.Error)
+		fmt.Fprintf(out, "load      %s  %s\n", adminview.Paint("error", adminview.Red, color), v.Load.Error)
 		for _, h := range v.Load.Hints {
 			fmt.Fprintf(out, "          hint: %s\n", h)
 		}
 		writeHandlerLogs(out, v.Load.Logs)
-		fmt.Fprintf(out, "\n%s: %s\n", paint("FAIL", colorRed, color), v.Failure)
+		fmt.Fprintf(out, "\n%s: %s\n", adminview.Paint("FAIL", adminview.Red, color), v.Failure)
 		return
 	}
 	fmt.Fprintf(out, "load      ok  %s\n", handlerDuration(v.Load.Duration))
@@ -629,11 +630,11 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 		res := string(st.Outcome)
 		switch st.Outcome {
 		case harness.OK:
-			res = paint(res, colorGreen, color)
+			res = adminview.Paint(res, adminview.Green, color)
 		case harness.Rejected:
-			res = paint(res, colorYellow, color)
+			res = adminview.Paint(res, adminview.Yellow, color)
 		default:
-			res = paint(res, colorRed, color)
+			res = adminview.Paint(res, adminview.Red, color)
 		}
 		line := fmt.Sprintf("%-10s  %s  %s", st.Op, res, handlerDuration(st.Duration))
 		if st.Reason != "" {
@@ -649,7 +650,7 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 		}
 		writeHandlerLogs(out, st.Logs)
 		for _, d := range st.Departures {
-			fmt.Fprintf(out, "  %s %s\n", paint("departs  ", colorRed, color), d)
+			fmt.Fprintf(out, "  %s %s\n", adminview.Paint("departs  ", adminview.Red, color), d)
 		}
 		if st.Op == harness.Register && st.Outcome == harness.OK {
 			writeHandlerKV(out, "published", st.Published, func(s string) string { return s })
@@ -668,13 +669,13 @@ func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
 	fmt.Fprintln(out)
 	switch {
 	case v.Failure != "":
-		fmt.Fprintf(out, "%s: %s\n", paint("FAIL", colorRed, color), v.Failure)
+		fmt.Fprintf(out, "%s: %s\n", adminview.Paint("FAIL", adminview.Red, color), v.Failure)
 	case v.Replay != nil:
-		fmt.Fprintf(out, "%s: the module did what the session %s recorded\n", paint("PASS", colorGreen, color), v.Replay.Session)
+		fmt.Fprintf(out, "%s: the module did what the session %s recorded\n", adminview.Paint("PASS", adminview.Green, color), v.Replay.Session)
 	case len(v.Calls) == 1:
-		fmt.Fprintf(out, "%s: validate refused the plugin, as expected\n", paint("PASS", colorGreen, color))
+		fmt.Fprintf(out, "%s: validate refused the plugin, as expected\n", adminview.Paint("PASS", adminview.Green, color))
 	default:
-		fmt.Fprintf(out, "%s: validate, register and deregister accepted the plugin\n", paint("PASS", colorGreen, color))
+		fmt.Fprintf(out, "%s: validate, register and deregister accepted the plugin\n", adminview.Paint("PASS", adminview.Green, color))
 	}
 }
 
@@ -851,7 +852,7 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 			return err
 		}
 	} else {
-		writeInspect(out, &v, useColor(out))
+		writeInspect(out, &v, adminview.UseColor(out))
 	}
 	if !v.Loads {
 		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, v.LoadError)
@@ -902,10 +903,10 @@ func writeInspect(out io.Writer, v *inspectView, color bool) {
 
 	fmt.Fprintf(out, "\nconfig    %s\n", v.Config)
 	if v.Loads {
-		fmt.Fprintf(out, "daemon    %s: this daemon would load it\n", paint("ok", colorGreen, color))
+		fmt.Fprintf(out, "daemon    %s: this daemon would load it\n", adminview.Paint("ok", adminview.Green, color))
 		return
 	}
-	fmt.Fprintf(out, "daemon    %s: %s\n", paint("REFUSED", colorRed, color), v.LoadError)
+	fmt.Fprintf(out, "daemon    %s: %s\n", adminview.Paint("REFUSED", adminview.Red, color), v.LoadError)
 	for _, h := range v.Hints {
 		fmt.Fprintf(out, "          hint: %s\n", h)
 	}

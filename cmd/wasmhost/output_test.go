@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/wasmhost/wasmhost/internal/adminview"
 )
 
 // sameDocument fails the test unless the YAML text holds the same document as the JSON text:
@@ -128,7 +130,7 @@ func TestViewKeysAreCamelCase(t *testing.T) {
 			walk(path+"."+name, f.Type)
 		}
 	}
-	for _, v := range []any{pluginView{}, handlerView{}, eventView{}, statusView{}, handlerTestView{}, inspectView{}} {
+	for _, v := range []any{adminview.Plugin{}, adminview.Handler{}, adminview.Event{}, adminview.Status{}, adminview.History{}, handlerTestView{}, inspectView{}} {
 		walk(reflect.TypeOf(v).Name(), reflect.TypeOf(v))
 	}
 }

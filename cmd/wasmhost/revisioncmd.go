@@ -8,9 +8,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/admin/client"
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/adminview"
 )
 
 // newRevisionCmds are the subcommands of `wasmhost handlers`.
@@ -47,9 +46,9 @@ pin and a shadow candidate are shown below the table.`,
 			}
 			out := cmd.OutOrStdout()
 			if o.output == "json" || o.output == "yaml" {
-				return writeStructured(out, o.output, newHistoryView(resp))
+				return writeStructured(out, o.output, adminview.NewHistory(resp))
 			}
-			return writeHistory(out, resp, time.Now())
+			return adminview.WriteHistory(out, resp, time.Now())
 		},
 	}
 	o.bind(cmd, "table", "json", "yaml")
@@ -83,10 +82,10 @@ cleared with wasmhost handlers unpin TYPE. The pin outlives a restart of the dae
 			if err != nil {
 				return err
 			}
-			safeMessage(resp)
+			adminview.SafeMessage(resp)
 			r := resp.GetRevision()
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: served by revision %s (%s) until its handler file changes again; undo with: wasmhost handlers unpin %s\n",
-				args[0], shortHash(r.GetSha256()), nameVersion(r.GetName(), r.GetVersion()), args[0])
+				args[0], adminview.ShortHash(r.GetSha256()), adminview.NameVersion(r.GetName(), r.GetVersion()), args[0])
 			return nil
 		},
 	}
@@ -159,14 +158,14 @@ decisions. Register and Deregister stay with the serving revision. --clear ends 
 			if err != nil {
 				return err
 			}
-			safeMessage(resp)
+			adminview.SafeMessage(resp)
 			if clearIt {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: shadow cleared\n", args[0])
 				return nil
 			}
 			s := resp.GetShadow()
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: shadowed by %s (%s); its Validate runs beside the serving one on every registration\n",
-				args[0], shortHash(s.GetSha256()), nameVersion(s.GetName(), s.GetVersion()))
+				args[0], adminview.ShortHash(s.GetSha256()), adminview.NameVersion(s.GetName(), s.GetVersion()))
 			return nil
 		},
 	}
@@ -178,162 +177,6 @@ decisions. Register and Deregister stay with the serving revision. --clear ends 
 // isHexDigest: 64 lower-case hex digits.
 func isHexDigest(s string) bool {
 	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
-}
-
-func nameVersion(name, version string) string {
-	switch {
-	case name == "" && version == "":
-		return "no name or version in its manifest"
-	case version == "":
-		return name
-	}
-	return strings.TrimSpace(name + " " + version)
-}
-
-type historyView struct {
-	PluginType string         `json:"pluginType"`
-	Revisions  []revisionView `json:"revisions"`
-	Pin        *pinView       `json:"pin,omitempty"`
-	Shadow     *shadowView    `json:"shadow,omitempty"`
-}
-
-type revisionView struct {
-	SHA256      string     `json:"sha256"`
-	File        string     `json:"file"`
-	Name        string     `json:"name,omitempty"`
-	Version     string     `json:"version,omitempty"`
-	PluginTypes []string   `json:"pluginTypes"`
-	Size        int64      `json:"size"`
-	FirstLoaded *time.Time `json:"firstLoaded,omitempty"`
-	Calls       uint64     `json:"calls"`
-	Failures    uint64     `json:"failures"`
-	Traps       uint64     `json:"traps"`
-	Timeouts    uint64     `json:"timeouts"`
-	Serving     bool       `json:"serving"`
-	Pinned      bool       `json:"pinned"`
-	InFile      bool       `json:"inFile"`
-	RolledBack  string     `json:"rolledBack,omitempty"`
-}
-
-type pinView struct {
-	PluginType string     `json:"pluginType"`
-	SHA256     string     `json:"sha256"`
-	FileSHA256 string     `json:"fileSHA256"`
-	Auto       bool       `json:"auto"`
-	Reason     string     `json:"reason,omitempty"`
-	Since      *time.Time `json:"since,omitempty"`
-}
-
-type shadowView struct {
-	PluginType       string     `json:"pluginType"`
-	SHA256           string     `json:"sha256"`
-	File             string     `json:"file,omitempty"`
-	Name             string     `json:"name,omitempty"`
-	Version          string     `json:"version,omitempty"`
-	Since            *time.Time `json:"since,omitempty"`
-	Runs             uint64     `json:"runs"`
-	Disagreements    uint64     `json:"disagreements"`
-	Failures         uint64     `json:"failures"`
-	Skipped          uint64     `json:"skipped"`
-	LastDisagreement string     `json:"lastDisagreement,omitempty"`
-}
-
-func newHistoryView(resp *adminv1.ListRevisionsResponse) historyView {
-	v := historyView{PluginType: resp.GetPluginType(), Revisions: []revisionView{},
-		Pin: newPinView(resp.GetPin()), Shadow: newShadowView(resp.GetShadow())}
-	for _, r := range resp.GetRevisions() {
-		v.Revisions = append(v.Revisions, revisionView{
-			SHA256: r.GetSha256(), File: r.GetFile(), Name: r.GetName(), Version: r.GetVersion(),
-			PluginTypes: r.GetPluginTypes(), Size: r.GetSize(), FirstLoaded: timeOrNil(r.GetFirstLoaded()),
-			Calls: r.GetCalls(), Failures: r.GetFailures(), Traps: r.GetTraps(), Timeouts: r.GetTimeouts(),
-			Serving: r.GetServing(), Pinned: r.GetPinned(), InFile: r.GetInFile(), RolledBack: r.GetRolledBack(),
-		})
-	}
-	return v
-}
-
-func newPinView(p *adminv1.Pin) *pinView {
-	if p == nil {
-		return nil
-	}
-	return &pinView{PluginType: p.GetPluginType(), SHA256: p.GetSha256(), FileSHA256: p.GetFileSha256(),
-		Auto: p.GetAuto(), Reason: p.GetReason(), Since: timeOrNil(p.GetSince())}
-}
-
-func newShadowView(s *adminv1.Shadow) *shadowView {
-	if s == nil {
-		return nil
-	}
-	return &shadowView{PluginType: s.GetPluginType(), SHA256: s.GetSha256(), File: s.GetFile(),
-		Name: s.GetName(), Version: s.GetVersion(), Since: timeOrNil(s.GetSince()), Runs: s.GetRuns(),
-		Disagreements: s.GetDisagreements(), Failures: s.GetFailures(), Skipped: s.GetSkipped(),
-		LastDisagreement: s.GetLastDisagreement()}
-}
-
-// writeHistory prints the revisions of a type as a table, its pin and shadow below.
-func writeHistory(w io.Writer, resp *adminv1.ListRevisionsResponse, now time.Time) error {
-	safeMessage(resp)
-	tw := newTable()
-	tw.row("SHA256", "NAME", "VERSION", "FIRST-LOADED", "CALLS", "FAILURES", "TRAPS", "TIMEOUTS", "STATE")
-	for _, r := range resp.GetRevisions() {
-		var state []string
-		switch {
-		case r.GetPinned():
-			state = append(state, "serving (pinned)")
-		case r.GetServing():
-			state = append(state, "serving")
-		}
-		if r.GetInFile() {
-			state = append(state, "in "+filepath.Base(r.GetFile()))
-		}
-		if rb := r.GetRolledBack(); rb != "" {
-			state = append(state, "rolled back: "+truncate(oneLine(rb), 70))
-		}
-		first := "-"
-		if t := r.GetFirstLoaded(); t != nil {
-			first = t.AsTime().Local().Format("2006-01-02 15:04:05") + " (" + age(t, nil, now) + ")"
-		}
-		tw.row(shortHash(r.GetSha256()), orDash(r.GetName()), orDash(r.GetVersion()), first,
-			strconv.FormatUint(r.GetCalls(), 10), strconv.FormatUint(r.GetFailures(), 10),
-			strconv.FormatUint(r.GetTraps(), 10), strconv.FormatUint(r.GetTimeouts(), 10),
-			orDash(strings.Join(state, ", ")))
-	}
-	if err := tw.writeTo(w); err != nil {
-		return err
-	}
-	writePinLine(w, resp.GetPin())
-	writeShadowLine(w, resp.GetShadow())
-	return nil
-}
-
-// writePinLine says which revision a pinned type serves, instead of which, why, and how to undo.
-func writePinLine(w io.Writer, p *adminv1.Pin) {
-	if p == nil {
-		return
-	}
-	who := "by the operator"
-	if p.GetAuto() {
-		who = "automatically: " + oneLine(p.GetReason())
-	}
-	fmt.Fprintf(w, "PINNED  %s serves %s, not its file's %s: rolled back %s (undo: wasmhost handlers unpin %s)\n",
-		p.GetPluginType(), shortHash(p.GetSha256()), shortHash(p.GetFileSha256()), who, p.GetPluginType())
-}
-
-// writeShadowLine says what a type's shadow candidate found.
-func writeShadowLine(w io.Writer, s *adminv1.Shadow) {
-	if s == nil {
-		return
-	}
-	line := fmt.Sprintf("SHADOW  %s candidate %s (%s): %d runs, %d disagreements, %d failures",
-		s.GetPluginType(), shortHash(s.GetSha256()), nameVersion(s.GetName(), s.GetVersion()),
-		s.GetRuns(), s.GetDisagreements(), s.GetFailures())
-	if n := s.GetSkipped(); n > 0 {
-		line += fmt.Sprintf(", %d skipped (the candidate was busy)", n)
-	}
-	if d := s.GetLastDisagreement(); d != "" {
-		line += "; last: " + oneLine(d)
-	}
-	fmt.Fprintln(w, line)
 }
 
 func newPullCmd() *cobra.Command {
@@ -364,14 +207,10 @@ wasmhost handlers does; exit status 1 when one of them still serves nothing.`,
 			}
 			out := cmd.OutOrStdout()
 			if o.output == "json" || o.output == "yaml" {
-				views := make([]handlerView, 0, len(resp.GetHandlers()))
-				for _, h := range resp.GetHandlers() {
-					views = append(views, newHandlerView(h))
-				}
-				if err := writeStructured(out, o.output, views); err != nil {
+				if err := writeStructured(out, o.output, adminview.Handlers(resp.GetHandlers())); err != nil {
 					return err
 				}
-			} else if err := writeHandlerTable(out, resp.GetHandlers(), o.output == "wide", time.Now()); err != nil {
+			} else if err := adminview.WriteHandlers(out, resp.GetHandlers(), o.output == "wide", time.Now()); err != nil {
 				return err
 			}
 			var failed []string

@@ -1,4 +1,4 @@
-package main
+package adminview
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestPluginTableKubeletColumn(t *testing.T) {
 		{Socket: "/s/d.sock", Type: "example", Name: "d", State: reg},
 	}
 	var out bytes.Buffer
-	if err := writePluginTable(&out, ps, true, false, now); err != nil {
+	if err := WritePlugins(&out, ps, true, false, now); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -42,14 +42,14 @@ func TestPluginTableKubeletColumn(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := writePluginTable(&out, ps[3:], false, false, now); err != nil {
+	if err := WritePlugins(&out, ps[3:], false, false, now); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "KUBELET") {
 		t.Errorf("a KUBELET column without a forwarded plugin:\n%s", out.String())
 	}
 
-	b, err := json.Marshal(newPluginView(&adminv1.Plugin{Socket: "/s/b.sock", State: adminv1.PluginState_PLUGIN_STATE_FAILING,
+	b, err := json.Marshal(NewPlugin(&adminv1.Plugin{Socket: "/s/b.sock", State: adminv1.PluginState_PLUGIN_STATE_FAILING,
 		Kubelet: &adminv1.KubeletStatus{State: adminv1.KubeletState_KUBELET_STATE_REFUSED, Error: "driver b unknown"}}))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package adminview
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestTablesEscapeWhatTheyShow(t *testing.T) {
 		State: adminv1.PluginState_PLUGIN_STATE_REGISTERED, LastError: "boom\x1b[2J",
 		Published: map[string]string{"node\x1b": "n1\x1b[31m"}}
 	var out bytes.Buffer
-	if err := writePluginTable(&out, []*adminv1.Plugin{p}, true, false, time.Now()); err != nil {
+	if err := WritePlugins(&out, []*adminv1.Plugin{p}, true, false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -37,7 +37,7 @@ func TestTablesEscapeWhatTheyShow(t *testing.T) {
 
 	h := &adminv1.Handler{File: "/h/" + evil, PluginTypes: []string{"T\n"}, LastError: "trap\x1b[H"}
 	out.Reset()
-	if err := writeHandlerTable(&out, []*adminv1.Handler{h}, true, time.Now()); err != nil {
+	if err := WriteHandlers(&out, []*adminv1.Handler{h}, true, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); strings.ContainsAny(s, "\x1b\x07\u202e") || strings.Count(s, "\n") != 2 {
