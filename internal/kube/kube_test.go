@@ -255,3 +255,91 @@ func TestNodeFeatureWithinItsBound(t *testing.T) {
 		t.Errorf("spec of %d bytes, counted as %d", len(spec), n.Cost())
 	}
 }
+
+// nodeFeatureServer stands in for the API server's NodeFeatures of one namespace: it keeps
+// the objects by name and logs each request ("GET node-a").
+type nodeFeatureServer struct {
+	mu       sync.Mutex
+	objects  map[string]map[string]any
+	requests []string
+}
+
+func (s *nodeFeatureServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	const base = "/apis/nfd.k8s-sigs.io/v1alpha1/namespaces/wasmhost/nodefeatures"
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, base), "/")
+	var obj map[string]any
+	_ = json.Unmarshal(body, &obj)
+	if name == "" && obj != nil {
+		name = obj["metadata"].(map[string]any)["name"].(string)
+	}
+	s.requests = append(s.requests, r.Method+" "+name)
+	status := func(code int, reason string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code,
+			"details": map[string]any{"name": name, "group": "nfd.k8s-sigs.io", "kind": "nodefeatures"}})
+	}
+	cur, ok := s.objects[name]
+	switch {
+	case r.Method == http.MethodGet && !ok, r.Method == http.MethodPut && !ok:
+		status(http.StatusNotFound, "NotFound")
+		return
+	case r.Method == http.MethodPost && ok:
+		status(http.StatusConflict, "AlreadyExists")
+		return
+	case r.Method == http.MethodGet:
+		obj = cur
+	case r.Method == http.MethodPost || r.Method == http.MethodPut:
+		obj["metadata"].(map[string]any)["resourceVersion"] = "1"
+		s.objects[name] = obj
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+func (s *nodeFeatureServer) took() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.requests
+	s.requests = nil
+	return out
+}
+
+// TestNodeFeatureCreateAfterLoad: a node whose Load found no object creates it with one
+// request, not a read and a create; one made by someone else since is read and updated.
+func TestNodeFeatureCreateAfterLoad(t *testing.T) {
+	srv := &nodeFeatureServer{objects: map[string]map[string]any{}}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	client, err := Dynamic(&rest.Config{Host: ts.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		node, before string
+		want         []string
+	}{
+		{"node-a", "", []string{"GET node-a", "POST node-a"}},
+		{"node-b", "made after the load", []string{"GET node-b", "POST node-b", "GET node-b", "PUT node-b"}},
+	} {
+		s := &NodeFeature{Client: client, Namespace: "wasmhost", Node: tc.node}
+		if _, err := s.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tc.before != "" {
+			srv.mu.Lock()
+			srv.objects[tc.node] = ToNodeFeature("wasmhost", tc.node, publish.Empty()).Object
+			srv.mu.Unlock()
+		}
+		if err := s.Write(ctx, publish.Empty()); err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.took(); strings.Join(got, ", ") != strings.Join(tc.want, ", ") {
+			t.Errorf("%s (%s): requests %v, want %v", tc.node, tc.before, got, tc.want)
+		}
+	}
+}
