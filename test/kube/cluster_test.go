@@ -129,6 +129,7 @@ type cluster struct {
 	t         *testing.T
 	dir, bins string
 	port      int
+	etcdURL   string
 	args      []string
 	etcd      *process
 	apiserver *process
@@ -155,6 +156,7 @@ func startCluster(t *testing.T) *cluster {
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
 		"--initial-cluster", fmt.Sprintf("default=http://127.0.0.1:%d", peerPort),
 		"--log-level", "warn", "--quota-backend-bytes", "1073741824")
+	c.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -314,15 +316,22 @@ var nodeFeatures = schema.GroupVersionResource{Group: "nfd.k8s-sigs.io", Version
 // node, as the kubelet projects it into the DaemonSet's pod: the API server adds the node's
 // name to the requests made with it.
 func (c *cluster) nodeToken(sa, node string) string {
-	t := c.t
-	t.Helper()
+	c.t.Helper()
+	token, err := c.newNodeToken(c.clientset(), sa, node)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return token
+}
+
+// newNodeToken is nodeToken for any goroutine: it returns its error.
+func (c *cluster) newNodeToken(cs *kubernetes.Clientset, sa, node string) (string, error) {
 	ctx := context.Background()
-	cs := c.clientset()
 	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		return "", err
 	}
 	if _, err := cs.CoreV1().ServiceAccounts("wasmhost").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		return "", err
 	}
 	no := false
 	pod, err := cs.CoreV1().Pods("wasmhost").Create(ctx, &corev1.Pod{
@@ -334,7 +343,7 @@ func (c *cluster) nodeToken(sa, node string) string {
 		pod, err = cs.CoreV1().Pods("wasmhost").Get(ctx, sa+"-"+node, metav1.GetOptions{})
 	}
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	exp := int64(3600)
 	tr, err := cs.CoreV1().ServiceAccounts("wasmhost").CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
@@ -342,9 +351,9 @@ func (c *cluster) nodeToken(sa, node string) string {
 		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return tr.Status.Token
+	return tr.Status.Token, nil
 }
 
 // kubeconfig writes a kubeconfig for token and returns its path.
