@@ -56,6 +56,9 @@ type Config struct {
 	// Forward presents the plugins of some types to the kubelet once their handlers admitted
 	// them (forward.go). Defaults to off.
 	Forward ForwardConfig `yaml:"forward"`
+	// Tracing exports spans of every registration to an OpenTelemetry collector, as the
+	// kubelet's tracing section does (tracing.go). Defaults to off.
+	Tracing TracingConfig `yaml:"tracing"`
 
 	// lines maps each key set in the file Load read to its line, for Validate's messages.
 	lines map[string]int
@@ -268,6 +271,7 @@ func (c *Config) Validate() error {
 	c.Handlers.validateCapture(bad)
 	c.validatePublish(bad)
 	c.validateForward(bad)
+	c.validateTracing(bad)
 	if c.Handlers.PoolSize < 0 {
 		bad("handlers.poolSize", "must not be negative (0 means one per CPU), got %d", c.Handlers.PoolSize)
 	}

@@ -82,8 +82,9 @@ func codeKeys() map[string]reflect.Value {
 }
 
 // TestKeysCounted: the count docs/configuration.md states is the number of keys a file may set,
-// each key has its row and each row its key; and the config does not grow past 60 without a
-// decision to change this test (issue 31: 88 keys became 59).
+// each key has its row and each row its key; and the config does not grow past 61 without a
+// decision to change this test (issue 31: 88 keys became 59; issue 30 added the kubelet's two
+// tracing keys, tracing.endpoint and tracing.samplingRatePerMillion).
 func TestKeysCounted(t *testing.T) {
 	rows, order, stated := docKeys(t)
 	code := codeKeys()
@@ -100,7 +101,7 @@ func TestKeysCounted(t *testing.T) {
 	if stated != len(code) || stated != len(rows) {
 		t.Errorf("docs/configuration.md says the file has %d keys; the code has %d, the table %d rows", stated, len(code), len(rows))
 	}
-	if len(code) > 60 {
+	if len(code) > 61 {
 		t.Errorf("%d keys: a key is only for a limit or a choice an operator has a reason to make; make the others constants (docs/configuration.md, Constants)", len(code))
 	}
 }

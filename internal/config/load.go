@@ -101,6 +101,7 @@ func Load(path string, into *Config) (warnings []string, err error) {
 	if len(w.problems) > 0 {
 		return w.warnings, fmt.Errorf("config %s:\n%w", path, joinProblems(w.problems))
 	}
+	into.defaultTracingEndpoint()
 	return w.warnings, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/registration/liveness"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 	"github.com/wasmhost/wasmhost/internal/typeslots"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
@@ -71,6 +72,7 @@ type Daemon struct {
 	pub      *publish.Publisher // takes what handlers publish to the cluster (publish.go); nil when off
 	events   *kube.Recorder     // Events on the Node; nil when off
 	capture  *capture.Ring      // the sessions of the last registrations (capture.go); nil when off
+	tracing  *tracing.Provider  // exports the spans of registrations (tracing.*); off by default
 }
 
 // New builds every part of the daemon for cfg (checked and made absolute by the caller);
@@ -88,7 +90,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		registry: registration.NewRegistry(),
 	}
 	d.desired, d.actual = d.state.Desired(), d.state.Actual()
+	if d.tracing, err = tracing.New(ctx, cfg.Tracing.Tracing(version)); err != nil {
+		return nil, err
+	}
+	tracer := d.tracing.Tracer() // nil when off: nothing is traced
 	defer func() {
+		if err != nil {
+			_ = d.tracing.Shutdown(context.WithoutCancel(ctx))
+		}
 		if err != nil && d.liveness != nil {
 			d.liveness.Close()
 		}
@@ -189,6 +198,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		NotifyTimeout:   time.Duration(cfg.Registration.NotifyTimeout),
 		HandlerTimeout:  time.Duration(cfg.Handlers.CallTimeout),
 		Observer:        observer{d.metrics},
+		Tracer:          tracer,
+		ErrorType:       resultOf,
 	}
 	if f := cfg.Forward; (f.KubeletDir == "") != (len(f.Types) == 0) {
 		log.Warn("forwarding to the kubelet is off: it needs both forward.kubeletDir and forward.types", "kubelet_dir", f.KubeletDir, "types", f.Types)
@@ -229,6 +240,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		Resync:          time.Duration(cfg.Reconciler.Resync),
 		Logger:          log.With("component", "reconciler"),
 		Status:          d.state,
+		Tracer:          tracer,
 	})
 	// The host comes last: it is the only part that holds resources before Run.
 	hcfg := SandboxConfig(cfg)
@@ -239,7 +251,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	hcfg.RemovalGrace = time.Duration(cfg.Handlers.RemovalGrace)
 	hcfg.Bindings = hostBindings(cfg)
 	hcfg.Quarantine = &cfg.Handlers.Quarantine
-	hcfg.PluginCaller = registrar.PluginCaller{}
+	hcfg.PluginCaller = registrar.PluginCaller{Tracer: tracer}
 	hcfg.OnChange = d.publishHandlers
 	hcfg.FollowDir = followDir
 	if d.capture != nil {
@@ -331,7 +343,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The reconciler has stopped calling handlers: the modules can go.
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	return errors.Join(err, d.host.Close(closeCtx), d.oci.Close(closeCtx))
+	err = errors.Join(err, d.host.Close(closeCtx), d.oci.Close(closeCtx))
+	// Last, the spans still queued: a collector that is down costs at most twice the export
+	// timeout here (tracing.Provider.Shutdown), and an error only a warning.
+	if terr := d.tracing.Shutdown(context.WithoutCancel(ctx)); terr != nil {
+		d.log.Warn("tracing: spans not exported at shutdown", "endpoint", d.cfg.Tracing.Endpoint, "error", terr)
+	}
+	return err
 }
 
 func run(ctx context.Context, cfg config.Config, log *slog.Logger, version string) error {

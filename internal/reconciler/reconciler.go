@@ -25,7 +25,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
@@ -134,6 +139,9 @@ type Config struct {
 	// Status is where the reconciler records each socket's status (the daemon's state store,
 	// which readers follow). Defaults to a store of the reconciler's own.
 	Status StatusStore
+	// Tracer, if set, starts one trace per operation: its root span, which Operations
+	// annotate and add their steps under (internal/tracing). Defaults to nil: none.
+	Tracer trace.Tracer
 }
 
 // StatusStore is what the reconciler needs of where it records statuses; *state.Store
@@ -706,17 +714,45 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 			default:
 			}
 		}))
+		attempt, tracer := s.attempts+1, l.r.cfg.Tracer
 		l.ops.Go(func() {
+			ctx, span := startPass(ctx, tracer, res.socket, attempt)
 			res.err = ops.Register(ctx, res.socket)
+			tracing.End(span, res.err, "")
 			l.done <- res
 		})
 		return
 	}
 	res.plugin = a
+	tracer := l.r.cfg.Tracer
 	l.ops.Go(func() {
+		ctx, span := tracing.StartRoot(ctx, tracer, tracing.SpanDeregister)
 		res.err = ops.Deregister(ctx, res.plugin)
+		tracing.End(span, res.err, "")
 		l.done <- res
 	})
+}
+
+// startPass starts the trace of a registration pass over the socket d, its attempt-th. A
+// first pass starts when the socket was seen, with a child span for the wait until the pass
+// began (behind other operations, or for the handlers at start): the trace then lasts as long
+// as the plugin waited, as the registration latency metric counts it. A retry starts now.
+func startPass(ctx context.Context, t trace.Tracer, d state.Socket, attempt int) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, noop.Span{}
+	}
+	now := time.Now()
+	start := now
+	if attempt == 1 && !d.Seen.IsZero() && d.Seen.Before(now) {
+		start = d.Seen
+	}
+	ctx, span := tracing.StartRoot(ctx, t, tracing.SpanRegister, trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.String(tracing.AttrSocket, d.Path), attribute.Int(tracing.AttrAttempt, attempt)))
+	if span.IsRecording() && start.Before(now) {
+		_, q := t.Start(ctx, tracing.SpanQueued, trace.WithTimestamp(start))
+		q.End(trace.WithTimestamp(now))
+	}
+	return ctx, span
 }
 
 // complete records the outcome of an operation, re-evaluates its path and fills the freed slot.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/safetext"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 )
 
 // A registration is two small unary calls on one connection that is closed right after. A
@@ -94,6 +95,7 @@ type wireConn struct {
 	hdec   *hpack.Decoder
 	nextID uint32
 	broken error // set when the connection can no longer be used
+	socket string // the plugin's registration socket, for the spans of its calls
 
 	// What the plugin allows us to send (RFC 9113 §6.9): its SETTINGS_MAX_FRAME_SIZE and
 	// SETTINGS_INITIAL_WINDOW_SIZE, and the connection's send window.
@@ -243,13 +245,13 @@ func (w *wireConn) call(ctx context.Context, method string, msg []byte) (resp []
 	w.nextID += 2
 	w.streamWindow = w.peerInitWindow
 	w.resp = response{}
-	if err := w.writeRequest(method, msg, deadline, hasDeadline); err != nil {
+	if err := w.writeRequest(ctx, method, msg, deadline, hasDeadline); err != nil {
 		return nil, w.ioError(err)
 	}
 	return w.readResponse()
 }
 
-func (w *wireConn) writeRequest(method string, msg []byte, deadline time.Time, hasDeadline bool) error {
+func (w *wireConn) writeRequest(ctx context.Context, method string, msg []byte, deadline time.Time, hasDeadline bool) error {
 	w.hbuf.Reset()
 	w.header(":method", "POST")
 	w.header(":scheme", "http")
@@ -262,6 +264,8 @@ func (w *wireConn) writeRequest(method string, msg []byte, deadline time.Time, h
 	if hasDeadline {
 		w.header("grpc-timeout", encodeTimeout(time.Until(deadline)))
 	}
+	// A plugin that traces joins the registration's trace (W3C traceparent, when there is one).
+	tracing.Inject(ctx, w.header)
 	if err := w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: w.stream, BlockFragment: w.hbuf.Bytes(), EndHeaders: true}); err != nil {
 		return err
 	}

@@ -9,15 +9,19 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/safetext"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 )
 
 // ErrBadEndpoint: a plugin's endpoint is not a unix socket that plugin_call may dial.
@@ -46,11 +50,16 @@ const (
 // it handles and nothing on the network. Registration is on the hot path and uses the small
 // client in client.go; this is not, so it uses grpc-go, which handles whatever the plugin's
 // own server does.
-type PluginCaller struct{}
+type PluginCaller struct {
+	// Tracer, if set, traces each call as a client span under the handler call's, and sends
+	// its trace context (W3C traceparent) in the request's metadata, so that a plugin that
+	// traces joins the trace. Defaults to nil: nothing is traced or sent.
+	Tracer trace.Tracer
+}
 
 // Call invokes method on the plugin serving at endpoint with the encoded request req, and
 // returns the encoded response, which may be at most maxResp bytes. ctx bounds the call.
-func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {
+func (pc PluginCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) (_ []byte, err error) {
 	path, err := UnixPath(endpoint)
 	if err != nil {
 		return nil, err
@@ -58,6 +67,15 @@ func (PluginCaller) Call(ctx context.Context, endpoint, method string, req []byt
 	if !strings.HasPrefix(method, "/") || strings.Count(method, "/") != 2 {
 		return nil, fmt.Errorf("registrar: plugin_call: method %q is not a full gRPC method name (/package.Service/Method)", method)
 	}
+	ctx, span := tracing.Start(ctx, pc.Tracer, strings.TrimPrefix(method, "/"), trace.SpanKindClient)
+	if span.IsRecording() {
+		span.SetAttributes(rpcAttributes(method, path)...)
+		defer func() {
+			span.SetAttributes(attribute.Int(tracing.RPCStatusCode, int(status.Code(err))))
+			tracing.End(span, err, pluginCallErrorType(err))
+		}()
+	}
+	tracing.Inject(ctx, func(k, v string) { ctx = metadata.AppendToOutgoingContext(ctx, k, v) })
 	// Connect first, here: a missing socket or nobody listening fails the call at once with
 	// the reason (no such file, connection refused), where grpc-go would keep retrying until
 	// the call's deadline and report only that it ran out.
@@ -173,4 +191,16 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	m.b = data.Materialize()
 	return nil
+}
+
+// pluginCallErrorType is the class of a failed plugin_call, for error.type: why it did not
+// reach the plugin, or the gRPC status the plugin answered with.
+func pluginCallErrorType(err error) string {
+	switch {
+	case errors.Is(err, ErrEndpointUnreachable):
+		return "unreachable"
+	case errors.Is(err, registration.ErrResponseTooLarge):
+		return "too_large"
+	}
+	return status.Code(err).String()
 }

@@ -22,12 +22,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 	"github.com/wasmhost/wasmhost/internal/typeslots"
 )
 
@@ -88,6 +91,12 @@ type Config struct {
 	// their handler admitted them, and the plugin is told it is registered only once the
 	// kubelet accepted it too (forward.go). Defaults to nil: no plugin is forwarded.
 	Forward Forwarder
+	// Tracer, if set, traces the steps of each pass under the span its caller started
+	// (trace.go). Defaults to nil: nothing is traced.
+	Tracer trace.Tracer
+	// ErrorType names the class of a failure, for the spans' error.type (the daemon gives the
+	// metrics' result labels). Defaults to ErrorType: the registration sentinel it wraps.
+	ErrorType func(error) string
 }
 
 // typeSlotWait is how long a registration waits for a slot of its plugin type before it gives
@@ -227,6 +236,7 @@ func setDefault(d *time.Duration, v time.Duration) {
 // level and a failure at debug level; the caller logs the failure once, with what it will do.
 func (r *Registrar) Register(ctx context.Context, s state.Socket) error {
 	err := r.register(ctx, s)
+	r.endPass(ctx, s.Path, err)
 	if o := r.cfg.Observer; o != nil {
 		var pe *PluginError
 		switch {
@@ -245,12 +255,18 @@ func (r *Registrar) register(ctx context.Context, s state.Socket) error {
 	start := time.Now()
 	log := r.log.With("socket", s.Path)
 
-	conn, err := r.dial(ctx, s)
+	dctx, span := tracing.Start(ctx, r.cfg.Tracer, tracing.SpanDial, trace.SpanKindClient)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.ServerAddress, s.Path))
+	}
+	conn, err := r.dial(dctx, s)
+	tracing.End(span, err, r.errorType(err))
 	if err != nil {
 		log.Debug("plugin unreachable", "error", err)
 		return err
 	}
 	client := newWireConn(conn)
+	client.socket = s.Path
 	defer client.close()
 
 	info, err := r.getInfo(ctx, client, s.Path)
@@ -474,7 +490,22 @@ func (r *Registrar) Deregister(ctx context.Context, p state.Plugin) error {
 		// Gone from the kubelet too: it deregisters the plugin when the socket goes.
 		fw.Remove(p.Socket)
 	}
-	return r.deregister(ctx, log, p)
+	err := r.deregister(ctx, log, p)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		outcome := "deregistered"
+		if err != nil {
+			outcome = r.errorType(err)
+			span.SetAttributes(attribute.String(tracing.ErrorType, outcome))
+		}
+		span.SetAttributes(attribute.String(tracing.AttrSocket, p.Socket),
+			attribute.String(tracing.AttrPluginType, p.Type),
+			attribute.String(tracing.AttrPluginName, p.Name),
+			attribute.String(tracing.AttrOutcome, outcome))
+		if p.HandlerSHA256 != "" {
+			span.SetAttributes(attribute.String(tracing.AttrRevision, "sha256:"+p.HandlerSHA256))
+		}
+	}
+	return err
 }
 
 // deregister is Deregister once the plugin is neither watched nor presented to the kubelet.
@@ -550,7 +581,9 @@ func (r *Registrar) takeOver(ctx context.Context, q state.Plugin, log *slog.Logg
 func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string) (registration.PluginInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.GetInfoTimeout)
 	defer cancel()
+	ctx, span := r.startRPC(ctx, regapi.Registration_GetInfo_FullMethodName, socket)
 	raw, err := client.call(ctx, regapi.Registration_GetInfo_FullMethodName, nil)
+	r.endRPC(span, err)
 	if status.Code(err) == codes.ResourceExhausted {
 		return registration.PluginInfo{}, fmt.Errorf("%w: socket %s: GetInfo answer: %w", registration.ErrInvalidInfo, socket, err)
 	}
@@ -572,6 +605,11 @@ func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string
 func (r *Registrar) callHandler(ctx context.Context, pluginType, name string, call func(context.Context) error) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
 	defer cancel()
+	ctx, span := tracing.Start(ctx, r.cfg.Tracer, tracing.SpanHandler+"."+name, trace.SpanKindInternal)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrPluginType, pluginType))
+	}
+	defer func() { tracing.End(span, err, r.errorType(err)) }()
 	if o := r.cfg.Observer; o != nil {
 		start := time.Now()
 		defer func() { o.HandlerCall(pluginType, name, err, time.Since(start)) }()
@@ -588,7 +626,12 @@ func (r *Registrar) callHandler(ctx context.Context, pluginType, name string, ca
 func (r *Registrar) notify(ctx context.Context, client *wireConn, registered bool, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.NotifyTimeout)
 	defer cancel()
+	ctx, span := r.startRPC(ctx, regapi.Registration_NotifyRegistrationStatus_FullMethodName, client.socket)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Bool(tracing.AttrRegistered, registered))
+	}
 	_, err := client.call(ctx, regapi.Registration_NotifyRegistrationStatus_FullMethodName, encodeStatus(registered, reason))
+	r.endRPC(span, err)
 	return err
 }
 

@@ -1,0 +1,206 @@
+// Package tracing is the daemon's OpenTelemetry tracing, in the kubelet's style: off unless
+// configured, spans exported over OTLP/gRPC to a collector, sampled at a rate per million of
+// new traces. It holds what every traced stage shares: the tracer provider (a no-op one when
+// off, so that a span costs a call that does nothing), the attribute names, and the W3C
+// trace-context propagation into a plugin call's metadata. The stages take a trace.Tracer and
+// start their own spans; a nil one means off.
+//
+// A collector that is down or slow never holds a registration: spans are queued and exported
+// in the background, and dropped when the queue is full.
+//
+// This package is part of the daemon, not a stable API.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Config is the daemon's tracing: the kubelet's TracingConfiguration, with its names.
+type Config struct {
+	// Endpoint is the collector's OTLP/gRPC address, host:port. Defaults to "": tracing off.
+	// A config file with a tracing section and no endpoint gets DefaultEndpoint, as the
+	// kubelet's does.
+	Endpoint string
+	// SamplingRatePerMillion is how many new traces in a million are sampled. Defaults to 0,
+	// as in the kubelet: none (a span whose parent was sampled would be, but the daemon's
+	// traces start in the daemon). Up to 1000000: every one.
+	SamplingRatePerMillion int32
+	// Version is the daemon's version, the resource's service.version.
+	Version string
+	// ExportTimeout bounds each export to the collector, its retries included. Defaults to
+	// DefaultExportTimeout.
+	ExportTimeout time.Duration
+}
+
+// DefaultEndpoint is the collector's address when a tracing section names none: the OTLP
+// gRPC port on the node, the kubelet's default.
+const DefaultEndpoint = "localhost:4317"
+
+// DefaultExportTimeout bounds one export. A collector that hangs costs a goroutine this long,
+// never a registration; shutdown waits for it at most this long again.
+const DefaultExportTimeout = 5 * time.Second
+
+// ServiceName is the resource's service.name.
+const ServiceName = "wasmhost"
+
+// TracerName is the instrumentation scope of the daemon's spans.
+const TracerName = "github.com/wasmhost/wasmhost"
+
+// ErrConfig is the error of a tracing section that cannot be used.
+var ErrConfig = errors.New("tracing: invalid configuration")
+
+// On reports whether c turns tracing on: a collector to export to and a rate above 0 (with 0,
+// no trace the daemon starts is ever sampled, so nothing is set up).
+func (c Config) On() bool { return c.Endpoint != "" && c.SamplingRatePerMillion > 0 }
+
+// Validate checks the endpoint is host:port and the rate within 0..1000000.
+func (c Config) Validate() error {
+	if c.SamplingRatePerMillion < 0 || c.SamplingRatePerMillion > 1_000_000 {
+		return fmt.Errorf("%w: tracing.samplingRatePerMillion %d: must be 0 to 1000000", ErrConfig, c.SamplingRatePerMillion)
+	}
+	if c.Endpoint == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.Endpoint)
+	if err != nil {
+		return fmt.Errorf("%w: tracing.endpoint %q: want host:port (OTLP over gRPC, e.g. %s): %v", ErrConfig, c.Endpoint, DefaultEndpoint, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
+		return fmt.Errorf("%w: tracing.endpoint %q: want host:port with a port 1-65535 (OTLP over gRPC, e.g. %s)", ErrConfig, c.Endpoint, DefaultEndpoint)
+	}
+	return nil
+}
+
+// Provider gives the daemon's tracer and flushes it at shutdown. The zero value and nil are
+// off.
+type Provider struct {
+	sdk     *sdktrace.TracerProvider // nil when off
+	timeout time.Duration
+}
+
+// New returns the provider of c: off (a no-op tracer) unless c.On. The exporter connects
+// lazily and reconnects by itself: a collector that is not there yet is not an error.
+func New(ctx context.Context, c Config) (*Provider, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if !c.On() {
+		return &Provider{}, nil
+	}
+	if c.ExportTimeout <= 0 {
+		c.ExportTimeout = DefaultExportTimeout
+	}
+	exp, err := otlptracegrpc.New(ctx,
+		otlptracegrpc.WithEndpoint(c.Endpoint),
+		otlptracegrpc.WithInsecure(), // a collector on the node or beside the daemon
+		otlptracegrpc.WithTimeout(c.ExportTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter to %s: %w", c.Endpoint, err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		attribute.String("service.name", ServiceName),
+		attribute.String("service.version", c.Version),
+	))
+	if err != nil {
+		res = resource.Default()
+	}
+	sdk := sdktrace.NewTracerProvider(
+		// Spans wait in a bounded queue and leave in batches from a goroutine of their own;
+		// a full queue drops them (the SDK's default, kept on purpose: a registration never
+		// waits for the collector).
+		sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(c.ExportTimeout)),
+		sdktrace.WithSampler(Sampler(c.SamplingRatePerMillion)),
+		sdktrace.WithResource(res),
+	)
+	return &Provider{sdk: sdk, timeout: c.ExportTimeout}, nil
+}
+
+// Sampler is the kubelet's: a span follows its parent's decision; a new trace is sampled at
+// rate per million.
+func Sampler(ratePerMillion int32) sdktrace.Sampler {
+	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(float64(ratePerMillion) / 1e6))
+}
+
+// Tracer is the daemon's tracer: nil when off, which every stage takes as off (it starts no
+// root span, and so no span at all: see Start).
+func (p *Provider) Tracer() trace.Tracer {
+	if p == nil || p.sdk == nil {
+		return nil
+	}
+	return p.sdk.Tracer(TracerName)
+}
+
+// Shutdown exports the spans still queued and stops the exporter. It returns within twice the
+// export timeout, with every goroutine of the provider gone (an export in progress ends at
+// its own timeout), or when ctx is done.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if p == nil || p.sdk == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
+	defer cancel()
+	return p.sdk.Shutdown(ctx)
+}
+
+// StartRoot starts the root span of a new trace, name, with t; with t nil (off) it returns
+// ctx and a span that does nothing, at no cost.
+func StartRoot(ctx context.Context, t trace.Tracer, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, noop.Span{}
+	}
+	return t.Start(ctx, name, append(opts, trace.WithNewRoot())...)
+}
+
+// Start starts span name under the span of ctx, of kind, when that one records (its trace is
+// sampled); otherwise it returns ctx and that span, which records nothing, so that a trace
+// not sampled (or tracing off) costs a look-up and no allocation. Set attributes on the span
+// returned only when it IsRecording.
+func Start(ctx context.Context, t trace.Tracer, name string, kind trace.SpanKind) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if t == nil || !parent.IsRecording() {
+		return ctx, parent
+	}
+	return t.Start(ctx, name, trace.WithSpanKind(kind))
+}
+
+// End ends span with the outcome of what it traced: on error, its status is Error with the
+// message, and error.type is errType (a low-cardinality class, as the metrics' result label)
+// unless that is "" (error.type said already, or to be said by whoever knows it).
+func End(span trace.Span, err error, errType string) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+		if errType != "" {
+			span.SetAttributes(attribute.String(ErrorType, errType))
+		}
+	}
+	span.End()
+}
+
+// Inject writes the W3C trace context of ctx (traceparent, and tracestate when there is one)
+// with set, as gRPC request metadata: a plugin that traces continues the trace. Nothing is
+// written when ctx carries no valid span (tracing off, or not sampled and no parent).
+func Inject(ctx context.Context, set func(key, value string)) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	for k, v := range carrier {
+		set(k, v)
+	}
+}
