@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -105,6 +107,7 @@ type Plugin struct {
 	notes     []Notification
 	next      int           // first notification not yet returned by WaitNotification
 	noteAdded chan struct{} // closed and replaced when a notification is recorded
+	parents   map[string][]string // the traceparent of each call received, by method ("" when none)
 }
 
 // Serve starts a fake plugin serving the registration API at socketPath (which must not
@@ -198,6 +201,7 @@ func (p *Plugin) serveLocked(ln net.Listener) {
 // call answers a method of Options.Calls.
 func (p *Plugin) call(_ any, stream grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(stream)
+	p.recordParent(stream.Context(), method)
 	reply, ok := p.opts.Calls[method]
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown method %s", method)
@@ -207,6 +211,30 @@ func (p *Plugin) call(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	return stream.SendMsg(rawReply(reply))
+}
+
+// recordParent records the W3C traceparent of a call of method the plugin received, as a
+// plugin that traces would read it from the request's metadata.
+func (p *Plugin) recordParent(ctx context.Context, method string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := ""
+	if tp := md.Get("traceparent"); len(tp) > 0 {
+		v = tp[0]
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.parents == nil {
+		p.parents = map[string][]string{}
+	}
+	p.parents[method] = append(p.parents[method], v)
+}
+
+// TraceParents returns the traceparent metadata of each call of method (a full gRPC method
+// name) the plugin received, in order: "" for a call that carried none.
+func (p *Plugin) TraceParents(method string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.parents[method])
 }
 
 // Path returns the plugin's socket path.
@@ -301,6 +329,7 @@ func (p *Plugin) record(n Notification) {
 }
 
 func (p *Plugin) getInfo(ctx context.Context) (any, error) {
+	p.recordParent(ctx, regapi.Registration_GetInfo_FullMethodName)
 	p.mu.Lock()
 	p.getInfos++
 	p.mu.Unlock()
@@ -311,6 +340,7 @@ func (p *Plugin) getInfo(ctx context.Context) (any, error) {
 }
 
 func (p *Plugin) notify(ctx context.Context, st *regapi.RegistrationStatus) (any, error) {
+	p.recordParent(ctx, regapi.Registration_NotifyRegistrationStatus_FullMethodName)
 	n := Notification{Registered: st.GetPluginRegistered(), Error: st.GetError(), At: time.Now()}
 	p.record(n)
 	switch p.opts.Notify {
