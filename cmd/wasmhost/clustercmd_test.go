@@ -1,42 +1,78 @@
 package main
 
 import (
-	"maps"
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
-	"github.com/wasmhost/wasmhost/internal/publish"
-	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/fleet"
+	"github.com/wasmhost/wasmhost/internal/kube"
 )
 
-// TestClusterPluginsReadsTheKeyScheme: `wasmhost cluster plugins` shows what each plugin
-// published, an active plugin's from its type's attributes and a standby's from its instance,
-// and a plugin whose name spells another's key shows only its own.
-func TestClusterPluginsReadsTheKeyScheme(t *testing.T) {
-	s := state.New()
-	add := func(socket, name string, standby bool, published map[string]string) {
-		s.Actual().Add(state.Plugin{Socket: socket, Type: "CSIPlugin", Name: name, Versions: []string{"1.0.0"}, Published: published, Standby: standby})
-		st := state.StateRegistered
-		if standby {
-			st = state.StateStandby
+func fleetNodes(now time.Time) []fleet.Node {
+	return []fleet.Node{
+		{Name: "node-a", Namespace: "wasmhost", Ready: "Ready", Renewed: true, Renewal: kube.Renewal{At: now.Add(-3 * time.Minute), Every: 10 * time.Minute},
+			Plugins: []fleet.Plugin{{Type: "CSIPlugin", Name: "csi-a", State: "registered", Versions: []string{"1.0.0"}, Published: map[string]string{"node_id": "a"}}}},
+		{Name: "node-b", Namespace: "wasmhost", Ready: "NotReady", Renewed: true, Missed: 2, Stale: true, Renewal: kube.Renewal{At: now.Add(-25 * time.Minute), Every: 10 * time.Minute}},
+	}
+}
+
+// TestClusterPluginsJSONIsOneDocument: -o json is one JSON document however many nodes (none
+// included), with a plugin a line, each carrying its node's readiness and staleness.
+func TestClusterPluginsJSONIsOneDocument(t *testing.T) {
+	now := time.Now()
+	for _, nodes := range [][]fleet.Node{nil, fleetNodes(now)} {
+		var b strings.Builder
+		d := &pluginDoc{w: &b}
+		for _, n := range nodes {
+			if err := d.node(n); err != nil {
+				t.Fatal(err)
+			}
 		}
-		s.SetStatus(state.Status{Path: socket, State: st, PluginType: "CSIPlugin", PluginName: name})
-	}
-	add("/r/a.sock", "csi.example.com", false, map[string]string{"node_id": "node-1"})
-	add("/r/b.sock", "csi.example.com", true, map[string]string{"node_id": "old"})
-	add("/r/c.sock", "csi.example.com.node_id", false, map[string]string{"node_id": "c"})
-	add("/r/d.sock", "csi.example.com_node", false, map[string]string{"id": "d"})
-	rules := map[string]publish.Rules{"CSIPlugin": {Namespace: "csi.wasmhost.dev", Labels: []string{"node_id"}, Attributes: []string{"*"}}}
-	n, _ := publish.Build(s.Plugins(), rules, 0)
-	want := map[string]map[string]string{
-		"/r/a.sock": {"node_id": "node-1"}, "/r/b.sock": {"node_id": "old"}, "/r/c.sock": {"node_id": "c"}, "/r/d.sock": {"id": "d"},
-	}
-	ps := clusterPlugins("node-a", n)
-	if len(ps) != len(want) {
-		t.Fatalf("%d plugins, want %d: %+v", len(ps), len(want), ps)
-	}
-	for _, p := range ps {
-		if !maps.Equal(p.Published, want[p.Socket]) {
-			t.Errorf("%s (%s, %s) published %v, want %v", p.Socket, p.Name, p.State, p.Published, want[p.Socket])
+		if err := d.end(); err != nil {
+			t.Fatal(err)
 		}
+		var doc struct{ Plugins []clusterPlugin }
+		if err := json.Unmarshal([]byte(b.String()), &doc); err != nil {
+			t.Fatalf("%v:\n%s", err, b.String())
+		}
+		lines := 1
+		if len(nodes) > 0 {
+			lines = len(nodes) + 2
+		}
+		if len(doc.Plugins) != len(nodes) || strings.Count(b.String(), "\n") != lines {
+			t.Errorf("%d plugins, want %d, one a line:\n%s", len(doc.Plugins), len(nodes), b.String())
+		}
+		if len(nodes) > 0 && (doc.Plugins[0].Name != "csi-a" || doc.Plugins[0].Stale || doc.Plugins[0].NodeReady != "Ready" ||
+			!doc.Plugins[1].Stale || doc.Plugins[1].Type != "" || doc.Plugins[1].MissedRenewals != 2 || doc.Plugins[1].RenewInterval != "10m0s") {
+			t.Errorf("-o json:\n%s", b.String())
+		}
+	}
+}
+
+// TestClusterPluginsTable: the table marks a stale node and shows its Node's Ready beside it;
+// a node without plugins is a line; the columns line up across what was written so far.
+func TestClusterPluginsTable(t *testing.T) {
+	now := time.Now()
+	var b strings.Builder
+	tb := &pluginTable{w: &b, now: now}
+	for _, n := range fleetNodes(now) {
+		if err := tb.node(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NODE") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if f := strings.Fields(lines[1]); f[0] != "node-a" || f[1] != "Ready" || f[2] != "3m" || f[4] != "CSIPlugin" || f[6] != "registered" || strings.Contains(lines[1], "stale") {
+		t.Errorf("node-a's line: %q", lines[1])
+	}
+	if !strings.Contains(lines[2], "NotReady") || !strings.Contains(lines[2], "25m ago (stale)") {
+		t.Errorf("node-b's line: %q", lines[2])
+	}
+	if strings.Index(lines[0], "TYPE") != strings.Index(lines[1], "CSIPlugin") || strings.Index(lines[0], "STATE") != strings.Index(lines[1], "registered") {
+		t.Errorf("columns do not line up:\n%s", b.String())
 	}
 }

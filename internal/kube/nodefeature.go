@@ -24,11 +24,28 @@ const (
 	NodeNameLabel = "nfd.node.kubernetes.io/node-name"
 	// FieldManager is the daemon's name in the objects' managed fields.
 	FieldManager = "wasmhost"
-	// NodeFeatureResync: the object is written again this often with nothing changed, which
-	// repairs it if someone changed or deleted it (an update that changes nothing stores
-	// nothing).
-	NodeFeatureResync = 10 * time.Minute
+	// ManagedByLabel = ManagedBy marks the objects the daemon writes, so that the fleet view
+	// lists only those (not nfd-worker's own NodeFeatures, which carry the same node label).
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "wasmhost"
+	// RenewTimeAnnotation is when the daemon last wrote the object (RFC 3339, microseconds,
+	// its own clock): at every change and at every renewal. RenewIntervalAnnotation is how
+	// often it renews it (a Go duration), so that a reader can tell a node whose daemon
+	// stopped: two renewals missed (Stale). A Lease's renewTime and leaseDurationSeconds,
+	// on the object itself.
+	RenewTimeAnnotation     = "wasmhost.dev/renew-time"
+	RenewIntervalAnnotation = "wasmhost.dev/renew-interval"
+	// RenewTimeFormat is how RenewTimeAnnotation is written (metav1.MicroTime's format).
+	RenewTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+	// StaleAfterRenewals: an object not renewed for this many of its intervals is stale.
+	StaleAfterRenewals = 2
 )
+
+// NodeFeatureResync: the object is written again this often with nothing changed, which
+// repairs it if someone changed or deleted it, and renews it (RenewTimeAnnotation). A
+// variable only so that tests can shorten it; not a config key (docs/configuration.md says
+// why).
+var NodeFeatureResync = 10 * time.Minute
 
 // NodeFeature is a publisher sink: one NodeFeature object named after the node, in
 // Namespace, labelled with NodeNameLabel, holding the labels, the attributes (one feature per
@@ -40,14 +57,23 @@ type NodeFeature struct {
 	Client    dynamic.Interface
 	Namespace string
 	Node      string
+	// Resync is how often the object is renewed. Defaults to NodeFeatureResync.
+	Resync time.Duration
+	// Now is the clock of RenewTimeAnnotation. Defaults to time.Now.
+	Now func() time.Time
 
 	rv     string // the object's resourceVersion as last read or written; "" to read it again
 	absent bool   // Load found no object: the first Write creates it without reading again
 }
 
-func (s *NodeFeature) SinkName() string            { return "nodeFeature" }
-func (s *NodeFeature) Target() string              { return s.Namespace + "/" + s.Node }
-func (s *NodeFeature) RefreshAfter() time.Duration { return NodeFeatureResync }
+func (s *NodeFeature) SinkName() string { return "nodeFeature" }
+func (s *NodeFeature) Target() string   { return s.Namespace + "/" + s.Node }
+func (s *NodeFeature) RefreshAfter() time.Duration {
+	if s.Resync > 0 {
+		return s.Resync
+	}
+	return NodeFeatureResync
+}
 
 func (s *NodeFeature) grant() string {
 	return "get, create and update of nodefeatures.nfd.k8s-sigs.io named " + s.Node + " in namespace " + s.Namespace
@@ -73,6 +99,11 @@ func (s *NodeFeature) Load(ctx context.Context) (publish.Node, error) {
 func (s *NodeFeature) Write(ctx context.Context, n publish.Node) error {
 	ri := s.Client.Resource(NodeFeatureResource).Namespace(s.Namespace)
 	obj := ToNodeFeature(s.Namespace, s.Node, n)
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	SetRenewed(obj, now(), s.RefreshAfter())
 	for attempt := 0; ; attempt++ {
 		if s.rv == "" && !s.absent {
 			cur, err := ri.Get(ctx, s.Node, metav1.GetOptions{})
@@ -188,11 +219,52 @@ func ToNodeFeature(namespace, node string, n publish.Node) *unstructured.Unstruc
 		"metadata": map[string]any{
 			"name":      node,
 			"namespace": namespace,
-			"labels":    map[string]any{NodeNameLabel: node},
+			"labels":    map[string]any{NodeNameLabel: node, ManagedByLabel: ManagedBy},
 		},
 		"spec": spec,
 	}}
 }
+
+// SetRenewed says on obj that it was written at, and is renewed every interval.
+func SetRenewed(obj *unstructured.Unstructured, at time.Time, every time.Duration) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[RenewTimeAnnotation] = at.UTC().Format(RenewTimeFormat)
+	a[RenewIntervalAnnotation] = every.String()
+	obj.SetAnnotations(a)
+}
+
+// Renewal is when an object was last renewed, and how often it is.
+type Renewal struct {
+	At    time.Time
+	Every time.Duration
+}
+
+// RenewalOf reads obj's renewal; ok is false when its annotations are missing or unreadable
+// (an object written by a daemon before they existed, or edited by hand).
+func RenewalOf(obj *unstructured.Unstructured) (r Renewal, ok bool) {
+	a := obj.GetAnnotations()
+	at, err := time.Parse(time.RFC3339Nano, a[RenewTimeAnnotation])
+	if err != nil {
+		return Renewal{}, false
+	}
+	every, err := time.ParseDuration(a[RenewIntervalAnnotation])
+	if err != nil || every <= 0 {
+		return Renewal{}, false
+	}
+	return Renewal{At: at, Every: every}, true
+}
+
+// Missed returns how many whole renewals are missed at now (0 when the last is not overdue).
+func (r Renewal) Missed(now time.Time) int {
+	return int(now.Sub(r.At) / r.Every)
+}
+
+// Stale reports whether StaleAfterRenewals renewals are missed at now: the daemon stopped,
+// or cannot reach the API server.
+func (r Renewal) Stale(now time.Time) bool { return r.Missed(now) >= StaleAfterRenewals }
 
 // FromNodeFeature reads what a NodeFeature object holds.
 func FromNodeFeature(obj *unstructured.Unstructured) publish.Node {
