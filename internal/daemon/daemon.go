@@ -90,7 +90,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 		registry: registration.NewRegistry(),
 	}
 	d.desired, d.actual = d.state.Desired(), d.state.Actual()
-	if d.tracing, err = tracing.New(ctx, cfg.Tracing.Tracing(version)); err != nil {
+	tcfg := cfg.Tracing.Tracing(version)
+	tcfg.Logger = log.With("component", "tracing")
+	if d.tracing, err = tracing.New(ctx, tcfg); err != nil {
 		return nil, err
 	}
 	tracer := d.tracing.Tracer() // nil when off: nothing is traced

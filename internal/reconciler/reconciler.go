@@ -27,7 +27,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wasmhost/wasmhost/internal/state"
 	"github.com/wasmhost/wasmhost/internal/tracing"
@@ -739,7 +738,7 @@ func (l *loop) start(s *sock, kind opKind, d state.Socket, a state.Plugin) {
 // as the plugin waited, as the registration latency metric counts it. A retry starts now.
 func startPass(ctx context.Context, t trace.Tracer, d state.Socket, attempt int) (context.Context, trace.Span) {
 	if t == nil {
-		return ctx, noop.Span{}
+		return tracing.StartRoot(ctx, nil, "")
 	}
 	now := time.Now()
 	start := now

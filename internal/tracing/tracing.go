@@ -16,9 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -44,15 +47,27 @@ type Config struct {
 	// ExportTimeout bounds each export to the collector, its retries included. Defaults to
 	// DefaultExportTimeout.
 	ExportTimeout time.Duration
+	// Logger is told when exports fail (a collector down), at most once per
+	// failureLogInterval. Defaults to nil: discarded.
+	Logger *slog.Logger
 }
+
+// failureLogInterval spaces the warnings of failed exports: a collector that is down fails
+// every batch.
+const failureLogInterval = time.Minute
 
 // DefaultEndpoint is the collector's address when a tracing section names none: the OTLP
 // gRPC port on the node, the kubelet's default.
 const DefaultEndpoint = "localhost:4317"
 
-// DefaultExportTimeout bounds one export. A collector that hangs costs a goroutine this long,
-// never a registration; shutdown waits for it at most this long again.
+// DefaultExportTimeout bounds one export. A collector that hangs costs the exporter's
+// goroutine this long, never a registration.
 const DefaultExportTimeout = 5 * time.Second
+
+// ShutdownGrace is how long shutdown waits for the spans still queued to be exported; past
+// it, the export in progress is abandoned and the rest dropped, so that a collector that is
+// down or hangs delays the daemon's exit by this much at most.
+const ShutdownGrace = time.Second
 
 // ServiceName is the resource's service.name.
 const ServiceName = "wasmhost"
@@ -88,8 +103,8 @@ func (c Config) Validate() error {
 // Provider gives the daemon's tracer and flushes it at shutdown. The zero value and nil are
 // off.
 type Provider struct {
-	sdk     *sdktrace.TracerProvider // nil when off
-	timeout time.Duration
+	sdk   *sdktrace.TracerProvider // nil when off
+	abort context.CancelFunc       // ends every export in progress and to come
 }
 
 // New returns the provider of c: off (a no-op tracer) unless c.On. The exporter connects
@@ -119,15 +134,57 @@ func New(ctx context.Context, c Config) (*Provider, error) {
 	if err != nil {
 		res = resource.Default()
 	}
+	abortCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	otel.SetErrorHandler(failureLog(c, abortCtx))
 	sdk := sdktrace.NewTracerProvider(
 		// Spans wait in a bounded queue and leave in batches from a goroutine of their own;
 		// a full queue drops them (the SDK's default, kept on purpose: a registration never
 		// waits for the collector).
-		sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(c.ExportTimeout)),
+		sdktrace.WithBatcher(abortable{exp, abortCtx}, sdktrace.WithExportTimeout(c.ExportTimeout)),
 		sdktrace.WithSampler(Sampler(c.SamplingRatePerMillion)),
 		sdktrace.WithResource(res),
 	)
-	return &Provider{sdk: sdk, timeout: c.ExportTimeout}, nil
+	return &Provider{sdk: sdk, abort: abort}, nil
+}
+
+// failureLog is the OpenTelemetry SDK's error handler (a process-wide one: the daemon has one
+// provider): a failed export is logged as a warning naming the endpoint, at most once per
+// failureLogInterval, and not at all once shutdown abandoned the exports (aborted).
+func failureLog(c Config, aborted context.Context) otel.ErrorHandlerFunc {
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var mu sync.Mutex
+	var last time.Time
+	return func(err error) {
+		if aborted.Err() != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); now.Sub(last) >= failureLogInterval {
+			last = now
+			log.Warn("tracing: spans not exported to the collector (tracing.endpoint); registrations go on, their spans are dropped", "endpoint", c.Endpoint, "error", err)
+		}
+	}
+}
+
+// abortable is an exporter whose exports end when abort is done: the SDK's shutdown waits for
+// the export in progress, which a collector that hangs would hold up to its timeout.
+type abortable struct {
+	sdktrace.SpanExporter
+	abort context.Context
+}
+
+func (a abortable) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if err := a.abort.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.abort, cancel)()
+	return a.SpanExporter.ExportSpans(ctx, spans)
 }
 
 // Sampler is the kubelet's: a span follows its parent's decision; a new trace is sampled at
@@ -145,26 +202,37 @@ func (p *Provider) Tracer() trace.Tracer {
 	return p.sdk.Tracer(TracerName)
 }
 
-// Shutdown exports the spans still queued and stops the exporter. It returns within twice the
-// export timeout, with every goroutine of the provider gone (an export in progress ends at
-// its own timeout), or when ctx is done.
+// Shutdown exports the spans still queued, for ShutdownGrace at most (or until ctx is done),
+// then abandons the rest and stops the exporter. It returns with every goroutine of the
+// provider gone.
 func (p *Provider) Shutdown(ctx context.Context) error {
 	if p == nil || p.sdk == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
-	defer cancel()
-	return p.sdk.Shutdown(ctx)
+	grace := time.AfterFunc(ShutdownGrace, p.abort)
+	stop := context.AfterFunc(ctx, p.abort)
+	defer func() {
+		grace.Stop()
+		stop()
+		p.abort()
+	}()
+	// Not ctx: the SDK's Shutdown returns when its context is done without waiting for its
+	// goroutine; once aborted, that goroutine ends at once.
+	return p.sdk.Shutdown(context.WithoutCancel(ctx))
 }
 
 // StartRoot starts the root span of a new trace, name, with t; with t nil (off) it returns
 // ctx and a span that does nothing, at no cost.
 func StartRoot(ctx context.Context, t trace.Tracer, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	if t == nil {
-		return ctx, noop.Span{}
+		return ctx, offSpan
 	}
 	return t.Start(ctx, name, append(opts, trace.WithNewRoot())...)
 }
+
+// offSpan is the span of a trace when tracing is off: it records nothing (an interface value
+// made once, so that handing it out allocates nothing).
+var offSpan trace.Span = noop.Span{}
 
 // Start starts span name under the span of ctx, of kind, when that one records (its trace is
 // sampled); otherwise it returns ctx and that span, which records nothing, so that a trace
