@@ -216,7 +216,7 @@ func TestTraceOfARegistration(t *testing.T) {
 		"wasmhost.handler.validate":                                tracing.SpanRegister,
 		"wasmhost.handler.register":                                tracing.SpanRegister,
 		"pluginregistration.Registration/NotifyRegistrationStatus": tracing.SpanRegister,
-		"svc.Echo/Echo": "wasmhost.handler.validate",
+		"svc.Echo/Echo":                                            "wasmhost.handler.validate",
 	}
 	for name, parent := range parents {
 		s, ok := byName[name]

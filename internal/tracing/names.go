@@ -18,9 +18,9 @@ const (
 
 // Attribute names of the semantic conventions, where one says what is meant.
 const (
-	RPCSystem     = "rpc.system"     // "grpc"
-	RPCService    = "rpc.service"    // the gRPC service, e.g. pluginregistration.Registration
-	RPCMethod     = "rpc.method"     // the method, e.g. GetInfo
+	RPCSystem     = "rpc.system"  // "grpc"
+	RPCService    = "rpc.service" // the gRPC service, e.g. pluginregistration.Registration
+	RPCMethod     = "rpc.method"  // the method, e.g. GetInfo
 	RPCStatusCode = "rpc.grpc.status_code"
 	ServerAddress = "server.address" // the unix socket dialled
 	ErrorType     = "error.type"     // the class of a failure: the metrics' result label

@@ -94,7 +94,7 @@ type wireConn struct {
 	hbuf   bytes.Buffer
 	hdec   *hpack.Decoder
 	nextID uint32
-	broken error // set when the connection can no longer be used
+	broken error  // set when the connection can no longer be used
 	socket string // the plugin's registration socket, for the spans of its calls
 
 	// What the plugin allows us to send (RFC 9113 §6.9): its SETTINGS_MAX_FRAME_SIZE and

@@ -105,8 +105,8 @@ type Plugin struct {
 	exited    bool
 	getInfos  int
 	notes     []Notification
-	next      int           // first notification not yet returned by WaitNotification
-	noteAdded chan struct{} // closed and replaced when a notification is recorded
+	next      int                 // first notification not yet returned by WaitNotification
+	noteAdded chan struct{}       // closed and replaced when a notification is recorded
 	parents   map[string][]string // the traceparent of each call received, by method ("" when none)
 }
 
