@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/wasmhost/wasmhost/internal/fleet"
 	"github.com/wasmhost/wasmhost/internal/kube"
 )
@@ -74,5 +76,30 @@ func TestClusterPluginsTable(t *testing.T) {
 	}
 	if strings.Index(lines[0], "TYPE") != strings.Index(lines[1], "CSIPlugin") || strings.Index(lines[0], "STATE") != strings.Index(lines[1], "registered") {
 		t.Errorf("columns do not line up:\n%s", b.String())
+	}
+}
+
+// TestClusterPluginsYAMLIsOneDocument: -o yaml, written a plugin at a time, is the same
+// document as -o json.
+func TestClusterPluginsYAMLIsOneDocument(t *testing.T) {
+	now := time.Now()
+	for _, nodes := range [][]fleet.Node{nil, fleetNodes(now)} {
+		var b strings.Builder
+		d := &pluginDoc{w: &b, yaml: true}
+		for _, n := range nodes {
+			if err := d.node(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.end(); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct{ Plugins []map[string]any }
+		if err := yaml.Unmarshal([]byte(b.String()), &doc); err != nil {
+			t.Fatalf("%v:\n%s", err, b.String())
+		}
+		if len(doc.Plugins) != len(nodes) || (len(nodes) > 0 && (doc.Plugins[0]["node"] != "node-a" || doc.Plugins[1]["stale"] != true)) {
+			t.Errorf("-o yaml:\n%s", b.String())
+		}
 	}
 }
