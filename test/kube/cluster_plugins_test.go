@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/wasmhost/wasmhost/internal/fleet"
+	fleetview "github.com/wasmhost/wasmhost/internal/fleet"
 	"github.com/wasmhost/wasmhost/internal/kube"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 )
@@ -343,7 +343,7 @@ func TestFleetViewPages(t *testing.T) {
 		if nodes, err = strconv.Atoi(s); err != nil || nodes < 1 {
 			t.Fatalf("WASMHOST_FLEET_VIEW_NODES=%q: a number of nodes", s)
 		}
-		chunk = fleet.DefaultChunkSize
+		chunk = fleetview.DefaultChunkSize
 	}
 	c := startCluster(t)
 	c.setUp()
@@ -364,9 +364,9 @@ func TestFleetViewPages(t *testing.T) {
 		t.Logf("a NodeFeature as the API server returns it (managed fields and all): %d bytes", len(b))
 	}
 
-	st, err := fleet.List(context.Background(), fleet.Options{Client: c.dynamic(), Namespace: "wasmhost", ChunkSize: int64(chunk)}, func(fleet.Node) error { return nil })
+	st, err := fleetview.List(context.Background(), fleetview.Options{Client: c.dynamic(), Namespace: "wasmhost", ChunkSize: int64(chunk)}, func(fleetview.Node) error { return nil })
 	if want := (nodes + chunk - 1) / chunk; err != nil || st.Pages != want || st.Nodes != nodes || st.Plugins != nodes*fleetPluginsPerNode {
-		t.Errorf("fleet.List: %+v (%v), want %d pages, %d nodes, %d plugins", st, err, want, nodes, nodes*fleetPluginsPerNode)
+		t.Errorf("fleetview.List: %+v (%v), want %d pages, %d nodes, %d plugins", st, err, want, nodes, nodes*fleetPluginsPerNode)
 	}
 
 	release := make(chan struct{})
