@@ -151,12 +151,18 @@ func (h *noopHandler) expectDeregister(socket string) <-chan time.Time {
 // plugin of each type was registered.
 func startBenchDaemon(b *testing.B, dirs e2eDirs, h registration.Handler, wasm []byte) *runningDaemon {
 	b.Helper()
+	return startBenchDaemonWith(b, benchConfig(dirs), dirs, h, wasm)
+}
+
+// startBenchDaemonWith is startBenchDaemon with the config cfg.
+func startBenchDaemonWith(b *testing.B, cfg config.Config, dirs e2eDirs, h registration.Handler, wasm []byte) *runningDaemon {
+	b.Helper()
 	if wasm != nil {
 		if err := os.WriteFile(filepath.Join(dirs.Handler, "example.wasm"), wasm, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
-	rd := startDaemon(b, benchConfig(dirs), benchLog(), func(d *daemon.Daemon) {
+	rd := startDaemon(b, cfg, benchLog(), func(d *daemon.Daemon) {
 		if h != nil {
 			d.SetHandler(fakeType, h)
 		}

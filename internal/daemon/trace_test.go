@@ -1,127 +1,39 @@
 package daemon
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc"
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/tracing"
+	"github.com/wasmhost/wasmhost/internal/tracing/tracingtest"
 )
 
-// receiver is an OpenTelemetry collector's OTLP/gRPC trace receiver, in process: a server of
-// the OTLP proto's TraceService that keeps every span it is sent. While held, it takes every
-// export and answers none (a collector that hangs).
-type receiver struct {
-	coltrace.UnimplementedTraceServiceServer
-	addr string
-
-	mu       sync.Mutex
-	spans    []*tracepb.Span
-	resource []*commonpb.KeyValue
-	held     chan struct{} // closed to let exports through; nil when not held
-	exports  int           // export requests received, answered or not
-}
-
-// startReceiver serves a receiver on a loopback port until the test ends.
-func startReceiver(t *testing.T) *receiver {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &receiver{addr: ln.Addr().String()}
-	srv := grpc.NewServer()
-	coltrace.RegisterTraceServiceServer(srv, r)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		r.release()
-		srv.Stop()
-		<-done
-	})
-	return r
-}
-
-func (r *receiver) Export(ctx context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	r.exports++
-	held := r.held
-	r.mu.Unlock()
-	if held != nil {
-		select {
-		case <-held:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rs := range req.GetResourceSpans() {
-		r.resource = rs.GetResource().GetAttributes()
-		for _, ss := range rs.GetScopeSpans() {
-			r.spans = append(r.spans, ss.GetSpans()...)
-		}
-	}
-	return &coltrace.ExportTraceServiceResponse{}, nil
-}
-
-// hold makes every export wait until release.
-func (r *receiver) hold() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.held = make(chan struct{})
-}
-
-func (r *receiver) release() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.held != nil {
-		close(r.held)
-		r.held = nil
-	}
-}
-
-func (r *receiver) exportsSeen() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.exports
-}
-
-// trace returns the spans received of the trace whose root span, named root, has the
+// traceOf returns the spans c received of the trace whose root span, named root, has the
 // attribute wasmhost.socket = socket, once that root has arrived.
-func (r *receiver) trace(t *testing.T, root, socket string) []*tracepb.Span {
+func traceOf(t *testing.T, c *tracingtest.Collector, root, socket string) []*tracepb.Span {
 	t.Helper()
+	var spans []*tracepb.Span
 	var rootSpan *tracepb.Span
-	waitUntil(t, fmt.Sprintf("the receiver to get the %s span of %s", root, socket), func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, s := range r.spans {
-			if s.GetName() == root && strAttr(s, tracing.AttrSocket) == socket {
+	waitUntil(t, fmt.Sprintf("the collector to get the %s span of %s", root, socket), func() bool {
+		spans, _ = c.Spans()
+		for _, s := range spans {
+			if s.GetName() == root && tracingtest.Str(s, tracing.AttrSocket) == socket {
 				rootSpan = s
 				return true
 			}
 		}
 		return false
 	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []*tracepb.Span
-	for _, s := range r.spans {
+	for _, s := range spans {
 		if string(s.GetTraceId()) == string(rootSpan.GetTraceId()) {
 			out = append(out, s)
 		}
@@ -129,20 +41,11 @@ func (r *receiver) trace(t *testing.T, root, socket string) []*tracepb.Span {
 	return out
 }
 
-func attrOf(s *tracepb.Span, key string) *commonpb.AnyValue {
-	for _, kv := range s.GetAttributes() {
-		if kv.GetKey() == key {
-			return kv.GetValue()
-		}
-	}
-	return nil
-}
-
-func strAttr(s *tracepb.Span, key string) string { return attrOf(s, key).GetStringValue() }
+func strAttr(s *tracepb.Span, key string) string { return tracingtest.Str(s, key) }
 
 // tracedDaemonConfig is a daemon's config that traces every registration to r, with the
 // traced.example handler (testdata/traced.wat: its validate asks the plugin /svc.Echo/Echo).
-func tracedDaemonConfig(t *testing.T, r *receiver) config.Config {
+func tracedDaemonConfig(t *testing.T, endpoint string) config.Config {
 	t.Helper()
 	// The SDK's batch processor exports every 5 s by default; the test waits on the spans
 	// arriving, and need not wait that long for them.
@@ -156,7 +59,7 @@ func tracedDaemonConfig(t *testing.T, r *receiver) config.Config {
 		t.Fatal(err)
 	}
 	cfg.Handlers.Types = map[string]config.TypeConfig{"traced.example": {Capabilities: []string{"plugin_call"}}}
-	cfg.Tracing = config.TracingConfig{Endpoint: r.addr, SamplingRatePerMillion: 1_000_000}
+	cfg.Tracing = config.TracingConfig{Endpoint: endpoint, SamplingRatePerMillion: 1_000_000}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +81,14 @@ func serveTraced(t *testing.T, cfg config.Config, name string) *registrationtest
 // its call, each call to the plugin a client span with rpc.* and server.address; and the
 // plugin received the traceparent of each of its calls, the plugin_call's included.
 func TestTraceOfARegistration(t *testing.T) {
-	r := startReceiver(t)
-	cfg := tracedDaemonConfig(t, r)
+	r := tracingtest.Start(t)
+	cfg := tracedDaemonConfig(t, r.Addr)
 	d := runTestDaemon(t, cfg, nil)
 	p := serveTraced(t, cfg, "traced-1")
 	if n := p.WaitNotification(t, hostileWait); !n.Registered {
 		t.Fatalf("notification %+v, want registered", n)
 	}
-	spans := r.trace(t, tracing.SpanRegister, p.Path())
+	spans := traceOf(t, r, tracing.SpanRegister, p.Path())
 	byName := map[string]*tracepb.Span{}
 	for _, s := range spans {
 		if _, dup := byName[s.GetName()]; dup {
@@ -249,20 +152,9 @@ func TestTraceOfARegistration(t *testing.T) {
 			t.Errorf("%s: the plugin received traceparent %q, want %q", method, got, want)
 		}
 	}
-	if got := resourceAttr(r, "service.name"); got != tracing.ServiceName {
+	if got := r.Resource("service.name"); got != tracing.ServiceName {
 		t.Errorf("service.name %q, want %q", got, tracing.ServiceName)
 	}
-}
-
-func resourceAttr(r *receiver, key string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, kv := range r.resource {
-		if kv.GetKey() == key {
-			return kv.GetValue().GetStringValue()
-		}
-	}
-	return ""
 }
 
 func names(spans []*tracepb.Span) []string {
@@ -278,15 +170,15 @@ func names(spans []*tracepb.Span) []string {
 // answers their traces arrive. (What it costs in time is measured by
 // BenchmarkE2ERegisterTracing, not asserted here.)
 func TestTracingCollectorHangs(t *testing.T) {
-	r := startReceiver(t)
-	r.hold()
-	cfg := tracedDaemonConfig(t, r)
+	r := tracingtest.Start(t)
+	r.Hold()
+	cfg := tracedDaemonConfig(t, r.Addr)
 	runTestDaemon(t, cfg, nil)
 	first := serveTraced(t, cfg, "traced-1")
 	if n := first.WaitNotification(t, hostileWait); !n.Registered {
 		t.Fatalf("notification %+v, want registered", n)
 	}
-	waitUntil(t, "the collector to be sent the first spans", func() bool { return r.exportsSeen() > 0 })
+	waitUntil(t, "the collector to be sent the first spans", func() bool { return r.Exports() > 0 })
 	// The exporter is now stuck in an export the collector does not answer.
 	for i := 2; i <= 4; i++ {
 		p := serveTraced(t, cfg, fmt.Sprintf("traced-%d", i))
@@ -294,8 +186,8 @@ func TestTracingCollectorHangs(t *testing.T) {
 			t.Fatalf("%s: notification %+v, want registered", p.Path(), n)
 		}
 	}
-	r.release()
-	r.trace(t, tracing.SpanRegister, first.Path())
+	r.Release()
+	traceOf(t, r, tracing.SpanRegister, first.Path())
 }
 
 // TestTracingCollectorDown: with no collector listening at the endpoint, plugins register, and
@@ -307,7 +199,7 @@ func TestTracingCollectorDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens there now
-	cfg := tracedDaemonConfig(t, &receiver{addr: addr})
+	cfg := tracedDaemonConfig(t, addr)
 	runTestDaemon(t, cfg, nil)
 	for i := 1; i <= 3; i++ {
 		p := serveTraced(t, cfg, fmt.Sprintf("traced-%d", i))
