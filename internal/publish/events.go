@@ -2,6 +2,7 @@ package publish
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,26 +37,27 @@ type Recorder interface {
 
 // EventStats are a recorder's counts.
 type EventStats struct {
-	// Recorded: written, or counted on a series; Dropped: over the rate limit or the queue;
-	// Failed: the API server refused or could not be reached.
+	// Recorded: written, or counted on a series; Dropped: past the bound of the queue of
+	// what waits to be written; Failed: writes the API server refused or that did not reach
+	// it (what did not reach it stays queued and is tried again).
 	Recorded, Dropped, Failed uint64
-	LastError                 string
-	LastErrorAt               time.Time
+	// Pending: the events waiting to be written (like ones are one).
+	Pending     int
+	LastError   string
+	LastErrorAt time.Time
 }
 
 // eventWatch tells what changed into Events: a plugin rejected, failing because of its
-// handler, or lost; a handler quarantined or rolled back. It compares each socket's settled
-// state (pending ones are skipped: a retry goes failing → pending → failing) and each
-// handler's quarantine and pins with what it saw last.
+// handler, or lost; a handler quarantined or rolled back. An Event is raised on a transition,
+// not on a retry: for each socket it remembers the Event it raised last since the plugin last
+// registered (pending views are skipped: a retry goes failing → pending → failing), and
+// raises only one that says something else; a registration forgets it, so that a loss after
+// a re-registration is raised again (the recorder counts it on the same Event's series). It
+// compares each handler's quarantine and pins with what it saw last.
 type eventWatch struct {
-	sockets  map[string]sockSeen
+	sockets  map[string]string // socket → key of the Event raised last since it registered
 	handlers map[string]handlerSeen
 	started  bool // the handlers were seen once: what is there at start is not news
-}
-
-type sockSeen struct {
-	state     state.PluginState
-	lastError string
 }
 
 type handlerSeen struct {
@@ -64,7 +66,7 @@ type handlerSeen struct {
 }
 
 func newEventWatch() *eventWatch {
-	return &eventWatch{sockets: map[string]sockSeen{}, handlers: map[string]handlerSeen{}}
+	return &eventWatch{sockets: map[string]string{}, handlers: map[string]handlerSeen{}}
 }
 
 func pluginDesc(v state.PluginView) string {
@@ -83,31 +85,60 @@ func (w *eventWatch) plugins(changes []state.Change) []Event {
 	var out []Event
 	for _, c := range changes {
 		v := c.View
-		if c.Type == state.Deleted {
+		switch {
+		case c.Type == state.Deleted:
+			delete(w.sockets, v.Path)
+			continue
+		case v.State == state.StateRegistered || v.State == state.StateStandby:
 			delete(w.sockets, v.Path)
 			continue
 		}
-		if v.State == state.StatePending {
+		e, ok := pluginEvent(v)
+		if !ok {
 			continue
 		}
-		now := sockSeen{v.State, v.LastError}
-		if w.sockets[v.Path] == now {
-			continue
+		key := e.Reason + "\x00" + e.Note
+		if w.sockets[v.Path] == key {
+			continue // a retry that ends the same way
 		}
-		w.sockets[v.Path] = now
-		switch {
-		case v.State == state.StateRejected:
-			out = append(out, Event{Warning: true, Reason: ReasonPluginRejected, Action: "Register",
-				Note: pluginDesc(v) + " refused by its handler: " + v.LastError})
-		case v.State == state.StateFailing && strings.HasPrefix(v.LastError, "plugin gone"):
-			out = append(out, Event{Warning: true, Reason: ReasonPluginLost, Action: "Watch",
-				Note: pluginDesc(v) + ": " + v.LastError})
-		case v.State == state.StateFailing && strings.Contains(v.LastError, "handler failed"):
-			out = append(out, Event{Warning: true, Reason: ReasonHandlerFailed, Action: "Register",
-				Note: pluginDesc(v) + ": " + v.LastError})
-		}
+		w.sockets[v.Path] = key
+		out = append(out, e)
 	}
 	return out
+}
+
+// pluginEvent is the Event of a plugin's view, if it tells one. Its note names the cause
+// without what changes from one attempt to the next (durations, times, counts of attempts),
+// so that the same cause is the same Event; the log keeps the whole error.
+func pluginEvent(v state.PluginView) (Event, bool) {
+	switch {
+	case v.State == state.StateRejected:
+		return Event{Warning: true, Reason: ReasonPluginRejected, Action: "Register",
+			Note: pluginDesc(v) + " refused by its handler: " + StableText(v.LastError)}, true
+	case v.State == state.StateFailing && strings.HasPrefix(v.LastError, "plugin gone"):
+		return Event{Warning: true, Reason: ReasonPluginLost, Action: "Watch",
+			Note: pluginDesc(v) + ": its server stopped answering and its socket file stays; registered again when something answers there"}, true
+	case v.State == state.StateFailing && strings.Contains(v.LastError, "handler failed"):
+		return Event{Warning: true, Reason: ReasonHandlerFailed, Action: "Register",
+			Note: pluginDesc(v) + ": " + StableText(v.LastError)}, true
+	}
+	return Event{}, false
+}
+
+// What StableText replaces: Go durations (1.5s, 2m3s, 250ms), RFC 3339 times, and counts of
+// attempts.
+var (
+	durationText = regexp.MustCompile(`\b\d+(?:\.\d+)?(?:ns|µs|us|ms|s|m|h)(?:\d+(?:\.\d+)?(?:ns|µs|us|ms|s|m|h))*\b`)
+	timeText     = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)`)
+	attemptsText = regexp.MustCompile(`\b\d+ attempt(?:\(s\)|s\b|\b)`)
+)
+
+// StableText is text with what changes from one attempt to the next for the same cause (a
+// duration, a time, a count of attempts) replaced by a word: the text of an Event's note.
+func StableText(s string) string {
+	s = timeText.ReplaceAllString(s, "(time)")
+	s = attemptsText.ReplaceAllString(s, "(n) attempt(s)")
+	return durationText.ReplaceAllString(s, "(duration)")
 }
 
 // handlerEvents returns the Events of the handlers' quarantines and pins that are new.
@@ -133,8 +164,8 @@ func (w *eventWatch) handlerEvents(hs []state.Handler) []Event {
 		}
 		if now.quarantined && (!known || !before.quarantined) {
 			out = append(out, Event{Warning: true, Reason: ReasonHandlerQuarantined, Action: "Call",
-				Note: fmt.Sprintf("handler %s (types %s) quarantined until %s: %s", name, strings.Join(h.PluginTypes, ","),
-					h.Counters.QuarantinedUntil.UTC().Format(time.RFC3339), h.Counters.QuarantineReason)})
+				Note: fmt.Sprintf("handler %s (types %s) quarantined: %s", name, strings.Join(h.PluginTypes, ","),
+					StableText(h.Counters.QuarantineReason))})
 		}
 		for _, p := range h.Pins {
 			if slices.Contains(before.pins, p.PluginType+"\x00"+p.SHA256) {

@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,18 @@ func TestEvents(t *testing.T) {
 		set(state.StatePending, "")
 		set(state.StateFailing, "registration: handler failed: wasm trap: unreachable")
 		set(state.StateRegistered, "")
-		set(state.StateFailing, "plugin gone (its server stopped; its socket file stays): connection reset")
+		// Lost: the first failure, then retries whose errors say how long ago the socket was
+		// first seen and how many attempts were made: one loss, one Event.
+		set(state.StateFailing, "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at /r/a.sock")
+		for i := range 8 {
+			set(state.StatePending, "")
+			set(state.StateFailing, fmt.Sprintf("plugin gone (its server stopped; its socket file stays): registration: plugin unreachable: socket /r/a.sock: nobody is listening after %d attempt(s), socket first seen %s ago: connection refused", i+1, time.Duration(i+1)*1500*time.Millisecond))
+		}
+		// Registered again, then lost again: a second loss, the same note.
+		set(state.StateRegistered, "")
+		set(state.StateFailing, "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at /r/a.sock")
+		set(state.StatePending, "")
+		set(state.StateFailing, "plugin gone (its server stopped; its socket file stays): registration: plugin unreachable: socket /r/a.sock: nobody is listening after 1 attempt(s), socket first seen 12.5s ago: connection refused")
 		s.SetHandlers([]state.Handler{{File: "/h/csi.wasm", PluginTypes: []string{"CSIPlugin"}, Serving: true,
 			Pins: []state.Pin{{PluginType: "CSIPlugin", SHA256: "old", FileSHA256: "new"}, {PluginType: "CSIPlugin", SHA256: "older", FileSHA256: "new2", Auto: true, Reason: "6 of 6 calls trapped"}}}})
 		s.SetHandlerCounters(func() map[string]state.HandlerCounters {
@@ -67,7 +79,7 @@ func TestEvents(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 
-		want := []string{publish.ReasonPluginRejected, publish.ReasonHandlerFailed, publish.ReasonPluginLost, publish.ReasonHandlerQuarantined, publish.ReasonHandlerRolledBack}
+		want := []string{publish.ReasonPluginRejected, publish.ReasonHandlerFailed, publish.ReasonPluginLost, publish.ReasonPluginLost, publish.ReasonHandlerQuarantined, publish.ReasonHandlerRolledBack}
 		got := rec.reasons()
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("events %v, want %v", got, want)
@@ -80,6 +92,12 @@ func TestEvents(t *testing.T) {
 			}
 			if e.Reason == publish.ReasonPluginRejected && !strings.Contains(e.Note, "plugin a of type CSIPlugin at /r/a.sock refused by its handler: rejected by handler: version 0.1 is too old") {
 				t.Errorf("note %q", e.Note)
+			}
+			if e.Reason == publish.ReasonPluginLost && e.Note != "plugin a of type CSIPlugin at /r/a.sock: its server stopped answering and its socket file stays; registered again when something answers there" {
+				t.Errorf("PluginLost note %q", e.Note)
+			}
+			if e.Reason == publish.ReasonHandlerQuarantined && e.Note != "handler /h/csi.wasm (types CSIPlugin) quarantined: 3 traps in a row" {
+				t.Errorf("HandlerQuarantined note %q", e.Note)
 			}
 		}
 	})
@@ -113,4 +131,22 @@ func TestLeftOutEvents(t *testing.T) {
 			t.Errorf("PublishLeftOut Events %+v, want one about long's node_id and topology", left)
 		}
 	})
+}
+
+// TestStableText: what changes from one attempt to the next for the same cause is not in an
+// Event's note; what tells the cause is.
+func TestStableText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"socket /r/a.sock: nobody is listening after 3 attempt(s), socket first seen 1m2.5s ago: connect: connection refused",
+			"socket /r/a.sock: nobody is listening after (n) attempt(s), socket first seen (duration) ago: connect: connection refused"},
+		{"host: handler /h/a.wasm validate timed out after 999ms: context deadline exceeded",
+			"host: handler /h/a.wasm validate timed out after (duration): context deadline exceeded"},
+		{"quarantined until 2026-11-28T10:39:25.955Z after 3 traps", "quarantined until (time) after 3 traps"},
+		{"version 1.0.0 of plugin v2s is too old (wants 1.2)", "version 1.0.0 of plugin v2s is too old (wants 1.2)"},
+		{"result of 70000 bytes over the limit of 65536 bytes", "result of 70000 bytes over the limit of 65536 bytes"},
+	} {
+		if got := publish.StableText(c.in); got != c.want {
+			t.Errorf("StableText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }
