@@ -26,8 +26,10 @@ type fakeAPI struct {
 	mu       sync.Mutex
 	objects  map[string][]byte // NodeFeatures by name, as last written
 	rv       int
-	events   []map[string]any
-	refusals int // writes refused for their size
+	events   []map[string]any          // Events as created, with their series as patched
+	byName   map[string]map[string]any // the same, by name
+	evWrites int                       // requests about Events (creates and patches)
+	refusals int                       // writes refused for their size
 }
 
 const (
@@ -58,11 +60,7 @@ func (s *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
 	switch {
 	case strings.HasPrefix(path, fakeEventBase):
-		if r.Method == http.MethodPost {
-			s.events = append(s.events, obj)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(obj)
+		s.event(w, r.Method, strings.TrimPrefix(strings.TrimPrefix(path, fakeEventBase), "/"), obj)
 	case strings.HasPrefix(path, fakeNFBase):
 		name := strings.TrimPrefix(strings.TrimPrefix(path, fakeNFBase), "/")
 		if r.Method == http.MethodPost {
@@ -100,6 +98,60 @@ func (s *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
+}
+
+// event serves a create (POST) or a merge patch of the series (PATCH) of an Event, as the
+// API server does: a name taken is AlreadyExists, a name unknown NotFound.
+func (s *fakeAPI) event(w http.ResponseWriter, method, name string, obj map[string]any) {
+	s.evWrites++
+	if s.byName == nil {
+		s.byName = map[string]map[string]any{}
+	}
+	switch method {
+	case http.MethodPost:
+		name, _ = obj["metadata"].(map[string]any)["name"].(string)
+		if _, ok := s.byName[name]; ok {
+			s.status(w, http.StatusConflict, "AlreadyExists", name, "events "+name+" already exists")
+			return
+		}
+		s.events = append(s.events, obj)
+		s.byName[name] = obj
+	case http.MethodPatch:
+		e, ok := s.byName[name]
+		if !ok {
+			s.status(w, http.StatusNotFound, "NotFound", name, "events "+name+" not found")
+			return
+		}
+		if series, ok := obj["series"]; ok {
+			e["series"] = series
+		}
+		obj = e
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// eventSeries returns, for the Events of reason, their notes and series counts (1 for an
+// Event without a series), and how many requests about Events were made.
+func (s *fakeAPI) eventSeries(reason string) (notes []string, counts []int, writes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.events {
+		if e["reason"] != reason {
+			continue
+		}
+		notes = append(notes, fmt.Sprint(e["note"]))
+		n := 1
+		if series, ok := e["series"].(map[string]any); ok {
+			c, _ := series["count"].(float64)
+			n = int(c)
+		}
+		counts = append(counts, n)
+	}
+	return notes, counts, s.evWrites
 }
 
 // nodeFeature returns what the object of node holds, and its size in bytes.

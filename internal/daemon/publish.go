@@ -36,6 +36,8 @@ func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 		}
 		if cfg.Publish.Events.Enabled {
 			d.events = kube.NewRecorder(client, node, d.log.With("component", "events"))
+			d.events.InitialBackoff = time.Duration(cfg.Publish.InitialBackoff)
+			d.events.MaxBackoff = time.Duration(cfg.Publish.MaxBackoff)
 		}
 	}
 	if len(sinks) == 0 && d.events == nil {

@@ -3,17 +3,22 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/wasmhost/wasmhost/internal/logtest"
 	"github.com/wasmhost/wasmhost/internal/publish"
 	"github.com/wasmhost/wasmhost/internal/testwait"
 )
@@ -46,6 +51,46 @@ func TestNodeFeatureRoundTrip(t *testing.T) {
 type eventsServer struct {
 	mu     sync.Mutex
 	events map[string]map[string]any
+	writes int  // requests that reached it
+	down   bool // every request fails as a connection refused does
+}
+
+// RoundTrip serves a request in memory (no network: a test may run in a synctest bubble).
+func (s *eventsServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return nil, syscall.ECONNREFUSED
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, req)
+	return w.Result(), nil
+}
+
+// state returns how many Events the server holds, the series count of the one with reason
+// and note (0 when it has none, -1 when there is no such Event), and how many requests
+// reached it.
+func (s *eventsServer) state(reason, note string) (events, count, writes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count = -1
+	for _, e := range s.events {
+		if e["reason"] == reason && e["note"] == note {
+			count = 0
+			if series, ok := e["series"].(map[string]any); ok {
+				c, _ := series["count"].(float64)
+				count = int(c)
+			}
+		}
+	}
+	return len(s.events), count, s.writes
+}
+
+func (s *eventsServer) setDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
 }
 
 func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +98,7 @@ func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writes++
 	var obj map[string]any
 	_ = json.Unmarshal(body, &obj)
 	switch {
@@ -85,12 +131,11 @@ func (s *eventsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(obj)
 }
 
-// newEventsServer starts an eventsServer for the test and returns it with a client of it.
+// newEventsServer starts an eventsServer for the test and returns it with a client of it,
+// which reaches it in memory.
 func newEventsServer(t *testing.T) (*eventsServer, dynamic.Interface) {
 	srv := &eventsServer{events: map[string]map[string]any{}}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	client, err := Dynamic(&rest.Config{Host: ts.URL})
+	client, err := Dynamic(&rest.Config{Host: "http://events.test", Transport: srv, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,53 +152,123 @@ func runRecorder(t *testing.T, r *Recorder) (stop func()) {
 	return stop
 }
 
-// TestRecorderAggregatesAndLimits: like Events within the series window are one Event whose
-// series counts them; past the burst, new Events are dropped and counted.
+// TestRecorderAggregatesAndLimits: like Events are one Event whose series counts them; past
+// the burst, new Events wait for the bucket, one a minute, none lost.
 func TestRecorderAggregatesAndLimits(t *testing.T) {
-	srv, client := newEventsServer(t)
-	r := NewRecorder(client, "node-a", nil)
-	r.Flush = 20 * time.Millisecond
-	runRecorder(t, r)
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := newEventsServer(t)
+		r := NewRecorder(client, "node-a", nil)
+		runRecorder(t, r)
 
-	lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
-	for range 10 {
-		r.Record(lost)
-	}
-	count := func() (int, any) {
+		lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+		for range 10 {
+			r.Record(lost)
+			time.Sleep(time.Second)
+		}
+		time.Sleep(SeriesFlush)
+		synctest.Wait()
+		if n, c, _ := srv.state(lost.Reason, lost.Note); n != 1 || c != 10 {
+			t.Fatalf("%d Events, series count %d; want one Event with a series count of 10", n, c)
+		}
 		srv.mu.Lock()
-		defer srv.mu.Unlock()
 		for _, e := range srv.events {
-			if s, ok := e["series"].(map[string]any); ok {
-				return len(srv.events), s["count"]
+			reg := e["regarding"].(map[string]any)
+			if e["reason"] != publish.ReasonPluginLost || e["type"] != "Warning" || reg["kind"] != "Node" || reg["name"] != "node-a" ||
+				e["reportingController"] != ReportingController || e["action"] != "Watch" || e["note"] != "plugin a lost" {
+				t.Errorf("event %v", e)
 			}
-			return len(srv.events), nil
 		}
-		return 0, nil
-	}
-	testwait.Until(t, "one Event with a series count of 10", func() bool {
-		n, c := count()
-		return n == 1 && c == float64(10)
+		srv.mu.Unlock()
+
+		// 40 different Events at once: the rest of the burst is written at once, the others
+		// wait, queued, and are written one a minute.
+		_, _, before := srv.state("", "")
+		for i := range 40 {
+			r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: string(rune('a' + i))})
+		}
+		synctest.Wait()
+		n, _, writes := srv.state("", "")
+		if burst := EventBurst - before; n != 1+burst || writes-before != burst {
+			t.Errorf("at once: %d Events in %d writes, want %d", n-1, writes-before, burst)
+		}
+		if st := r.Stats(); st.Dropped != 0 || st.Pending != 40-(n-1) {
+			t.Errorf("stats %+v, want none dropped and %d pending", st, 40-(n-1))
+		}
+		for i := 1; r.Stats().Pending > 0; i++ {
+			time.Sleep(EventRefill)
+			synctest.Wait()
+			if _, _, w := srv.state("", ""); w-writes != i {
+				t.Fatalf("%d writes %d minutes after the burst, want %d", w-writes, i, i)
+			}
+		}
+		if n, _, _ := srv.state("", ""); n != 41 {
+			t.Errorf("%d Events in the end, want 41", n)
+		}
+		if st := r.Stats(); st.Recorded != 50 || st.Dropped != 0 || st.Failed != 0 {
+			t.Errorf("stats %+v, want 50 recorded", st)
+		}
 	})
-	srv.mu.Lock()
-	for _, e := range srv.events {
-		reg := e["regarding"].(map[string]any)
-		if e["reason"] != publish.ReasonPluginLost || e["type"] != "Warning" || reg["kind"] != "Node" || reg["name"] != "node-a" ||
-			e["reportingController"] != ReportingController || e["action"] != "Watch" || e["note"] != "plugin a lost" {
-			t.Errorf("event %v", e)
+}
+
+// TestRecorderQueuesThroughOutage: what is recorded while the API server is down waits, like
+// events as one entry, in a queue of bounded entries; past the bound events are dropped,
+// counted and logged once. When the API server is back, the queue is written, like events as
+// one Event with a series.
+func TestRecorderQueuesThroughOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := newEventsServer(t)
+		logs := &logtest.Logs{}
+		r := NewRecorder(client, "node-a", logs.Logger())
+		runRecorder(t, r)
+		srv.setDown(true)
+		lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+		for range 100 {
+			r.Record(lost)
 		}
-	}
-	srv.mu.Unlock()
-	// 40 different Events at once: the burst passes, the rest is dropped and counted.
-	for i := range 40 {
-		r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: string(rune('a' + i))})
-	}
-	testwait.Until(t, "50 Events recorded or dropped", func() bool {
+		for i := range MaxPendingEvents + 9 {
+			r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: fmt.Sprint("plugin ", i)})
+		}
+		time.Sleep(5 * time.Minute) // retries, backing off
+		synctest.Wait()
 		st := r.Stats()
-		return st.Recorded+st.Dropped >= 50
+		if st.Pending != MaxPendingEvents || st.Dropped != 10 || st.Failed == 0 || st.Recorded != 0 {
+			t.Errorf("while down: %+v; want %d pending, 10 dropped, failures counted", st, MaxPendingEvents)
+		}
+		if got := logs.Matching(slog.LevelWarn, "Events dropped"); len(got) != 1 {
+			t.Errorf("drops logged %d times, want once", len(got))
+		}
+		if _, _, w := srv.state("", ""); w != 0 {
+			t.Errorf("%d writes reached a server that is down", w)
+		}
+
+		srv.setDown(false)
+		time.Sleep(r.MaxBackoff)
+		synctest.Wait()
+		if n, c, w := srv.state(lost.Reason, lost.Note); c != 100 || n != EventBurst || w != EventBurst {
+			t.Errorf("back: %d Events in %d writes, the lost one's series count %d; want the burst of %d, and 100", n, w, c, EventBurst)
+		}
+		if st := r.Stats(); st.Pending != MaxPendingEvents-EventBurst {
+			t.Errorf("back: %d pending, want %d", st.Pending, MaxPendingEvents-EventBurst)
+		}
 	})
-	if st := r.Stats(); st.Dropped < 15 || st.Dropped > 17 || st.Failed != 0 {
-		t.Errorf("stats %+v: want about %d of 40 new Events dropped past the burst of %d", st, 40-EventBurst+1, EventBurst)
-	}
+}
+
+// TestRecorderQueueBytes: the queue is bounded in bytes too: long notes fill it before its
+// count of entries.
+func TestRecorderQueueBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := newEventsServer(t)
+		r := NewRecorder(client, "node-a", nil)
+		srv.setDown(true)
+		for i := range MaxPendingEvents {
+			r.Record(publish.Event{Reason: publish.ReasonPluginRejected, Action: "Register", Note: fmt.Sprint(i, strings.Repeat("x", 2*maxNote))})
+		}
+		st := r.Stats()
+		if r.pendingBytes > MaxPendingBytes || st.Pending >= MaxPendingEvents || st.Pending < MaxPendingBytes/(maxNote+pendingOverhead+64) ||
+			st.Dropped != uint64(MaxPendingEvents-st.Pending) {
+			t.Errorf("%+v, %d bytes queued; want the queue full at %d bytes, the rest dropped", st, r.pendingBytes, MaxPendingBytes)
+		}
+	})
 }
 
 // TestRecorderContinuesAfterRestart: a daemon started again on the node, recording an event
@@ -215,7 +330,7 @@ func TestRecorderNameTakenByAnother(t *testing.T) {
 	srv, client := newEventsServer(t)
 	e := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
 	planted := eventName("node-a", eventKey(e))
-	srv.events[planted] = map[string]any{"metadata": map[string]any{"name": planted}, "regarding": map[string]any{"kind": "Node", "name": "node-b"}}
+	srv.events[planted] = map[string]any{"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": map[string]any{"name": planted}, "regarding": map[string]any{"kind": "Node", "name": "node-b"}}
 	r := NewRecorder(client, "node-a", nil)
 	runRecorder(t, r)
 	r.Record(e)
