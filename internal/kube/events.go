@@ -327,6 +327,7 @@ func (r *Recorder) create(ctx context.Context, e publish.Event, key string, coun
 	}
 	events := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault)
 	_, err := events.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	r.answered(err)
 	if !apierrors.IsAlreadyExists(err) {
 		return obj.GetName(), count, err
 	}
@@ -337,6 +338,7 @@ func (r *Recorder) create(ctx context.Context, e publish.Event, key string, coun
 	// Not ours to continue (another writer took the name): a new Event of its own.
 	obj.SetName(fmt.Sprintf("%s.%x", eventNamePrefix(r.node), r.now().UnixNano()))
 	_, err = events.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	r.answered(err)
 	return obj.GetName(), count, err
 }
 
@@ -391,6 +393,7 @@ var errNotOurs = errors.New("kube: the Event of that name is not this node's")
 func (r *Recorder) continueSeries(ctx context.Context, name string, count int, last time.Time) (int, error) {
 	events := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault)
 	cur, err := events.Patch(ctx, name, types.MergePatchType, []byte("{}"), metav1.PatchOptions{FieldManager: FieldManager})
+	r.answered(err)
 	if err != nil {
 		return 0, err
 	}
@@ -414,7 +417,18 @@ func (r *Recorder) patchSeries(ctx context.Context, name string, count int, last
 		"count": count, "lastObservedTime": last.UTC().Format(microTime),
 	}})
 	_, err := r.client.Resource(EventResource).Namespace(metav1.NamespaceDefault).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	r.answered(err)
 	return err
+}
+
+// answered counts a request the API server answered (done, or refused with a status).
+func (r *Recorder) answered(err error) {
+	var st apierrors.APIStatus
+	if err == nil || errors.As(err, &st) {
+		r.mu.Lock()
+		r.stats.Requests++
+		r.mu.Unlock()
+	}
 }
 
 // flushSeries writes the counts of the series that grew, while there are tokens (the others

@@ -204,8 +204,9 @@ func TestRecorderAggregatesAndLimits(t *testing.T) {
 		if n, _, _ := srv.state("", ""); n != 41 {
 			t.Errorf("%d Events in the end, want 41", n)
 		}
-		if st := r.Stats(); st.Recorded != 50 || st.Dropped != 0 || st.Failed != 0 {
-			t.Errorf("stats %+v, want 50 recorded", st)
+		_, _, w := srv.state("", "")
+		if st := r.Stats(); st.Recorded != 50 || st.Dropped != 0 || st.Failed != 0 || st.Requests != uint64(w) {
+			t.Errorf("stats %+v, want 50 recorded in the %d requests the server saw", st, w)
 		}
 	})
 }

@@ -41,6 +41,8 @@ type EventStats struct {
 	// what waits to be written; Failed: writes the API server refused or that did not reach
 	// it (what did not reach it stays queued and is tried again).
 	Recorded, Dropped, Failed uint64
+	// Requests: the requests about Events the API server answered (creates and patches).
+	Requests uint64
 	// Pending: the events waiting to be written (like ones are one).
 	Pending     int
 	LastError   string

@@ -31,7 +31,7 @@ type testDaemon struct {
 	stop    func()
 }
 
-func startDaemon(t *testing.T, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler) *testDaemon {
+func startDaemon(t *testing.T, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler, opts ...func(*config.Config)) *testDaemon {
 	t.Helper()
 	base, err := os.MkdirTemp("/tmp", "wh")
 	if err != nil {
@@ -43,7 +43,7 @@ func startDaemon(t *testing.T, node, kubeconfig string, handlers map[string]*reg
 			t.Fatal(err)
 		}
 	}
-	return runDaemon(t, base, node, kubeconfig, handlers)
+	return runDaemon(t, base, node, kubeconfig, handlers, opts...)
 }
 
 // restartDaemon starts a daemon again on the directories of td (stopped).
@@ -52,7 +52,7 @@ func restartDaemon(t *testing.T, td *testDaemon, node, kubeconfig string, handle
 	return runDaemon(t, filepath.Dir(td.sockets), node, kubeconfig, handlers)
 }
 
-func runDaemon(t *testing.T, base, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler) *testDaemon {
+func runDaemon(t *testing.T, base, node, kubeconfig string, handlers map[string]*registrationtest.RecordingHandler, opts ...func(*config.Config)) *testDaemon {
 	t.Helper()
 	cfg := config.Default()
 	cfg.SocketDir, cfg.HandlerDir, cfg.StateDir = filepath.Join(base, "s"), filepath.Join(base, "h"), filepath.Join(base, "st")
@@ -68,6 +68,9 @@ func runDaemon(t *testing.T, base, node, kubeconfig string, handlers map[string]
 	cfg.Handlers.Types = map[string]config.TypeConfig{"CSIPlugin": {Publish: config.TypePublish{
 		Namespace: "csi.wasmhost.dev", Labels: []string{"node_id"}, Attributes: []string{"topology"},
 	}}}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

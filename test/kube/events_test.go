@@ -1,0 +1,102 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/kube"
+	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+	"github.com/wasmhost/wasmhost/internal/state"
+)
+
+// lostEvents returns the PluginLost Events about node, as an admin reads them.
+func (c *cluster) lostEvents(node string) []unstructured.Unstructured {
+	list, err := c.dynamic().Resource(kube.EventResource).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []unstructured.Unstructured
+	for _, e := range list.Items {
+		reg, _, _ := unstructured.NestedString(e.Object, "regarding", "name")
+		if e.Object["reason"] == publish.ReasonPluginLost && reg == node {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestKilledPluginOneEventWithSeries (issue 29, done when): a plugin killed with its socket
+// left behind, retried many times (a short backoff stands for the 8 retries of 90 s), is one
+// PluginLost Event; lost while the API server is down, the Event waits and is written when it
+// returns; started again and killed again, twice, it is the same Event, its series counting 3.
+func TestKilledPluginOneEventWithSeries(t *testing.T) {
+	c := startCluster(t)
+	c.setUp()
+	td := startDaemon(t, "node-a", c.kubeconfig(c.nodeToken("wasmhost", "node-a")),
+		map[string]*registrationtest.RecordingHandler{"CSIPlugin": csiHandler()}, func(cfg *config.Config) {
+			cfg.Reconciler.InitialBackoff = config.Duration(10 * time.Millisecond)
+			cfg.Reconciler.MaxBackoff = config.Duration(40 * time.Millisecond)
+		})
+	path := filepath.Join(td.sockets, "a.sock")
+	// lose starts the plugin, waits until it is registered, kills it and waits until its
+	// stale socket was tried again at least 8 times.
+	lose := func() {
+		t.Helper()
+		os.Remove(path)
+		p, err := registrationtest.Start(path, registrationtest.Info{Type: "CSIPlugin", Name: "a", Versions: []string{"1.0.0"}}, registrationtest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		status := func() state.Status { st, _ := td.d.State().StatusOf(path); return st }
+		waitFor(t, "the plugin registered", func() bool { return status().State == state.StateRegistered })
+		p.Kill()
+		waitFor(t, "the stale socket tried 8 times", func() bool {
+			st := status()
+			return st.State == state.StateFailing && strings.HasPrefix(st.LastError, "plugin gone") && st.Attempts >= 8
+		})
+	}
+
+	c.apiserver.stop()
+	lose()
+	if es := td.d.PublishStatus().Events; es == nil || es.Pending != 1 {
+		t.Errorf("lost while the API server is down: events %+v, want one waiting", es)
+	}
+	c.startAPIServer()
+	waitFor(t, "the PluginLost Event written when the API server is back", func() bool { return len(c.lostEvents("node-a")) == 1 })
+
+	lose()
+	lose()
+	waitFor(t, "one PluginLost Event with a series count of 3", func() bool {
+		es := c.lostEvents("node-a")
+		if len(es) != 1 {
+			return len(es) > 1 // fails below
+		}
+		n, _, _ := unstructured.NestedInt64(es[0].Object, "series", "count")
+		return n == 3
+	})
+	es := c.lostEvents("node-a")
+	want := "plugin a of type CSIPlugin at " + path + ": its server stopped answering and its socket file stays; registered again when something answers there"
+	if len(es) != 1 || es[0].Object["note"] != want {
+		var notes []string
+		for _, e := range es {
+			notes = append(notes, fmt.Sprint(e.Object["note"]))
+		}
+		t.Fatalf("PluginLost Events %q, want one: %q", notes, want)
+	}
+	st := td.d.PublishStatus().Events
+	t.Logf("3 losses, each retried 8 times or more, one during an outage: %d requests about Events answered, %d failed while the API server was down", st.Requests, st.Failed)
+	if st.Requests > 3 || st.Dropped != 0 || st.Pending != 0 {
+		t.Errorf("events %+v: want at most 3 requests (a create, a series update per flush that saw a new loss), none dropped", st)
+	}
+}
