@@ -170,15 +170,23 @@ func (o Options) pages(ctx context.Context, page func([]unstructured.Unstructure
 // An error of each ends it.
 func List(ctx context.Context, o Options, each func(Node) error) (Stats, error) {
 	var st Stats
+	// The Nodes are read while the first page is: both before the first node is handed on.
 	var ready map[string]string
+	var nodesErr error
+	readyDone := make(chan struct{})
 	if o.Nodes != nil {
-		ready, st.NodesErr = o.Nodes.Ready(ctx, o.Filter.Nodes)
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
+		go func() {
+			defer close(readyDone)
+			ready, nodesErr = o.Nodes.Ready(ctx, o.Filter.Nodes)
+		}()
+	} else {
+		close(readyDone)
 	}
+	defer func() { <-readyDone }()
 	now := o.now()
 	pages, err := o.pages(ctx, func(items []unstructured.Unstructured) error {
+		<-readyDone
+		st.NodesErr = nodesErr
 		for i := range items {
 			st.Objects++
 			n := Of(&items[i], now)
