@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 )
 
 // A handler author outside this repository can write every type the kit's API uses: no
@@ -119,8 +119,8 @@ func TestKitAPINamesNoInternalType(t *testing.T) {
 
 // The defaults Options documents are the daemon's.
 func TestKitDocumentedDefaults(t *testing.T) {
-	if host.DefaultCallTimeout != 5*time.Second || host.DefaultMemoryLimit != 64<<20 {
+	if sandbox.DefaultCallTimeout != 5*time.Second || sandbox.DefaultMemoryLimit != 64<<20 {
 		t.Errorf("the daemon's defaults are %v and %d bytes; Options.Timeout and Options.MemoryLimit say 5s and 64 MiB",
-			host.DefaultCallTimeout, host.DefaultMemoryLimit)
+			sandbox.DefaultCallTimeout, sandbox.DefaultMemoryLimit)
 	}
 }

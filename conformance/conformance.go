@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -131,7 +132,7 @@ func Check(ctx context.Context, wasmPath string, opts Options) ([]Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
-	var caller host.PluginCaller // nil, not a nil PluginCaller in a host.PluginCaller
+	var caller sandbox.PluginCaller // nil, not a nil PluginCaller in a sandbox.PluginCaller
 	if opts.Fixture != nil {
 		caller = opts.Fixture
 	}
@@ -149,7 +150,7 @@ func Check(ctx context.Context, wasmPath string, opts Options) ([]Result, error)
 	defer hs.Close(context.WithoutCancel(ctx))
 	timeout := opts.Timeout
 	if timeout == 0 {
-		timeout = host.DefaultCallTimeout
+		timeout = sandbox.DefaultCallTimeout
 	}
 	c := &checker{hs: hs, opts: opts, path: wasmPath, timeout: timeout}
 	if err := c.run(ctx, bin); err != nil {
@@ -260,9 +261,9 @@ func (c *checker) plugin(p Plugin) (registration.PluginInfo, error) {
 	return registration.ValidateInfo(socket, info)
 }
 
-func checkExports(rep *host.Report) string {
+func checkExports(rep *sandbox.Report) string {
 	var problems []string
-	have := map[string]host.Export{}
+	have := map[string]sandbox.Export{}
 	for _, e := range rep.Exports {
 		have[e.Name] = e
 	}
@@ -282,7 +283,7 @@ func checkExports(rep *host.Report) string {
 	return strings.Join(problems, "; ")
 }
 
-func checkImports(rep *host.Report) string {
+func checkImports(rep *sandbox.Report) string {
 	var problems []string
 	for _, imp := range rep.Imports {
 		what := imp.Module + "." + imp.Name
@@ -304,7 +305,7 @@ func checkImports(rep *host.Report) string {
 	return strings.Join(problems, "; ")
 }
 
-// sigString writes a signature as host.Report does.
+// sigString writes a signature as sandbox.Report does.
 func sigString(s abi.Signature) string {
 	names := func(ts []abi.ValueType) string {
 		out := make([]string, len(ts))
@@ -335,7 +336,7 @@ func (c *checker) checkManifest(mf abi.Manifest) {
 	}
 }
 
-func (c *checker) checkGrants(rep *host.Report) {
+func (c *checker) checkGrants(rep *sandbox.Report) {
 	var problems, notes []string
 	for _, capName := range rep.Capabilities {
 		for _, t := range rep.Manifest.PluginTypes {
@@ -362,7 +363,7 @@ func (c *checker) checkGrants(rep *host.Report) {
 }
 
 // do makes a call and keeps its step.
-func (c *checker) do(ctx context.Context, m *host.Module, op harness.Op, p registration.PluginInfo) harness.Step {
+func (c *checker) do(ctx context.Context, m *sandbox.Module, op harness.Op, p registration.PluginInfo) harness.Step {
 	st := c.hs.Do(ctx, m, op, p)
 	c.steps = append(c.steps, st)
 	return st
@@ -380,7 +381,7 @@ func expectOK(what string, st harness.Step) string {
 	}
 }
 
-func (c *checker) dynamic(ctx context.Context, m *host.Module, valid registration.PluginInfo, before map[string][]byte) {
+func (c *checker) dynamic(ctx context.Context, m *sandbox.Module, valid registration.PluginInfo, before map[string][]byte) {
 	// validate
 	st := c.do(ctx, m, harness.Validate, valid)
 	problem := expectOK("Validate", st)

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 )
 
 // The csi handler (handlers-wasm/csi/csi.c), built and run in the daemon's host: what it
@@ -428,7 +429,7 @@ func TestCSIModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hs.Close(context.Background())
-	if _, _, err := hs.Load(t.Context(), guestbuild.Shipped(t, "csi")); !errors.Is(err, host.ErrNotGranted) {
+	if _, _, err := hs.Load(t.Context(), guestbuild.Shipped(t, "csi")); !errors.Is(err, sandbox.ErrNotGranted) {
 		t.Errorf("load without the plugin_call grant: %v, want ErrNotGranted", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 )
 
 // The deviceplugin handler (handlers-wasm/deviceplugin/deviceplugin.c), built and run in the
@@ -340,7 +341,7 @@ func TestDevicePluginModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hs.Close(context.Background())
-	if _, _, err := hs.Load(t.Context(), guestbuild.Shipped(t, "deviceplugin")); !errors.Is(err, host.ErrNotGranted) {
+	if _, _, err := hs.Load(t.Context(), guestbuild.Shipped(t, "deviceplugin")); !errors.Is(err, sandbox.ErrNotGranted) {
 		t.Errorf("load without the plugin_call grant: %v, want ErrNotGranted", err)
 	}
 }

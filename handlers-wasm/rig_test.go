@@ -13,6 +13,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
@@ -21,13 +22,13 @@ import (
 type rig struct {
 	t   testing.TB
 	hs  *harness.Harness
-	m   *host.Module
+	m   *sandbox.Module
 	typ string
 }
 
 // newRig builds handlers-wasm/<name> and loads it for plugin type typ, with plugin_call granted
 // and answered by caller when caller is not nil.
-func newRig(t testing.TB, name, typ string, caller host.PluginCaller) *rig {
+func newRig(t testing.TB, name, typ string, caller sandbox.PluginCaller) *rig {
 	t.Helper()
 	path := guestbuild.Shipped(t, name)
 	cfg := host.Config{CallTimeout: time.Minute, AllowInsecure: true, PluginCaller: caller}

@@ -27,6 +27,8 @@ import (
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/session"
@@ -155,11 +157,11 @@ func notWasmHint(b []byte) string {
 func loadHints(err error, path string, types []string, caps []string) []string {
 	var hints []string
 	switch {
-	case errors.Is(err, host.ErrNotGranted):
+	case errors.Is(err, sandbox.ErrNotGranted):
 		for _, t := range types {
 			hints = append(hints, fmt.Sprintf("the operator grants it in the daemon's config: handlers.types.%s.capabilities: [%s]", t, strings.Join(caps, ", ")))
 		}
-	case errors.Is(err, host.ErrInsecure):
+	case errors.Is(err, sandbox.ErrInsecure):
 		hints = append(hints, "make the file writable by its owner only (chmod go-w "+path+"), or pass --allow-insecure (the daemon: handlers.allowInsecure or --allow-insecure-handlers)")
 	case strings.Contains(err.Error(), "memory minimum"):
 		hints = append(hints, "raise handlers.memoryLimit, or make the module declare less memory")
@@ -413,8 +415,8 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	v := handlerTestView{File: path, Calls: []stepView{}}
 
 	// What the module is, to default the plugin type: a first host without grants.
-	sandbox := daemon.SandboxConfig(cfg) // the daemon's sandbox; the flags' grants come below
-	probe, err := harness.New(ctx, host.Config{CacheDir: cacheDir, CallTimeout: sandbox.CallTimeout, MemoryLimit: sandbox.MemoryLimit, Limits: sandbox.Limits})
+	hcfg := daemon.SandboxConfig(cfg) // the daemon's sandbox; the flags' grants come below
+	probe, err := harness.New(ctx, host.Config{CacheDir: cacheDir, CallTimeout: hcfg.CallTimeout, MemoryLimit: hcfg.MemoryLimit, Limits: hcfg.Limits})
 	if err != nil {
 		return err
 	}
@@ -428,7 +430,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	}
 	v.Size, v.SHA256, v.ABIVersion = rep.Size, rep.SHA256, rep.ABIVersion
 	v.Manifest = newManifestView(rep.Manifest)
-	if slices.ContainsFunc(rep.Exports, func(e host.Export) bool { return e.Name == abi.ExportCommandStart }) {
+	if slices.ContainsFunc(rep.Exports, func(e sandbox.Export) bool { return e.Name == abi.ExportCommandStart }) {
 		// No call can be made: say why as the daemon would, with how to build it.
 		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, strings.TrimPrefix(rep.DescribeError, "not instantiated: "))
 	}
@@ -484,8 +486,8 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	if v.Sandbox.Grants == nil {
 		v.Sandbox.Grants = []string{}
 	}
-	var caller host.PluginCaller = registrar.PluginCaller{}
-	policy := sandbox.PluginCallPolicy // where the daemon lets plugin_call dial
+	var caller sandbox.PluginCaller = registrar.PluginCaller{}
+	policy := hcfg.PluginCallPolicy // where the daemon lets plugin_call dial
 	if fixture != nil {
 		caller = fixture
 		v.Sandbox.CallFixture = o.fixture
@@ -496,8 +498,8 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 		policy = nil // the session stands in for the plugin
 		v.Replay = &replayView{Session: o.replay, Match: o.replayMode}
 	}
-	sandbox.Grants, sandbox.PluginCaller, sandbox.PluginCallPolicy, sandbox.CacheDir = grants, caller, policy, cacheDir
-	hs, err := harness.New(ctx, sandbox)
+	hcfg.Grants, hcfg.PluginCaller, hcfg.PluginCallPolicy, hcfg.CacheDir = grants, caller, policy, cacheDir
+	hs, err := harness.New(ctx, hcfg)
 	if err != nil {
 		return err
 	}
@@ -514,7 +516,7 @@ func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerT
 	if err != nil {
 		v.Load.Result, v.Load.Error = "error", err.Error()
 		v.Load.Hints = loadHints(err, path, rep.Manifest.PluginTypes, rep.Capabilities)
-		if errors.Is(err, host.ErrNotGranted) {
+		if errors.Is(err, sandbox.ErrNotGranted) {
 			v.Load.Hints = append([]string{"here, grant it with --grant " + strings.Join(rep.Capabilities, " --grant ")}, v.Load.Hints...)
 		}
 		v.Failure = "the module did not load: " + err.Error()
@@ -834,7 +836,7 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 		// .digest) would not be served by it, dropped into the handler directory.
 		for _, t := range rep.Manifest.PluginTypes {
 			tc := cfg.Handlers.Types[t]
-			b := host.Binding{Digest: tc.Digest}
+			b := policy.Binding{Digest: tc.Digest}
 			if tc.File != "" {
 				b.File = filepath.Join(cfg.HandlerDir, tc.File)
 			}

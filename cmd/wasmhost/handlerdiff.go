@@ -17,7 +17,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/harness"
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -106,7 +106,7 @@ func sandboxHarness(ctx context.Context, cfg config.Config, grants []string, typ
 }
 
 // loadForReplay loads path in hs, with the load's error in a sentence.
-func loadForReplay(ctx context.Context, hs *harness.Harness, path string) (*host.Module, error) {
+func loadForReplay(ctx context.Context, hs *harness.Harness, path string) (*sandbox.Module, error) {
 	m, _, err := hs.Load(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("%s did not load: %w", path, err)
@@ -132,7 +132,7 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 	}
 	v := diffView{Old: oldPath, New: newPath, Sessions: []harness.SessionDiff{}}
 	err = o.withCacheDir(func(cacheDir string) error {
-		var mods [2]*host.Module
+		var mods [2]*sandbox.Module
 		var hss [2]*harness.Harness
 		for i, path := range []string{oldPath, newPath} {
 			hs, err := sandboxHarness(ctx, cfg, o.grants, types, cacheDir)

@@ -1,5 +1,5 @@
 // Package capture keeps, per plugin type, what the handler saw when each of the last few
-// plugins registered (package session): the daemon's host records into it (host.Recorder) and
+// plugins registered (package session): the daemon's host records into it (sandbox.Recorder) and
 // the admin API hands its sessions out (`wasmhost plugins capture`).
 //
 // It is bounded: at most Config.Sessions plugins per type are kept, the one that registered
@@ -63,7 +63,7 @@ type Config struct {
 	Node string
 }
 
-// Ring keeps the sessions. It implements host.Recorder. The zero value keeps nothing.
+// Ring keeps the sessions. It implements sandbox.Recorder. The zero value keeps nothing.
 type Ring struct {
 	cfg    Config
 	mu     sync.Mutex
@@ -91,12 +91,12 @@ func New(cfg Config) *Ring {
 	return &Ring{cfg: cfg, byType: make(map[string]*typeRing)}
 }
 
-// Records implements host.Recorder.
+// Records implements sandbox.Recorder.
 func (r *Ring) Records(pluginType string) bool {
 	return r != nil && r.cfg.Sessions > 0 && !r.cfg.OptOut[pluginType]
 }
 
-// Record implements host.Recorder: a validate starts the plugin's session afresh (a
+// Record implements sandbox.Recorder: a validate starts the plugin's session afresh (a
 // registration begins with it); register and deregister add to the plugin's session, as much
 // of them as its bounds leave room for.
 func (r *Ring) Record(p registration.PluginInfo, h session.Handler, c session.Call) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
@@ -218,8 +219,8 @@ func Default() Config {
 			NotifyTimeout:  Duration(registrar.DefaultNotifyTimeout),
 		},
 		Handlers: HandlersConfig{
-			CallTimeout:  Duration(host.DefaultCallTimeout),
-			MemoryLimit:  host.DefaultMemoryLimit,
+			CallTimeout:  Duration(sandbox.DefaultCallTimeout),
+			MemoryLimit:  sandbox.DefaultMemoryLimit,
 			RemovalGrace: Duration(host.DefaultRemovalGrace),
 			Limits:       limits.Defaults(),
 			Quarantine:   limits.DefaultQuarantine(),

@@ -1,7 +1,7 @@
 package config
 
 import (
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,7 +34,7 @@ type AutoRollbackConfig struct {
 
 // DefaultRevisions are the defaults of handlers.revisions.
 func DefaultRevisions() RevisionsConfig {
-	return RevisionsConfig{Keep: host.DefaultKeep, AutoRollback: AutoRollbackConfig{Window: Duration(5 * time.Minute), Threshold: host.DefaultRollbackThreshold, MinCalls: host.DefaultRollbackMinCalls}}
+	return RevisionsConfig{Keep: policy.DefaultKeep, AutoRollback: AutoRollbackConfig{Window: Duration(5 * time.Minute), Threshold: policy.DefaultRollbackThreshold, MinCalls: policy.DefaultRollbackMinCalls}}
 }
 
 // validateRevisions checks handlers.revisions and the shadow candidates of handlers.types.

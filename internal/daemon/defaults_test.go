@@ -6,6 +6,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/publish"
 )
@@ -29,8 +30,8 @@ func TestConfigDefaultsAreTheHosts(t *testing.T) {
 		got, want any
 	}{
 		{"handlerDir", d.HandlerDir, host.DefaultHandlerDir},
-		{"handlers.callTimeout", time.Duration(d.Handlers.CallTimeout), host.DefaultCallTimeout},
-		{"handlers.memoryLimit", int64(d.Handlers.MemoryLimit), int64(host.DefaultMemoryLimit)},
+		{"handlers.callTimeout", time.Duration(d.Handlers.CallTimeout), sandbox.DefaultCallTimeout},
+		{"handlers.memoryLimit", int64(d.Handlers.MemoryLimit), int64(sandbox.DefaultMemoryLimit)},
 		{"handlers.removalGrace", time.Duration(d.Handlers.RemovalGrace), host.DefaultRemovalGrace},
 		{"publish.maxBytes", int(d.Publish.MaxBytes), publish.DefaultMaxBytes},
 		{"publish.maxBytes' most", config.MaxPublishMaxBytes, publish.MaxMaxBytes},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
 
@@ -27,13 +28,13 @@ func SandboxConfig(cfg config.Config) host.Config {
 // hostBindings turns handlers.types.<T>.file and .digest into the host's bindings: a file is a
 // name in the handler directory, so that no module pulled from a registry (served from
 // another directory) matches it.
-func hostBindings(cfg config.Config) map[string]host.Binding {
-	out := make(map[string]host.Binding)
+func hostBindings(cfg config.Config) map[string]policy.Binding {
+	out := make(map[string]policy.Binding)
 	for typ, tc := range cfg.Handlers.Types {
 		if tc.File == "" && tc.Digest == "" {
 			continue
 		}
-		b := host.Binding{Digest: tc.Digest}
+		b := policy.Binding{Digest: tc.Digest}
 		if tc.File != "" {
 			b.File = filepath.Join(cfg.HandlerDir, tc.File)
 		}

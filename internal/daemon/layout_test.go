@@ -51,7 +51,7 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 			}
 		}
 	}
-	pkgs := []string{"internal/host/wasmbin", "internal/host/sandbox", "internal/registration/liveness"}
+	pkgs := []string{"internal/host/wasmbin", "internal/host/sandbox", "internal/host/policy", "internal/registration/liveness"}
 	for pkg := range stage {
 		pkgs = append(pkgs, pkg)
 	}
@@ -98,39 +98,49 @@ func TestPublishOnlyReadsTheState(t *testing.T) {
 	}
 }
 
-// TestSandboxBelowTheHost: the host's packages by job (internal/host's doc): the sandbox
-// (internal/host/sandbox) is below the policy layer, the reloader and the Host (internal/host),
-// which reach it through its exported API; it reaches the layer only through the policy it is
-// given for a call (sandbox.Policy). It links none of them, nor the stages before the host:
-// the watcher, the state store, the reconciler.
+// TestSandboxBelowTheHost: the host's packages by job (internal/host's doc), in the order a
+// call meets them from below: the sandbox (internal/host/sandbox), the policy layer over it
+// (internal/host/policy: what serves a type, revisions, rollback pins, shadows, quarantine),
+// the reloader and the Host over both (internal/host). Each links only those before it: the
+// sandbox reaches the layer only through the policy it is given for a call (sandbox.Policy),
+// the layer reaches the reloader only through what it is told (policy.Layer.Sync). None of
+// them links the stages before the host: the watcher, the state store, the reconciler.
 func TestSandboxBelowTheHost(t *testing.T) {
 	const module = "github.com/wasmhost/wasmhost/"
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/host/sandbox")
-	cmd.Dir = "../.."
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			stderr = ee.Stderr
+	order := []string{"internal/host/sandbox", "internal/host/policy", "internal/host"}
+	for i, pkg := range order {
+		cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+pkg)
+		cmd.Dir = "../.."
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("go list -deps ./%s: %v\n%s", pkg, err, stderr)
 		}
-		t.Fatalf("go list -deps ./internal/host/sandbox: %v\n%s", err, stderr)
-	}
-	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, module+"internal/host/sandbox") || !slices.Contains(deps, module+"internal/registration") {
-		t.Fatalf("go list -deps ./internal/host/sandbox lists neither itself nor internal/registration:\n%s", out)
-	}
-	for _, dep := range deps {
-		switch rel, _ := strings.CutPrefix(dep, module); rel {
-		case "internal/host", "internal/watcher", "internal/state", "internal/reconciler":
-			t.Errorf("internal/host/sandbox depends on %s", rel)
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, module+pkg) || !slices.Contains(deps, module+"internal/registration") {
+			t.Fatalf("go list -deps ./%s lists neither itself nor internal/registration:\n%s", pkg, out)
 		}
-	}
-	bp, err := build.Import(module+"internal/host", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(bp.Imports, module+"internal/host/sandbox") {
-		t.Errorf("internal/host does not import internal/host/sandbox: imports %v", bp.Imports)
+		for _, dep := range deps {
+			rel, _ := strings.CutPrefix(dep, module)
+			switch {
+			case slices.Contains(order[i+1:], rel):
+				t.Errorf("%s depends on %s, which sits over it", pkg, rel)
+			case rel == "internal/watcher", rel == "internal/state", rel == "internal/reconciler":
+				t.Errorf("%s depends on %s", pkg, rel)
+			}
+		}
+		if i > 0 {
+			bp, err := build.Import(module+pkg, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(bp.Imports, module+order[i-1]) {
+				t.Errorf("%s does not import %s, the package below it: imports %v", pkg, order[i-1], bp.Imports)
+			}
+		}
 	}
 }
 
@@ -140,7 +150,7 @@ func TestSandboxBelowTheHost(t *testing.T) {
 // FollowDir), and registration does not reach back into the state store, which holds the
 // watcher's types.
 func TestSandboxLinksNoWatcher(t *testing.T) {
-	pkgs := []string{"./conformance", "./internal/harness", "./internal/handlerbench", "./internal/host", "./internal/host/sandbox"}
+	pkgs := []string{"./conformance", "./internal/harness", "./internal/handlerbench", "./internal/host", "./internal/host/policy", "./internal/host/sandbox"}
 	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	cmd.Dir = "../.."
 	out, err := cmd.Output()

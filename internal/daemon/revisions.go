@@ -11,6 +11,8 @@ import (
 	"github.com/wasmhost/wasmhost/internal/admin"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/state"
 )
@@ -22,7 +24,7 @@ import (
 // setUpRevisions configures the hosts' revision stores and the shadow candidates of the config.
 func (d *Daemon) setUpRevisions(ctx context.Context, cfg config.Config) error {
 	r := cfg.Handlers.Revisions
-	rc := host.RevisionConfig{
+	rc := policy.RevisionConfig{
 		Dir:               filepath.Join(cfg.StateDir, "revisions"),
 		Keep:              r.Keep,
 		RollbackWindow:    time.Duration(r.AutoRollback.Window),
@@ -130,11 +132,11 @@ func shadowOf(h *host.Host, pluginType string) *state.Shadow {
 	return nil
 }
 
-func pinToState(p host.Pin) state.Pin {
+func pinToState(p policy.Pin) state.Pin {
 	return state.Pin{PluginType: p.PluginType, SHA256: p.SHA256, FileSHA256: p.FileSHA256, Auto: p.Auto, Reason: p.Reason, At: p.At}
 }
 
-func revisionToState(r host.Revision) state.Revision {
+func revisionToState(r policy.Revision) state.Revision {
 	return state.Revision{SHA256: r.SHA256, File: r.File, Name: r.Name, Version: r.Version,
 		PluginTypes: r.PluginTypes, Size: r.Size, FirstLoaded: r.FirstLoaded, Calls: r.Calls,
 		Failures: r.Failures, Traps: r.Traps, Timeouts: r.Timeouts, Serving: r.Serving,
@@ -171,9 +173,9 @@ func controlError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, host.ErrNoRevision):
+	case errors.Is(err, policy.ErrNoRevision):
 		return kindError{admin.ErrNotFound, err}
-	case errors.Is(err, host.ErrBadModule), errors.Is(err, host.ErrInsecure):
+	case errors.Is(err, sandbox.ErrBadModule), errors.Is(err, sandbox.ErrInsecure):
 		return kindError{admin.ErrInvalid, err}
 	}
 	return err

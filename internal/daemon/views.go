@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/admin"
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/state"
@@ -186,9 +187,9 @@ func resultOf(err error) string {
 		return metrics.ResultOK
 	case errors.Is(err, context.DeadlineExceeded):
 		return metrics.ResultTimeout
-	case errors.Is(err, host.ErrQuarantined):
+	case errors.Is(err, policy.ErrQuarantined):
 		return metrics.ResultQuarantined
-	case errors.Is(err, host.ErrTrap):
+	case errors.Is(err, sandbox.ErrTrap):
 		return metrics.ResultTrap
 	case errors.Is(err, typeslots.ErrBusy):
 		return metrics.ResultTypeBusy

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/metrics"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/typeslots"
@@ -17,8 +18,8 @@ func TestResultOf(t *testing.T) {
 	for err, want := range map[error]string{
 		nil: metrics.ResultOK,
 		wrap(fmt.Errorf("%w: %w", registration.ErrHandlerFailed, context.DeadlineExceeded)): metrics.ResultTimeout,
-		wrap(fmt.Errorf("%w: %w", registration.ErrHandlerFailed, host.ErrTrap)):             metrics.ResultTrap,
-		wrap(fmt.Errorf("%w: %w", registration.ErrHandlerFailed, host.ErrQuarantined)):      metrics.ResultQuarantined,
+		wrap(fmt.Errorf("%w: %w", registration.ErrHandlerFailed, sandbox.ErrTrap)):          metrics.ResultTrap,
+		wrap(fmt.Errorf("%w: %w", registration.ErrHandlerFailed, policy.ErrQuarantined)):    metrics.ResultQuarantined,
 		wrap(registration.ErrRejected):      metrics.ResultRejected,
 		wrap(registration.ErrNoHandler):     metrics.ResultNoHandler,
 		wrap(registration.ErrUnreachable):   metrics.ResultUnreachable,

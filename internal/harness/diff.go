@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -21,7 +21,7 @@ import (
 // harness of its own.
 type Revision struct {
 	Harness *Harness
-	Module  *host.Module
+	Module  *sandbox.Module
 }
 
 // SessionDiff is what two revisions did with one session, per call (the JSON of wasmhost

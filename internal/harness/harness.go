@@ -4,7 +4,7 @@
 // after the call, and the time the call took. It is what `wasmhost handler test` and the
 // conformance kit (package conformance) are built on.
 //
-// It is internal, and not a stable API: its types are the daemon's (host.Module,
+// It is internal, and not a stable API: its types are the daemon's (sandbox.Module,
 // registration.PluginInfo). What handler authors use is package conformance, whose API has
 // types of its own.
 package harness
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
@@ -70,7 +71,7 @@ func (hs *Harness) Close(ctx context.Context) error { return hs.host.Close(ctx) 
 
 // Load loads the module at path as the daemon would (host.(*Host).LoadFile), and returns it
 // with the log lines of its loading (what its initialization wrote, and the host's verdict).
-func (hs *Harness) Load(ctx context.Context, path string) (*host.Module, []LogLine, error) {
+func (hs *Harness) Load(ctx context.Context, path string) (*sandbox.Module, []LogLine, error) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	hs.logs.take()
@@ -129,7 +130,7 @@ type Step struct {
 }
 
 // Do makes call op about p on m, and records what it did.
-func (hs *Harness) Do(ctx context.Context, m *host.Module, op Op, p registration.PluginInfo) Step {
+func (hs *Harness) Do(ctx context.Context, m *sandbox.Module, op Op, p registration.PluginInfo) Step {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	hs.logs.take()
@@ -159,7 +160,7 @@ func (hs *Harness) Do(ctx context.Context, m *host.Module, op Op, p registration
 	default:
 		st.Outcome = Failed
 		st.Reason = err.Error()
-		st.Trapped = errors.Is(err, host.ErrTrap)
+		st.Trapped = errors.Is(err, sandbox.ErrTrap)
 		st.TimedOut = errors.Is(err, context.DeadlineExceeded)
 	}
 	st.Store = hs.host.Store(p.Type)
@@ -254,7 +255,7 @@ type PluginCall struct {
 
 // callRecorder records the plugin calls made through it.
 type callRecorder struct {
-	next   host.PluginCaller
+	next   sandbox.PluginCaller
 	mu     sync.Mutex
 	calls  []PluginCall
 	replay *replayCaller // answers instead of next during a replay

@@ -15,12 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
-// recorder is the harness host's host.Recorder: it keeps the last call.
+// recorder is the harness host's sandbox.Recorder: it keeps the last call.
 type recorder struct {
 	mu      sync.Mutex
 	last    *session.Call
@@ -101,7 +101,7 @@ type ReplayStep struct {
 // session does not have (it fails, as a plugin that does not answer) or does not make, a
 // different request, other reads or writes of the store, another result, reason or published
 // facts.
-func (hs *Harness) Replay(ctx context.Context, m *host.Module, s *session.Session, mode ReplayMode) []ReplayStep {
+func (hs *Harness) Replay(ctx context.Context, m *sandbox.Module, s *session.Session, mode ReplayMode) []ReplayStep {
 	p := PluginInfo(s)
 	var out []ReplayStep
 	for _, c := range s.Calls {

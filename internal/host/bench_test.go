@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi/guest/guesttest"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
-// BenchmarkValidate is the host's: a handler call through the policy layer (served.Serve) and
+// BenchmarkValidate is the host's: a handler call through the policy layer (policy.Serving.Serve) and
 // the sandbox, as the daemon makes it. The sandbox's benchmarks are in package sandbox; what
 // both use (the SDKs' example handlers, the percentiles) is in sandboxtest.
 
@@ -76,7 +77,7 @@ func BenchmarkValidate(b *testing.B) {
 	})
 }
 
-func mustLoadPath(t testing.TB, h *Host, path string) *Module {
+func mustLoadPath(t testing.TB, h *Host, path string) *sandbox.Module {
 	t.Helper()
 	m, err := h.LoadFile(context.Background(), path)
 	if err != nil {

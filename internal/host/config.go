@@ -6,18 +6,14 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
-
-// PluginCaller makes the unary gRPC calls of the plugin_call host function
-// (abi.ImportPluginCall) to the endpoint of the plugin a handler is handling.
-type PluginCaller = sandbox.PluginCaller
 
 // Config configures a Host. The zero value is usable: every field has a default.
 type Config struct {
@@ -61,7 +57,7 @@ type Config struct {
 	// belongs to the file that serves it first: a file that declares it later is refused, and
 	// of the files present at start the one that served it before the restart (the revision
 	// store remembers), else the first by name, takes it. Defaults to nil: no binding.
-	Bindings map[string]Binding
+	Bindings map[string]policy.Binding
 
 	// AllowInsecure loads handler files, and reads a handler directory, that are writable
 	// by group or other or owned by a user other than the daemon's. It does not apply to
@@ -70,7 +66,7 @@ type Config struct {
 
 	// PluginCaller serves the plugin_call host function. Defaults to nil: the
 	// abi.CapabilityPluginCall capability cannot be granted (New fails if it is).
-	PluginCaller PluginCaller
+	PluginCaller sandbox.PluginCaller
 
 	// PluginCallPolicy, if set, decides whether plugin_call may dial endpoint for the plugin
 	// of pluginType registered from socket: it returns the path to dial (symlinks resolved,
@@ -80,9 +76,9 @@ type Config struct {
 	PluginCallPolicy func(pluginType, socket, endpoint string) (string, error)
 
 	// Recorder, if set, receives what the plugin calls of the types it records exchanged with
-	// the host, and their results (record.go): the daemon's session capture, `wasmhost handler
+	// the host, and their results (sandbox.Recorder): the daemon's session capture, `wasmhost handler
 	// test --record`. Defaults to nil: nothing is recorded.
-	Recorder Recorder
+	Recorder sandbox.Recorder
 
 	// OnChange, if set, is called from Run's goroutine after each step of following the
 	// handler directory (a load, a replacement, a removal, a refusal), so that the caller can
@@ -121,7 +117,7 @@ type Config struct {
 
 	// Limits bound what loading a handler file, and each of its calls, may cost: the table of
 	// handlers.limits, read from the config file (internal/limits). Zero fields take their
-	// defaults (limits.Defaults); GuestThreads zero is DefaultGuestThreads.
+	// defaults (limits.Defaults); GuestThreads zero is sandbox.DefaultGuestThreads.
 	Limits limits.Handler
 
 	// Quarantine stops calling a handler that keeps trapping or timing out: handlers.quarantine
@@ -134,42 +130,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Binding names the one handler that may serve a plugin type (Config.Bindings): a file, a
-// module digest, or both (then both must match).
-type Binding struct {
-	// File is the path of the handler file (in HandlerDir). Defaults to "": any file.
-	File string
-	// Digest is the SHA-256 of the module's bytes, lower-case hex, with or without a
-	// "sha256:" prefix. Defaults to "": any module.
-	Digest string
-}
-
-// Refusal says why a module of file with digest sum may not serve pluginType, or "" (for
-// `wasmhost handler inspect`).
-func (b Binding) Refusal(pluginType, file, sum string) string {
-	return b.refusal(pluginType, file, sum)
-}
-
-// refusal says why a module of file with digest sum may not serve pluginType, or "".
-func (b Binding) refusal(pluginType, file, sum string) string {
-	if b.File != "" && b.File != file {
-		return fmt.Sprintf("plugin type %s is bound to the handler file %s (handlers.types.%s.file)", pluginType, b.File, pluginType)
-	}
-	if d := strings.TrimPrefix(b.Digest, "sha256:"); d != "" && !strings.EqualFold(d, sum) {
-		return fmt.Sprintf("plugin type %s is bound to the module sha256:%s (handlers.types.%s.digest), not sha256:%s", pluginType, d, pluginType, sum)
-	}
-	return ""
-}
-
-// DefaultGuestThreads is the default of Limits.GuestThreads (handlers.limits.guestThreads) on
-// this machine.
-func DefaultGuestThreads() int { return sandbox.DefaultGuestThreads() }
-
 // Defaults.
 const (
 	DefaultHandlerDir  = "/etc/wasmhost/handlers"
-	DefaultCallTimeout = sandbox.DefaultCallTimeout
-	DefaultMemoryLimit = sandbox.DefaultMemoryLimit
 	DefaultRetireGrace = time.Minute
 	// DefaultRemovalGrace is the default of Config.RemovalGrace.
 	DefaultRemovalGrace = 10 * time.Second

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestLimitsDefaults(t *testing.T) {
 	h, _ := newTestHost(t, Config{Limits: limits.Handler{MaxNesting: 32}})
 	want := limits.Defaults()
-	want.MaxNesting, want.GuestThreads = 32, DefaultGuestThreads()
+	want.MaxNesting, want.GuestThreads = 32, sandbox.DefaultGuestThreads()
 	if h.cfg.Limits != want {
 		t.Errorf("limits %+v; want %+v", h.cfg.Limits, want)
 	}
@@ -52,7 +53,7 @@ func TestConfig(t *testing.T) {
 	}
 	defer h.Close(ctx)
 	c := h.cfg // the sandbox's memory limit in pages: sandbox's TestMemoryLimitInPages
-	if c.HandlerDir != DefaultHandlerDir || c.CallTimeout != DefaultCallTimeout || c.MemoryLimit != DefaultMemoryLimit ||
+	if c.HandlerDir != DefaultHandlerDir || c.CallTimeout != sandbox.DefaultCallTimeout || c.MemoryLimit != sandbox.DefaultMemoryLimit ||
 		c.PoolSize < 1 || c.RetireGrace != DefaultRetireGrace || c.Registry == nil || c.Logger == nil {
 		t.Errorf("defaults not applied: %+v", c)
 	}

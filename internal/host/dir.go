@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -24,8 +25,8 @@ type fileEntry struct {
 	name  string
 	path  string
 	stats *sandbox.Stats
-	q     quarantine // of the module serving (serve.go): a new version starts afresh
-	cur   *served    // the module serving; written by Run's goroutine under Host.mu
+	q     policy.Quarantine // of the module serving: a new version starts afresh
+	cur   *policy.Serving   // the module serving; written by Run's goroutine under Host.mu
 
 	// Run's goroutine only.
 	types     []string           // the plugin types whose handlers this file's module serves
@@ -72,7 +73,7 @@ func (h *Host) Run(ctx context.Context) error {
 	defer h.readyOnce.Do(func() { close(h.ready) })
 	select {
 	case <-h.sb.Closing():
-		return ErrClosed
+		return sandbox.ErrClosed
 	default:
 	}
 	dir := h.cfg.HandlerDir
@@ -124,6 +125,7 @@ func (h *Host) Run(ctx context.Context) error {
 		cancel:   cancel,
 		dir:      dir,
 		handlers: make(map[string]*typeHandler),
+		holders:  make(map[*policy.Serving]int),
 		results:  make(chan loadResult),
 		sem:      make(chan struct{}, runtime.NumCPU()),
 		initial:  make(map[string]bool),
@@ -231,6 +233,7 @@ type reloader struct {
 	cancel   context.CancelFunc
 	dir      string
 	handlers map[string]*typeHandler // the registered handler of each plugin type
+	holders  map[*policy.Serving]int // how many of handlers a module serves (at zero, it is retired)
 	retiring []retiringHandler
 	results  chan loadResult
 	sem      chan struct{} // bounds concurrent loads
@@ -248,6 +251,13 @@ type reloader struct {
 	shrinkAt    time.Time // the next look for idle instances (idle.go)
 }
 
+// typeHandler is the reloader's hold on the registered handler of a plugin type (the policy
+// layer's TypeHandler, which is what the registry holds): the file whose module serves it.
+type typeHandler struct {
+	*policy.TypeHandler
+	file *fileEntry
+}
+
 type retiringHandler struct {
 	t  *typeHandler
 	at time.Time
@@ -255,7 +265,7 @@ type retiringHandler struct {
 
 type loadResult struct {
 	e           *fileEntry
-	m           *Module
+	m           *sandbox.Module
 	bin         []byte // m's bytes, for the revision store
 	sum         string
 	unchanged   bool // the file has the serving version's bytes
@@ -380,7 +390,7 @@ func (r *reloader) shrinkPools(now time.Time) {
 		if e.cur == nil {
 			continue
 		}
-		if n := e.cur.m.Shrink(now, timeout); n > 0 {
+		if n := e.cur.Module().Shrink(now, timeout); n > 0 {
 			r.h.log.Debug("idle handler instances closed", "handler", e.path, "closed", n, "idle_for", timeout)
 		}
 	}
@@ -427,7 +437,7 @@ func (r *reloader) list() (map[string]os.FileInfo, bool, error) {
 // now (it records the revisions installed since, and clears the pins of files replaced or
 // gone), then Config.OnChange.
 func (r *reloader) stepDone() {
-	live := make(map[*served]string)
+	live := make(map[*policy.Serving]string)
 	r.h.mu.Lock()
 	for _, e := range r.h.files {
 		if e.cur != nil {
@@ -435,7 +445,7 @@ func (r *reloader) stepDone() {
 		}
 	}
 	r.h.mu.Unlock()
-	r.h.revs.sync(live)
+	r.h.Sync(live)
 	if r.h.cfg.OnChange != nil {
 		r.h.cfg.OnChange()
 	}
@@ -446,7 +456,7 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 	r.inflight++
 	curSHA := ""
 	if e.cur != nil {
-		curSHA = e.cur.m.SHA256()
+		curSHA = e.cur.Module().SHA256()
 	}
 	failedSHA, ident := e.failedSHA, e.ident
 	go func() {
@@ -465,7 +475,7 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string, force bool) loadResult {
 	res := loadResult{e: e}
 	if !r.h.sb.BeginWork() {
-		res.err = ErrClosed
+		res.err = sandbox.ErrClosed
 		return res
 	}
 	defer r.h.sb.EndWork()
@@ -564,7 +574,7 @@ func (r *reloader) flushInitial() {
 				continue
 			}
 			for _, t := range res.m.PluginTypes() {
-				byFile, byDigest := r.h.revs.servedBefore(t, res.e.path, res.m.SHA256())
+				byFile, byDigest := r.h.ServedBefore(t, res.e.path, res.m.SHA256())
 				if r.startOwners[t] == nil && ((sameFile && byFile) || (!sameFile && byDigest)) {
 					r.startOwners[t] = res.e
 				}
@@ -595,21 +605,21 @@ func (r *reloader) apply(res loadResult) {
 		e.failedSHA = ""
 		r.clearLoadError(e)
 	case res.sameFailure:
-	case RefusalReason(res.err) == RefusedCompileBusy:
+	case sandbox.RefusalReason(res.err) == sandbox.RefusedCompileBusy:
 		// Not the file's fault: tried again soon, as if it had changed.
 		e.tried, e.retryAt = false, time.Now().Add(compileBusyRetry)
 		r.due(e.retryAt)
-		r.h.countRefusal(RefusedCompileBusy)
+		r.h.countRefusal(sandbox.RefusedCompileBusy)
 		r.h.log.Warn("handler file not loaded for now", "handler", e.path, "error", res.err)
 		r.setLoadError(e, res.err)
 	case res.err != nil:
 		// Counted and logged before the status shows it: whoever sees the error in the
 		// status finds the count and the log line too.
 		e.failedSHA = res.sum
-		r.h.countRefusal(RefusalReason(res.err))
+		r.h.countRefusal(sandbox.RefusalReason(res.err))
 		if e.cur != nil {
 			r.h.log.Error("handler file update refused; the previous version keeps serving",
-				"handler", e.path, "serving_sha256", e.cur.m.SHA256(), "error", res.err)
+				"handler", e.path, "serving_sha256", e.cur.Module().SHA256(), "error", res.err)
 		} else {
 			r.h.log.Error("handler file refused", "handler", e.path, "error", res.err)
 		}
@@ -625,7 +635,7 @@ func (r *reloader) apply(res loadResult) {
 			r.h.countRefusal(reason)
 			if e.cur != nil {
 				r.h.log.Error("handler file update refused; the previous version keeps serving",
-					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.m.SHA256(), "error", err)
+					"handler", e.path, "plugin_type", t, "serving_sha256", e.cur.Module().SHA256(), "error", err)
 			} else if held {
 				r.h.log.Error("handler file refused", "handler", e.path, "plugin_type", t, "error", err,
 					"hint", fmt.Sprintf("the first to serve a plugin type keeps it, across restarts; handlers.types.%s.file or .digest in the config decides", t))
@@ -637,7 +647,7 @@ func (r *reloader) apply(res loadResult) {
 			return
 		}
 		e.conflict, e.failedSHA = "", ""
-		r.install(e, &served{h: r.h, m: m, q: &e.q, bin: res.bin})
+		r.install(e, r.h.NewServing(m, &e.q, res.bin))
 	}
 }
 
@@ -647,9 +657,9 @@ func (r *reloader) apply(res loadResult) {
 // registries): a newcomer never displaces the one serving. It returns the first type refused,
 // why (or ""), the refusal's reason (RefusedNotBound or RefusedConflict), and whether it is
 // refused because it is held, which may change.
-func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason string, held bool) {
+func (r *reloader) owner(e *fileEntry, m *sandbox.Module) (pluginType, why, reason string, held bool) {
 	for _, t := range m.PluginTypes() {
-		if why := r.h.cfg.Bindings[t].refusal(t, e.path, m.SHA256()); why != "" {
+		if why := r.h.cfg.Bindings[t].Refusal(t, e.path, m.SHA256()); why != "" {
 			return t, why, RefusedNotBound, false
 		}
 		if th := r.handlers[t]; th != nil && th.file != e && th.file.goneSince.IsZero() {
@@ -660,21 +670,11 @@ func (r *reloader) owner(e *fileEntry, m *Module) (pluginType, why, reason strin
 		}
 		if r.handlers[t] == nil {
 			if other, ok := r.h.cfg.Registry.Get(t); ok {
-				return t, fmt.Sprintf("plugin type %s is already handled by %s", t, handlerName(other)), RefusedConflict, true
+				return t, fmt.Sprintf("plugin type %s is already handled by %s", t, policy.HandlerName(other)), RefusedConflict, true
 			}
 		}
 	}
 	return "", "", "", false
-}
-
-// handlerName names the handler of another host for a refusal: its file.
-func handlerName(hd registration.Handler) string {
-	if th, ok := hd.(*typeHandler); ok {
-		if s := th.cur.Load(); s != nil {
-			return s.m.File()
-		}
-	}
-	return fmt.Sprintf("another handler (%T)", hd)
 }
 
 // free reports whether a file refused for pluginType may try again: no handler serves the
@@ -688,7 +688,7 @@ func (r *reloader) free(pluginType string) bool {
 
 // setLoadError records why e's file was not loaded as its last error.
 func (r *reloader) setLoadError(e *fileEntry, err error) {
-	e.loadErr = &sandbox.LastError{Msg: err.Error(), At: time.Now(), Refusal: RefusalReason(err)}
+	e.loadErr = &sandbox.LastError{Msg: err.Error(), At: time.Now(), Refusal: sandbox.RefusalReason(err)}
 	e.stats.SetLast(e.loadErr)
 }
 
@@ -702,34 +702,34 @@ func (r *reloader) clearLoadError(e *fileEntry) {
 
 // install makes s serve e's plugin types: the handlers of types e already served switch to
 // s, new types get a handler in the registry, and types s no longer declares are retired.
-func (r *reloader) install(e *fileEntry, s *served) {
-	m := s.m
+func (r *reloader) install(e *fileEntry, s *policy.Serving) {
+	m := s.Module()
 	old := e.cur
 	swapped := false
 	for _, t := range m.PluginTypes() {
-		s.holders++
+		r.holders[s]++
 		if th := r.handlers[t]; th != nil {
 			if th.file != e {
 				r.handOver(th, e)
 			}
-			if prev := th.cur.Swap(s); prev != nil {
+			if prev := th.Swap(s); prev != nil {
 				r.release(prev)
 				swapped = true
 			}
 			continue
 		}
-		th := &typeHandler{pluginType: t, file: e}
-		th.cur.Store(s)
-		if other, claimed := r.h.cfg.Registry.Claim(t, th); !claimed {
+		th := &typeHandler{TypeHandler: policy.NewTypeHandler(t, s), file: e}
+		if other, claimed := r.h.cfg.Registry.Claim(t, th.TypeHandler); !claimed {
 			// Another host took the type since owner looked: it keeps it.
-			s.holders--
+			r.holders[s]--
 			r.h.log.Error("plugin type not served: another handler took it meanwhile",
-				"handler", e.path, "plugin_type", t, "serving", handlerName(other))
+				"handler", e.path, "plugin_type", t, "serving", policy.HandlerName(other))
 			continue
 		}
 		r.handlers[t] = th
 	}
-	if s.holders == 0 {
+	if r.holders[s] == 0 {
+		delete(r.holders, s)
 		m.Retire()
 		return
 	}
@@ -747,14 +747,14 @@ func (r *reloader) install(e *fileEntry, s *served) {
 	r.h.mu.Lock()
 	e.cur = s
 	r.h.mu.Unlock()
-	e.q.reset() // a new version is not quarantined for what the old one did
+	e.q.Reset() // a new version is not quarantined for what the old one did
 	// Nor does it carry what went wrong before it: a refused update, the old version's
 	// failed calls.
 	e.stats.SetLast(nil)
 	e.loadErr = nil
 	if old != nil {
 		r.h.log.Info("handler replaced", "handler", e.path, "plugin_types", e.types,
-			"old_sha256", old.m.SHA256(), "sha256", m.SHA256(), "size", m.Size())
+			"old_sha256", old.Module().SHA256(), "sha256", m.SHA256(), "size", m.Size())
 	} else {
 		r.h.log.Info("handler serving", "handler", e.path, "plugin_types", e.types, "sha256", m.SHA256(), "size", m.Size())
 	}
@@ -766,7 +766,7 @@ func (r *reloader) install(e *fileEntry, s *served) {
 // any; with none left it serves nothing, and is loaded anew if it comes back.
 func (r *reloader) handOver(th *typeHandler, e *fileEntry) {
 	old := th.file
-	old.types = slices.DeleteFunc(slices.Clone(old.types), func(t string) bool { return t == th.pluginType })
+	old.types = slices.DeleteFunc(slices.Clone(old.types), func(t string) bool { return t == th.PluginType() })
 	th.file = e
 	if len(old.types) == 0 {
 		r.h.mu.Lock()
@@ -775,16 +775,17 @@ func (r *reloader) handOver(th *typeHandler, e *fileEntry) {
 		old.tried = false
 		r.dirty = true // the next pass forgets it
 	}
-	r.h.log.Info("plugin type handed over from a handler file that is gone", "plugin_type", th.pluginType,
+	r.h.log.Info("plugin type handed over from a handler file that is gone", "plugin_type", th.PluginType(),
 		"from", old.path, "to", e.path)
 }
 
 // release drops one handler's hold on s; the last one retires its module (it closes when its
 // calls have returned).
-func (r *reloader) release(s *served) {
-	s.holders--
-	if s.holders == 0 {
-		s.m.Retire()
+func (r *reloader) release(s *policy.Serving) {
+	r.holders[s]--
+	if r.holders[s] <= 0 {
+		delete(r.holders, s)
+		s.Module().Retire()
 	}
 }
 
@@ -797,10 +798,10 @@ func (r *reloader) retireType(pluginType, why string) {
 	}
 	delete(r.handlers, pluginType)
 	r.dirty = true // a file refused for this type may load now
-	if cur, ok := r.h.cfg.Registry.Get(pluginType); ok && cur == registration.Handler(th) {
+	if cur, ok := r.h.cfg.Registry.Get(pluginType); ok && cur == registration.Handler(th.TypeHandler) {
 		r.h.cfg.Registry.Remove(pluginType)
 	}
-	th.gone.Store(&why)
+	th.Retire(why)
 	r.retiring = append(r.retiring, retiringHandler{t: th, at: time.Now().Add(r.h.cfg.RetireGrace)})
 	r.h.log.Info("plugin type handler retired", "plugin_type", pluginType, "reason", why, "grace", r.h.cfg.RetireGrace)
 }
@@ -811,12 +812,12 @@ func (r *reloader) expire(now time.Time) {
 		if rh.at.After(now) {
 			return false
 		}
-		if s := rh.t.cur.Swap(nil); s != nil {
+		if s := rh.t.Swap(nil); s != nil {
 			r.release(s)
 		}
 		// Its key-value store goes with it, unless another file serves the type now.
-		if r.handlers[rh.t.pluginType] == nil {
-			r.h.sb.DropStore(rh.t.pluginType)
+		if r.handlers[rh.t.PluginType()] == nil {
+			r.h.sb.DropStore(rh.t.PluginType())
 		}
 		return true
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
@@ -121,7 +122,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	h2, _ := newTestHost(t, Config{HandlerDir: dir})
 	err := h2.Run(context.Background())
-	sandboxtest.ErrContains(t, err, ErrInsecure, dir, "writable by group or other")
+	sandboxtest.ErrContains(t, err, sandbox.ErrInsecure, dir, "writable by group or other")
 	select {
 	case <-h2.Ready():
 	default:
@@ -309,9 +310,9 @@ func TestRunAddReplaceRemove(t *testing.T) {
 		t.Errorf("Handlers() after removal = %+v", h.Handlers())
 	}
 	testwait.Until(t, "the grace period to end", func() bool {
-		return errors.Is(hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", "p")), ErrRetired)
+		return errors.Is(hd.DeRegisterPlugin(ctx, sandboxtest.Info("reload.example", "p")), sandbox.ErrRetired)
 	})
-	sandboxtest.ErrContains(t, hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")), ErrRetired, "reload.example", path, "was removed")
+	sandboxtest.ErrContains(t, hd.ValidatePlugin(ctx, sandboxtest.Info("reload.example", "p")), sandbox.ErrRetired, "reload.example", path, "was removed")
 	testwait.Until(t, "every module to close", func() bool { return h.sb.OpenModules() == 0 })
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/watcher"
 )
@@ -53,7 +54,7 @@ func ExampleHost_LoadFile() {
 	fmt.Println("validate:", err)
 
 	_, err = h.LoadFile(ctx, filepath.Join(dir, "abi2.wasm"))
-	fmt.Println(errors.Is(err, host.ErrBadModule))
+	fmt.Println(errors.Is(err, sandbox.ErrBadModule))
 	fmt.Println(err.Error()[len("host: bad module ")+len(dir):])
 	// Output:
 	// [ok.example] 1

@@ -71,7 +71,7 @@ func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
 
 func fixture(name string) string { return filepath.Join("testdata", name+".wasm") }
 
-func mustLoad(t testing.TB, h *Host, name string) *Module {
+func mustLoad(t testing.TB, h *Host, name string) *sandbox.Module {
 	t.Helper()
 	m, err := h.LoadFile(context.Background(), fixture(name))
 	if err != nil {

@@ -8,22 +8,23 @@
 // and a module gets no filesystem, environment, network or real clock; host functions that
 // reach outside (plugin_call) are granted per plugin type by configuration.
 //
-// The host does three jobs, in two packages:
+// The host does three jobs, in three packages, in the order a call meets them from below:
 //
 //   - the sandbox (package sandbox, internal/host/sandbox): what a host's modules share (the
 //     compile cache, the turns to run guest code, instance memory, the key-value stores), a
 //     module loaded, its pool of instances, a call of one of its exports under its deadline,
 //     CPU and budgets, and the host functions;
-//   - here, the policy layer over it: what serves a plugin type's calls, and the policies of a
-//     handler's revisions and failures, rollback pins, shadow runs and quarantine (serve.go,
-//     which reads the call path in order, revisions.go, rollback.go, shadow.go, quarantine.go);
-//   - here too, the reloader: the handler directory followed, its files loaded, swapped and
+//   - the policy layer over it (package policy, internal/host/policy): what serves a plugin
+//     type's calls, and the policies of a handler's revisions and failures, rollback pins,
+//     shadow runs and quarantine;
+//   - here, the reloader: the handler directory followed, its files loaded, swapped and
 //     retired behind their types' handlers (dir.go); and the Host that holds the three
-//     (host.go; config.go its configuration, sandbox.go the sandbox's names its API uses).
+//     (host.go; config.go its configuration).
 //
-// The sandbox imports nothing of this package: it reaches the layer only through the policy it
-// is given for a call (sandbox.Policy, Module.Serve), and a test (internal/daemon's
-// layout_test.go) keeps it so.
+// Each imports only those below it: the sandbox nothing of the other two (it reaches the
+// layer only through the policy it is given for a call, sandbox.Policy), the policy layer
+// nothing of this package; internal/daemon's layout_test.go keeps it so. Callers take the
+// sandbox's and the layer's names from their packages.
 //
 // This package is part of the wasmhost daemon, not a stable API.
 package host
@@ -37,18 +38,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
 
 // Host loads and runs handler modules. Create it with New; it is safe for concurrent use.
 //
-// It holds the sandbox (package sandbox: what its modules share) with the handler directory's
-// reloader (dir.go) and the policy layer's revision store (revisions.go) beside it.
+// It holds the sandbox (package sandbox: what its modules share), the policy layer over it
+// (package policy: its revisions, rollbacks, shadows, whose methods are the Host's), and the
+// handler directory's reloader (dir.go).
 type Host struct {
-	sb  *sandbox.Sandbox // the sandbox: what the host's modules share (package sandbox)
-	cfg Config           // with its defaults
-	log *slog.Logger
+	*policy.Layer                  // the policy layer (package policy)
+	sb            *sandbox.Sandbox // the sandbox: what the host's modules share (package sandbox)
+	cfg           Config           // with its defaults
+	log           *slog.Logger
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -59,8 +63,6 @@ type Host struct {
 	files    map[string]*fileEntry // Run's handler files by name
 	refusals map[string]uint64     // refused handler files by reason
 	dirErr   string                // why the handler directory is refused now
-
-	revs *revisions // revisions kept, rollback pins and shadow runs (revisions.go, rollback.go, shadow.go)
 }
 
 // New returns a Host for cfg. ctx is used only while New runs.
@@ -81,7 +83,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		files:    make(map[string]*fileEntry),
 		refusals: make(map[string]uint64),
 	}
-	h.revs = newRevisions(h)
+	h.Layer = policy.New(sb, policy.Config{
+		Registry: cfg.Registry, Bindings: cfg.Bindings, Quarantine: cfg.Quarantine,
+		OnChange: cfg.OnChange, PoolSize: cfg.PoolSize, Logger: cfg.Logger,
+	})
 	return h, nil
 }
 
@@ -96,9 +101,9 @@ func (h *Host) Ready() <-chan struct{} { return h.ready }
 // checks its exports and imports, instantiates it once and reads its ABI version and
 // manifest. The Module is not registered anywhere; it handles calls for its plugin types
 // until the caller closes it (or the host is closed).
-func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
+func (h *Host) LoadFile(ctx context.Context, path string) (*sandbox.Module, error) {
 	if !h.sb.BeginWork() {
-		return nil, ErrClosed
+		return nil, sandbox.ErrClosed
 	}
 	defer h.sb.EndWork()
 	bin, err := h.sb.ReadHandlerFile(path)
@@ -109,7 +114,7 @@ func (h *Host) LoadFile(ctx context.Context, path string) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.SetOwn(&served{h: h, m: m, q: new(quarantine)})
+	m.SetOwn(h.NewServing(m, nil, nil))
 	return m, nil
 }
 
@@ -142,8 +147,8 @@ func (h *Host) SetStore(pluginType string, kv map[string][]byte) { h.sb.SetStore
 // memory limit and call timeout, WASI as the host gives it, and host functions that set the
 // result and otherwise answer abi.CodeDenied). Unlike LoadFile it neither checks grants nor
 // permissions, and a module it can describe may still be refused: load it to know. The error
-// (ErrBadModule) is for bytes that are not a WebAssembly module at all.
-func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
+// (sandbox.ErrBadModule) is for bytes that are not a WebAssembly module at all.
+func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*sandbox.Report, error) {
 	return h.sb.Inspect(ctx, name, bin)
 }
 
@@ -171,8 +176,9 @@ type HandlerStatus struct {
 	CPU, Throttled time.Duration
 	LastError      string    // the last load or call error, if any
 	LastErrorAt    time.Time // when
-	// Refusal is the reason (Refused*) when LastError is a refusal of the file (of its only
-	// version, or of an update while an older one serves), "" otherwise.
+	// Refusal is the reason (sandbox.Refused*, or this package's Refused*) when LastError is a
+	// refusal of the file (of its only version, or of an update while an older one serves), ""
+	// otherwise.
 	Refusal string
 	// GoneSince is when the file went from the directory, zero while it is there: it is
 	// removed (its plugin types leave the registry) at GoneSince + RemovalGrace unless it is
@@ -181,7 +187,7 @@ type HandlerStatus struct {
 
 	// Quarantine: whether its calls fail at once after repeated traps or timeouts, until
 	// when, and why (Config.Quarantine).
-	Quarantine QuarantineStatus
+	Quarantine policy.QuarantineStatus
 	// KVKeys and KVBytes are what the key-value stores of its plugin types hold, against
 	// Limits.KVKeysPerHandler and KVBytesPerHandler.
 	KVKeys  int
@@ -207,7 +213,7 @@ func (h *Host) Handlers() []HandlerStatus {
 			Throttled: c.Throttled,
 		}
 		if e.cur != nil {
-			m := e.cur.m
+			m := e.cur.Module()
 			s.PluginTypes = m.PluginTypes()
 			s.Name, s.Version = m.Manifest().Name, m.Manifest().Version
 			s.SHA256, s.Size, s.ABIVersion = m.SHA256(), m.Size(), m.ABIVersion()
@@ -220,13 +226,21 @@ func (h *Host) Handlers() []HandlerStatus {
 			s.LastError, s.LastErrorAt, s.Refusal = last.Msg, last.At, last.Refusal
 		}
 		s.GoneSince = e.goneSince
-		s.Quarantine = e.q.status()
+		s.Quarantine = e.q.Status()
 		s.KVKeys, s.KVBytes = c.KVKeys, c.KVBytes
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out
 }
+
+// The reasons a handler file is refused that are the reloader's, beside the sandbox's when it
+// loads a file (sandbox.Refused*), for the wasmhost_handler_refusals_total metric.
+const (
+	RefusedConflict  = "conflict"           // declares a plugin type another file handles
+	RefusedNotBound  = "not_bound"          // declares a plugin type bound to another file or digest
+	RefusedDirectory = "insecure_directory" // the handler directory became insecure
+)
 
 // countRefusal counts a refused handler file (or directory) by reason.
 func (h *Host) countRefusal(reason string) {
@@ -236,8 +250,8 @@ func (h *Host) countRefusal(reason string) {
 }
 
 // Refusals returns how many times a handler file was refused since the host was made, by
-// reason (the Refused* constants): an update refused counts, a file refused again for the same
-// bytes does not.
+// reason (the Refused* constants, the sandbox's and this package's): an update refused counts,
+// a file refused again for the same bytes does not.
 func (h *Host) Refusals() map[string]uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()

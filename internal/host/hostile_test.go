@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
@@ -100,58 +102,58 @@ func TestHostileFiles(t *testing.T) {
 			if err := syscall.Mkfifo(path, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, RefusedNotRegular, []string{"not a regular file (a FIFO)"}},
+		}, sandbox.RefusedNotRegular, []string{"not a regular file (a FIFO)"}},
 		{"socket", Config{}, func(t *testing.T, path string) {
 			l, err := net.Listen("unix", path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { l.Close() })
-		}, RefusedNotRegular, []string{"not a regular file (a socket)"}},
+		}, sandbox.RefusedNotRegular, []string{"not a regular file (a socket)"}},
 		{"directory", Config{}, func(t *testing.T, path string) {
 			if err := os.Mkdir(path, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, RefusedNotRegular, []string{"not a regular file (a directory)"}},
+		}, sandbox.RefusedNotRegular, []string{"not a regular file (a directory)"}},
 		{"compile-bomb", Config{}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(100_000, 1, 0x02)) // the 300 KB, 82 s to compile
-		}, RefusedStructure, []string{"refused before compiling", "function 0: blocks nested more than 4096 deep (handlers.limits.maxNesting)"}},
+		}, sandbox.RefusedStructure, []string{"refused before compiling", "function 0: blocks nested more than 4096 deep (handlers.limits.maxNesting)"}},
 		{"compile-bomb-spread", Config{}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(4000, 40, 0x03)) // each under maxNesting, 13 s together
-		}, RefusedStructure, []string{"refused before compiling", "over the limit of 50000000 (a constant"}},
+		}, sandbox.RefusedStructure, []string{"refused before compiling", "over the limit of 50000000 (a constant"}},
 		{"locals", Config{Limits: limits.Handler{MaxLocals: 1000}}, func(t *testing.T, path string) {
 			b := append([]byte(nil), wasmbin.Header...)
 			b = append(b, 1, 4, 1, 0x60, 0, 0, 3, 2, 1, 0)
 			b = append(b, 10, 8, 1, 6, 1, 0x80, 0x89, 0x7a, 0x7f, 0x0b) // 2,000,000 i32 locals
 			sandboxtest.WriteFile(t, path, b)
-		}, RefusedStructure, []string{"more than 1000 locals (handlers.limits.maxLocals)"}},
+		}, sandbox.RefusedStructure, []string{"more than 1000 locals (handlers.limits.maxLocals)"}},
 		{"big-table", Config{}, func(t *testing.T, path string) {
 			sandboxtest.CopyFile(t, fixture("bigtable"), path, 0o644)
-		}, RefusedStructure, []string{"tables of 100000000 elements, over the limit of 200000 (handlers.limits.maxTableElements)"}},
+		}, sandbox.RefusedStructure, []string{"tables of 100000000 elements, over the limit of 200000 (handlers.limits.maxTableElements)"}},
 		{"table-grow", Config{}, func(t *testing.T, path string) {
 			sandboxtest.CopyFile(t, fixture("tablegrow"), path, 0o644)
-		}, RefusedStructure, []string{"grows table 0, which declares no maximum"}},
+		}, sandbox.RefusedStructure, []string{"grows table 0, which declares no maximum"}},
 		{"globals", Config{}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(6, 5_000_000, []byte{0x7f, 0, 0x41, 0, 0x0b})) // 25 MB, 540 MB to compile
-		}, RefusedStructure, []string{"global section of 5000000 entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
+		}, sandbox.RefusedStructure, []string{"global section of 5000000 entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
 		{"element-segment", Config{}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(9, 5_000_000, nil)) // 5 MB, 343 MB to compile
-		}, RefusedStructure, []string{"element segments of 5000000 entries, over the limit of 200000 (handlers.limits.maxTableElements)"}},
+		}, sandbox.RefusedStructure, []string{"element segments of 5000000 entries, over the limit of 200000 (handlers.limits.maxTableElements)"}},
 		{"names", Config{}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.ManyEntries(0, 3_000_000, nil)) // 16 MB, 91 MB to compile
-		}, RefusedStructure, []string{"name section of 3000000 or more entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
+		}, sandbox.RefusedStructure, []string{"name section of 3000000 or more entries, over the limit of 100000 (handlers.limits.maxEntries)"}},
 		{"deep", Config{Limits: limits.Handler{MaxNesting: 32}}, func(t *testing.T, path string) {
 			sandboxtest.CopyFile(t, fixture("deep"), path, 0o644)
-		}, RefusedStructure, []string{"blocks nested more than 32 deep"}},
+		}, sandbox.RefusedStructure, []string{"blocks nested more than 32 deep"}},
 		{"too-large", Config{Limits: limits.Handler{MaxModuleSize: 2000}}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, make([]byte, 5000))
-		}, RefusedTooLarge, []string{"file of 5000 bytes over the limit of 2000 bytes (handlers.limits.maxModuleSize)"}},
+		}, sandbox.RefusedTooLarge, []string{"file of 5000 bytes over the limit of 2000 bytes (handlers.limits.maxModuleSize)"}},
 		{"compile-timeout", Config{Limits: limits.Handler{CompileTimeout: limits.Duration(300 * time.Millisecond), MaxNesting: 1 << 30}}, func(t *testing.T, path string) {
 			sandboxtest.WriteFile(t, path, sandboxtest.BombModule(6000, 1, 0x03)) // about a second to compile
-		}, RefusedCompileTimeout, []string{"compile did not finish within 300ms (handlers.limits.compileTimeout); abandoned"}},
+		}, sandbox.RefusedCompileTimeout, []string{"compile did not finish within 300ms (handlers.limits.compileTimeout); abandoned"}},
 		{"not-wasm", Config{}, func(t *testing.T, path string) {
 			sandboxtest.CopyFile(t, fixture("notwasm"), path, 0o644)
-		}, RefusedInvalid, []string{"not valid WebAssembly"}},
+		}, sandbox.RefusedInvalid, []string{"not valid WebAssembly"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,7 +200,7 @@ func TestHostileFilesAtStart(t *testing.T) {
 		t.Error("ok.example is not served")
 	}
 	r := h.Refusals()
-	if r[RefusedNotRegular] != 1 || r[RefusedStructure] != 1 || r[RefusedCompileTimeout] != 1 {
+	if r[sandbox.RefusedNotRegular] != 1 || r[sandbox.RefusedStructure] != 1 || r[sandbox.RefusedCompileTimeout] != 1 {
 		t.Errorf("refusals %v", r)
 	}
 	testwait.Until(t, "the abandoned compile to end", func() bool {
@@ -237,48 +239,6 @@ func TestKVQuotaPerFile(t *testing.T) {
 	stillFine(t, h, dir, done)
 }
 
-// TestQuarantine: traps in a row quarantine a handler: its calls fail at once with the reason,
-// a probe after the back-off that succeeds ends it, one that fails doubles the back-off.
-func TestQuarantine(t *testing.T) {
-	h, _ := newTestHost(t, Config{Quarantine: &limits.Quarantine{After: 2, Backoff: limits.Duration(100 * time.Millisecond), MaxBackoff: limits.Duration(time.Second)}})
-	m := mustLoad(t, h, "trap")
-	p := sandboxtest.Info("trap.example", "p")
-	for range 2 {
-		sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
-	}
-	err := m.ValidatePlugin(context.Background(), p)
-	sandboxtest.ErrContains(t, err, ErrQuarantined, "testdata/trap.wasm", "2 traps or timeouts in a row", "unreachable", "then one is let through as a probe")
-	if errors.Is(err, ErrTrap) {
-		t.Error("a call failed at once by the quarantine counts as a trap")
-	}
-	q := m.Own().(*served).q.status()
-	if !q.Quarantined || q.Count != 1 || q.FastFailed != 1 || q.Until.IsZero() {
-		t.Errorf("quarantine %+v", q)
-	}
-	testwait.Until(t, "the back-off", func() bool { return time.Now().After(q.Until) })
-	// A probe that works (deregister accepts) ends the quarantine.
-	if err := m.DeRegisterPlugin(context.Background(), p); err != nil {
-		t.Fatalf("probe: %v", err)
-	}
-	if q := m.Own().(*served).q.status(); q.Quarantined || q.Faults != 0 {
-		t.Errorf("after a good probe: %+v", q)
-	}
-	// Again, and a probe that traps: back for twice as long.
-	for range 2 {
-		sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
-	}
-	q = m.Own().(*served).q.status()
-	testwait.Until(t, "the back-off", func() bool { return time.Now().After(q.Until) })
-	probed := time.Now()
-	sandboxtest.ErrContains(t, m.ValidatePlugin(context.Background(), p), ErrTrap)
-	q2 := m.Own().(*served).q.status()
-	// The back-off starts when the probe fails, after probed: twice the first, whatever the
-	// load (not measured from now, which a busy machine may have carried past it).
-	if !q2.Quarantined || q2.Count != 3 || q2.Until.Sub(probed) < 200*time.Millisecond {
-		t.Errorf("after a failed probe: %+v (until %v after the probe began, want 200ms or more)", q2, q2.Until.Sub(probed))
-	}
-}
-
 func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
 	h, dir, _, done := runningHost(t, Config{CallTimeout: 50 * time.Millisecond, Quarantine: &limits.Quarantine{After: 2, Backoff: limits.Duration(time.Hour)}})
 	path := filepath.Join(dir, "loop.wasm")
@@ -287,7 +247,7 @@ func TestQuarantineTimeoutsInRunningHost(t *testing.T) {
 	for range 2 {
 		sandboxtest.ErrContains(t, hd.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p")), context.DeadlineExceeded)
 	}
-	sandboxtest.ErrContains(t, hd.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p")), ErrQuarantined, path, "timed out")
+	sandboxtest.ErrContains(t, hd.ValidatePlugin(context.Background(), sandboxtest.Info("loop.example", "p")), policy.ErrQuarantined, path, "timed out")
 	s, _ := status(h, path)
 	if !s.Quarantine.Quarantined || !strings.Contains(s.Quarantine.Reason, "timed out") || s.Failures != 3 || s.Timeouts != 2 {
 		t.Errorf("status %+v", s)
@@ -337,7 +297,7 @@ func TestPermissionsRecheckedAtRunTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := errorOf(t, h, okPath)
-	if !strings.Contains(s.LastError, "writable by group or other") || h.Refusals()[RefusedInsecure] != 1 {
+	if !strings.Contains(s.LastError, "writable by group or other") || h.Refusals()[sandbox.RefusedInsecure] != 1 {
 		t.Errorf("status %+v, refusals %v", s, h.Refusals())
 	}
 	stillFine(t, h, filepath.Join(dir), done)
@@ -414,7 +374,7 @@ func TestIdlePoolsShrink(t *testing.T) {
 	stillFine(t, h, dir, done)
 }
 
-// heldCaller is a PluginCaller whose calls each say they are in (in), then wait for release.
+// heldCaller is a sandbox.PluginCaller whose calls each say they are in (in), then wait for release.
 type heldCaller struct{ in, release chan struct{} }
 
 func (c *heldCaller) Call(ctx context.Context, endpoint, method string, req []byte, maxResp int) ([]byte, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/limits"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -206,8 +207,8 @@ func TestRunEveryWayOfReplacing(t *testing.T) {
 			if now, ok := h.Registry().Get("reload.example"); !ok || now != hd {
 				t.Error("the plugin type's handler changed in the registry: its plugins would be deregistered")
 			}
-			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
-				t.Errorf("the plugin type's handler was retired: %s", *gone)
+			if gone := hd.(*policy.TypeHandler).Gone(); gone != "" {
+				t.Errorf("the plugin type's handler was retired: %s", gone)
 			}
 			if n := logs.Count("retired"); n != 0 {
 				t.Errorf("%d plugin type retirements logged", n)
@@ -338,7 +339,7 @@ func TestRunTypeOwnership(t *testing.T) {
 		dir, revDir := sandboxtest.TempDir(t), filepath.Join(sandboxtest.TempDir(t), "revisions")
 		run := func() *Host {
 			h, _ := newStrictHost(t, Config{HandlerDir: dir})
-			if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
+			if err := h.ConfigureRevisions(policy.RevisionConfig{Dir: revDir}); err != nil {
 				t.Fatal(err)
 			}
 			stop := startRun(t, h)
@@ -372,7 +373,7 @@ func TestRunTypeOwnership(t *testing.T) {
 		dir := sandboxtest.TempDir(t)
 		sandboxtest.CopyFile(t, fixture("reload_v2"), filepath.Join(dir, "a.wasm"), 0o644)
 		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "csi.wasm"), 0o644)
-		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
+		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]policy.Binding{
 			"reload.example": {File: filepath.Join(dir, "csi.wasm")},
 		}})
 		startRun(t, h)
@@ -391,7 +392,7 @@ func TestRunTypeOwnership(t *testing.T) {
 	t.Run("bound to a digest", func(t *testing.T) {
 		dir := sandboxtest.TempDir(t)
 		sandboxtest.CopyFile(t, fixture("reload_v1"), filepath.Join(dir, "a.wasm"), 0o644)
-		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]Binding{
+		h, _ := newStrictHost(t, Config{HandlerDir: dir, Bindings: map[string]policy.Binding{
 			"reload.example": {Digest: "sha256:" + sandboxtest.FileSHA256(t, fixture("reload_v2"))},
 		}})
 		startRun(t, h)
@@ -537,8 +538,8 @@ func TestRunRenamedIsReplaced(t *testing.T) {
 			if now, _ := h.Registry().Get("reload.example"); now != hd {
 				t.Error("the plugin type's handler changed in the registry")
 			}
-			if gone := hd.(*typeHandler).gone.Load(); gone != nil {
-				t.Errorf("retired: %s", *gone)
+			if gone := hd.(*policy.TypeHandler).Gone(); gone != "" {
+				t.Errorf("retired: %s", gone)
 			}
 			if n := logs.Count("retired"); n != 0 {
 				t.Errorf("%d retirements logged", n)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/internal/host/policy"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/testwait"
@@ -25,7 +27,7 @@ type revHost struct {
 	revs string
 }
 
-func newRevHost(t *testing.T, revDir string, rc RevisionConfig) *revHost {
+func newRevHost(t *testing.T, revDir string, rc policy.RevisionConfig) *revHost {
 	t.Helper()
 	dir := sandboxtest.TempDir(t)
 	if revDir == "" {
@@ -86,7 +88,7 @@ func (rh *revHost) published(t *testing.T) string {
 }
 
 func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
-	rh := newRevHost(t, "", RevisionConfig{})
+	rh := newRevHost(t, "", policy.RevisionConfig{})
 	rh.run(t)
 	v1 := rh.install(t, "rev_v1")
 	v4 := rh.install(t, "rev_v4")
@@ -118,9 +120,9 @@ func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
 	if !revs[0].InFile || revs[0].Serving || !revs[1].Serving || revs[1].Calls != 1 {
 		t.Errorf("history = %+v; want v4 in the file, v1 serving with its one call", revs)
 	}
-	if _, err := rh.Rollback(context.Background(), revType, "0000000000"); !errors.Is(err, ErrNoRevision) ||
+	if _, err := rh.Rollback(context.Background(), revType, "0000000000"); !errors.Is(err, policy.ErrNoRevision) ||
 		!strings.Contains(err.Error(), revType) {
-		t.Errorf("rollback to an unknown digest: %v, want ErrNoRevision naming the type", err)
+		t.Errorf("rollback to an unknown digest: %v, want policy.ErrNoRevision naming the type", err)
 	}
 
 	// The file changes again: the operator's newest word wins, the pin goes.
@@ -142,8 +144,8 @@ func TestRollbackPinsTheTypeUntilTheFileChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	sandboxtest.ErrContains(t, rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")), registration.ErrRejected, "refused by v3")
-	if err := rh.Unpin(revType); !errors.Is(err, ErrNoRevision) {
-		t.Errorf("Unpin of a type not pinned: %v, want ErrNoRevision", err)
+	if err := rh.Unpin(revType); !errors.Is(err, policy.ErrNoRevision) {
+		t.Errorf("Unpin of a type not pinned: %v, want policy.ErrNoRevision", err)
 	}
 }
 
@@ -152,7 +154,7 @@ func TestRollbackPinOutlivesARestart(t *testing.T) {
 	dir := sandboxtest.TempDir(t)
 	first := func() {
 		h, _ := newStrictHost(t, Config{HandlerDir: dir})
-		if err := h.ConfigureRevisions(RevisionConfig{Dir: revDir}); err != nil {
+		if err := h.ConfigureRevisions(policy.RevisionConfig{Dir: revDir}); err != nil {
 			t.Fatal(err)
 		}
 		rh := &revHost{Host: h, dir: dir, revs: revDir}
@@ -170,7 +172,7 @@ func TestRollbackPinOutlivesARestart(t *testing.T) {
 		_ = h.Close(context.Background())
 	}
 	first()
-	rh := newRevHost(t, revDir, RevisionConfig{})
+	rh := newRevHost(t, revDir, policy.RevisionConfig{})
 	rh.dir = dir
 	rh.Host.cfg.HandlerDir = dir
 	rh.run(t)
@@ -184,12 +186,12 @@ func TestRollbackPinOutlivesARestart(t *testing.T) {
 }
 
 func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
-	rh := newRevHost(t, "", RevisionConfig{RollbackWindow: 1 << 40, RollbackMinCalls: 3, RollbackThreshold: 0.5})
+	rh := newRevHost(t, "", policy.RevisionConfig{RollbackWindow: 1 << 40, RollbackMinCalls: 3, RollbackThreshold: 0.5})
 	rh.run(t)
 	v1 := rh.install(t, "rev_v1")
 	v2 := rh.install(t, "rev_v2")
 	for range 3 {
-		sandboxtest.ErrContains(t, rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")), ErrTrap)
+		sandboxtest.ErrContains(t, rh.handler(t).ValidatePlugin(context.Background(), sandboxtest.Info(revType, "p")), sandbox.ErrTrap)
 	}
 	testwait.Until(t, "the automatic rollback", func() bool {
 		_, pin := rh.History(revType)
@@ -213,19 +215,19 @@ func TestAutomaticRollbackOfATrappingRevision(t *testing.T) {
 	}
 	// The operator cannot roll "back" onto the bad revision by default: the previous good one
 	// is v1 itself, and v2 is skipped.
-	if _, err := rh.Rollback(context.Background(), revType, ""); !errors.Is(err, ErrNoRevision) {
-		t.Errorf("Rollback with only a bad revision before: %v, want ErrNoRevision", err)
+	if _, err := rh.Rollback(context.Background(), revType, ""); !errors.Is(err, policy.ErrNoRevision) {
+		t.Errorf("Rollback with only a bad revision before: %v, want policy.ErrNoRevision", err)
 	}
 }
 
 func TestShadowValidateIsComparedNotObeyed(t *testing.T) {
-	rh := newRevHost(t, "", RevisionConfig{})
+	rh := newRevHost(t, "", policy.RevisionConfig{})
 	rh.run(t)
 	rh.install(t, "rev_v1")
 	if _, err := rh.SetShadow(context.Background(), revType, "testdata/nothere.wasm"); err == nil {
 		t.Error("SetShadow of a missing file: no error")
 	}
-	if _, err := rh.SetShadow(context.Background(), "other.example", fixture("rev_v3")); !errors.Is(err, ErrBadModule) ||
+	if _, err := rh.SetShadow(context.Background(), "other.example", fixture("rev_v3")); !errors.Is(err, sandbox.ErrBadModule) ||
 		!strings.Contains(err.Error(), "other.example") {
 		t.Errorf("SetShadow for a type the candidate does not declare: %v", err)
 	}
@@ -296,7 +298,7 @@ func TestShadowCannotChangeTheStore(t *testing.T) {
 // the operator rolls back, unpins, sets and clears a shadow and reads the history, and the
 // file changes (run with -race).
 func TestRevisionsHammer(t *testing.T) {
-	rh := newRevHost(t, "", RevisionConfig{})
+	rh := newRevHost(t, "", policy.RevisionConfig{})
 	rh.run(t)
 	rh.install(t, "rev_v1")
 	rh.install(t, "rev_v4")
@@ -314,7 +316,7 @@ func TestRevisionsHammer(t *testing.T) {
 					continue
 				}
 				pub, err := hd.RegisterPlugin(context.Background(), sandboxtest.Info(revType, "p"))
-				if err != nil && !errors.Is(err, ErrRetired) {
+				if err != nil && !errors.Is(err, sandbox.ErrRetired) {
 					errs <- err
 					return
 				}
@@ -329,7 +331,7 @@ func TestRevisionsHammer(t *testing.T) {
 	for i := range 30 {
 		switch i % 5 {
 		case 0:
-			if _, err := rh.Rollback(context.Background(), revType, ""); err != nil && !errors.Is(err, ErrNoRevision) {
+			if _, err := rh.Rollback(context.Background(), revType, ""); err != nil && !errors.Is(err, policy.ErrNoRevision) {
 				t.Error(err)
 			}
 		case 1:

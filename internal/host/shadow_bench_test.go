@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 	"github.com/wasmhost/wasmhost/internal/limits"
 )
@@ -29,7 +30,7 @@ func BenchmarkShadowCost(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			dir := sandboxtest.TempDir(b)
 			sandboxtest.CopyFile(b, fixture("hogpeer"), filepath.Join(dir, "hogpeer.wasm"), 0o600)
-			h, _ := newStrictHost(b, Config{HandlerDir: dir, MemoryLimit: 64 << 20, CallTimeout: DefaultCallTimeout,
+			h, _ := newStrictHost(b, Config{HandlerDir: dir, MemoryLimit: 64 << 20, CallTimeout: sandbox.DefaultCallTimeout,
 				Quarantine: &limits.Quarantine{}})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 )
 
@@ -14,7 +15,7 @@ import (
 // reason (it waited for a writer for ever); one in the compile cache: the sandbox's
 // TestFIFOInTheCompileCache.
 func TestFIFOsInTheDaemonsOwnFiles(t *testing.T) {
-	rh := newRevHost(t, "", RevisionConfig{})
+	rh := newRevHost(t, "", policy.RevisionConfig{})
 	rh.run(t)
 	v1 := rh.install(t, "rev_v1")
 	rh.install(t, "rev_v2")
@@ -27,6 +28,6 @@ func TestFIFOsInTheDaemonsOwnFiles(t *testing.T) {
 	}
 	sandboxtest.NoHang(t, "rollback onto a FIFO", func() {
 		_, err := rh.Rollback(context.Background(), revType, v1)
-		sandboxtest.ErrContains(t, err, ErrNoRevision, "not a regular file (a FIFO)")
+		sandboxtest.ErrContains(t, err, policy.ErrNoRevision, "not a regular file (a FIFO)")
 	})
 }

@@ -6,10 +6,10 @@
 // them).
 //
 // It knows nothing of the policies of a handler's revisions and failures, of the handler
-// directory nor of the registry: the host's policy layer serves a handler call through
-// Module.Serve with itself as the call's Policy (admit, refused, outcome), and that policy is
-// the sandbox's only way to the layer. The package imports neither internal/host nor the
-// stages before it (a test in internal/daemon keeps it so).
+// directory nor of the registry: the policy layer (package policy) serves a handler call
+// through Module.Serve with itself as the call's Policy (admit, refused, outcome), and that
+// policy is the sandbox's only way to the layer. The package imports neither internal/host nor
+// internal/host/policy, nor the stages before them (a test in internal/daemon keeps it so).
 //
 // Its Config is the part of the host's configuration (host.Config) the sandbox uses, with the
 // host's defaults filled in: New takes it as it is.

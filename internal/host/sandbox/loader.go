@@ -39,7 +39,7 @@ var (
 // Sandbox is what the modules of a host share: the compile cache and its integrity, the turns
 // to run guest code, the memory of live instances, the key-value stores of the plugin types,
 // the modules open and the work Close waits for. A Module knows its host by it alone; the
-// reloader and the policy layer are the Host's (package host), beside it. Make it with New; it
+// policy layer (package policy) and the reloader (package host) are over it. Make it with New; it
 // is safe for concurrent use.
 type Sandbox struct {
 	cfg        Config

@@ -43,7 +43,7 @@ var exportNames = [numExports]string{
 
 // Module is one compiled and validated handler module and its pool of instances: the sandbox
 // of a handler. It knows nothing of the policies of revisions and failures; the policy layer
-// (package host, serve.go) serves it. Modules that the host's Run loads are served through stable per-type handlers in
+// (package policy, serve.go) serves it. Modules that the host's Run loads are served through stable per-type handlers in
 // the registry; a Module returned by the host's LoadFile implements registration.Handler for the plugin
 // types its manifest declares, and belongs to the caller, who closes it.
 type Module struct {
@@ -433,7 +433,7 @@ func (m *Module) refill() {
 	m.idle <- in
 }
 
-// Policy is what the policy layer over the sandbox (package host, serve.go) says around one
+// Policy is what the policy layer over the sandbox (package policy, serve.go) says around one
 // handler call: the one interface between the two. The sandbox asks it, once the call is begun and counted,
 // whether the call may run, and tells it how the call ended, before the call's record goes to
 // the Recorder.

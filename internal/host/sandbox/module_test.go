@@ -520,7 +520,7 @@ func TestCloseInterruptsCalls(t *testing.T) {
 }
 
 // TestMemoryLimitInPages: the sandbox of a host's defaults limits an instance's memory to the
-// 1024 pages of host.DefaultMemoryLimit (64 MiB); the host's TestConfig checks its defaults.
+// 1024 pages of DefaultMemoryLimit (64 MiB); the host's TestConfig checks its defaults.
 func TestMemoryLimitInPages(t *testing.T) {
 	h, _ := newStrictSandbox(t, Config{})
 	if h.limitPages != 1024 {

@@ -1,4 +1,4 @@
-package host
+package policy
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 type shadowRun struct {
 	pluginType string
 	rev        *revision
-	cand       *served // its own stats and quarantine: its failures are not the serving file's
+	cand       *Serving // its own stats and quarantine: its failures are not the serving file's
 	since      time.Time
 
 	slots                                  chan struct{} // bounds the runs at once: the candidate's pool
@@ -57,7 +57,7 @@ func noShadow(error) {}
 // startShadow starts the candidate's Validate of p for plugin type t beside the serving call,
 // if t has a candidate; the caller passes the serving decision to the function it returns (it
 // must call it once, and it never blocks).
-func (h *Host) startShadow(t string, p registration.PluginInfo) func(serving error) {
+func (h *Layer) startShadow(t string, p registration.PluginInfo) func(serving error) {
 	var s *shadowRun
 	if snap := h.revs.shadowSnap.Load(); snap != nil { // no lock on every registration's path
 		s = (*snap)[t]
@@ -119,7 +119,7 @@ func decision(err error) string {
 	return "fail"
 }
 
-func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow error) {
+func (s *shadowRun) compare(h *Layer, p registration.PluginInfo, served, shadow error) {
 	if errors.Is(shadow, context.Canceled) || errors.Is(served, context.Canceled) {
 		return // the daemon is stopping, or the registration was abandoned: nothing to compare
 	}
@@ -150,7 +150,7 @@ func (s *shadowRun) compare(h *Host, p registration.PluginInfo, served, shadow e
 // checks as the handler directory's), or a kept revision by digest ("sha256:" and a prefix of
 // at least 6 hex digits will do). An empty candidate clears t's shadow. It returns the
 // candidate's status.
-func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus, error) {
+func (h *Layer) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus, error) {
 	done, err := h.revisionChange()
 	if err != nil {
 		return ShadowStatus{}, err
@@ -199,14 +199,14 @@ func (h *Host) SetShadow(ctx context.Context, t, candidate string) (ShadowStatus
 	if !slices.Contains(m.PluginTypes(), t) {
 		m.Retire()
 		return ShadowStatus{}, fmt.Errorf("%w: shadow %s (sha256 %s) does not declare plugin type %s (it declares %v)",
-			ErrBadModule, file, short(m.SHA256()), t, m.PluginTypes())
+			sandbox.ErrBadModule, file, short(m.SHA256()), t, m.PluginTypes())
 	}
 	m.SetReadOnly()
 	m.SetBackground()
 	if err := rs.keepBytes(m.SHA256(), bin); err != nil {
 		h.log.Warn("shadow revision not kept on disk", "plugin_type", t, "sha256", m.SHA256(), "error", err)
 	}
-	s := &shadowRun{pluginType: t, cand: &served{h: h, m: m, q: new(quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
+	s := &shadowRun{pluginType: t, cand: &Serving{h: h, m: m, q: new(Quarantine), shadow: true}, since: time.Now(), slots: make(chan struct{}, h.cfg.PoolSize)}
 	rs.mu.Lock()
 	s.rev = rs.recordLocked(m, file)
 	old := rs.shadows[t]
@@ -245,7 +245,7 @@ func (s *shadowRun) status() ShadowStatus {
 }
 
 // Shadows returns the shadow run of every plugin type that has one, sorted by type.
-func (h *Host) Shadows() []ShadowStatus {
+func (h *Layer) Shadows() []ShadowStatus {
 	rs := h.revs
 	rs.mu.Lock()
 	out := make([]ShadowStatus, 0, len(rs.shadows))

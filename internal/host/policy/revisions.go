@@ -1,4 +1,4 @@
-package host
+package policy
 
 import (
 	"context"
@@ -30,7 +30,7 @@ var (
 	ErrNoRevision = errors.New("host: no such revision")
 )
 
-// RevisionConfig configures the revisions a Host keeps and its automatic rollback.
+// RevisionConfig configures the revisions a Layer keeps and its automatic rollback.
 type RevisionConfig struct {
 	// Dir keeps the bytes of each revision, <Dir>/<sha256>.wasm, and the index of revisions
 	// and pins (index.json). Created with mode 0700. Defaults to "": the bytes are kept in
@@ -128,15 +128,15 @@ func (r *revision) count(o callOutcome) {
 type callOutcome struct{ failed, trap, timeout, quarantined bool }
 
 func outcomeOf(err error) callOutcome {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrRetired) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, sandbox.ErrRetired) {
 		return callOutcome{}
 	}
 	o := callOutcome{
 		timeout:     errors.Is(err, context.DeadlineExceeded),
-		trap:        errors.Is(err, ErrTrap) || errors.Is(err, ErrBudget),
+		trap:        errors.Is(err, sandbox.ErrTrap) || errors.Is(err, sandbox.ErrBudget),
 		quarantined: errors.Is(err, ErrQuarantined),
 	}
-	o.failed = o.timeout || o.trap || o.quarantined || errors.Is(err, ErrHandlerFailed) || errors.Is(err, ErrBadResult)
+	o.failed = o.timeout || o.trap || o.quarantined || errors.Is(err, sandbox.ErrHandlerFailed) || errors.Is(err, sandbox.ErrBadResult)
 	return o
 }
 
@@ -146,7 +146,7 @@ func (o callOutcome) fault() bool { return o.trap || o.timeout || o.quarantined 
 // revisions is the host's revision store. Its mu guards the maps; pinMu serializes what loads
 // and swaps modules (rollbacks, pins, shadows), which may take a compile.
 type revisions struct {
-	h     *Host
+	h     *Layer
 	cfg   RevisionConfig
 	pinMu sync.Mutex
 
@@ -161,8 +161,8 @@ type revisions struct {
 	mem        map[string][]byte                     // the bytes, when there is no Dir
 }
 
-// newRevisions makes h's store. Run tells it what serves after each of its steps (sync).
-func newRevisions(h *Host) *revisions {
+// newRevisions makes h's store. The reloader tells it what serves after each of its steps (Sync).
+func newRevisions(h *Layer) *revisions {
 	return &revisions{
 		h: h, cfg: RevisionConfig{}.withDefaults(),
 		bySHA: make(map[string]*revision), byType: make(map[string][]string), typeAt: make(map[string]time.Time),
@@ -171,8 +171,8 @@ func newRevisions(h *Host) *revisions {
 }
 
 // ConfigureRevisions sets how revisions are kept and rolled back, and reads the index kept in
-// cfg.Dir (its revisions, and the pins that outlive a restart). Call it before Run.
-func (h *Host) ConfigureRevisions(cfg RevisionConfig) error {
+// cfg.Dir (its revisions, and the pins that outlive a restart). Call it before the reloader runs.
+func (h *Layer) ConfigureRevisions(cfg RevisionConfig) error {
 	rs := h.revs
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -353,7 +353,7 @@ func (rs *revisions) forgetLocked() {
 }
 
 // recordLocked returns the record of m's digest, made from m if new.
-func (rs *revisions) recordLocked(m *Module, file string) *revision {
+func (rs *revisions) recordLocked(m *sandbox.Module, file string) *revision {
 	r := rs.bySHA[m.SHA256()]
 	if r == nil {
 		// Its fields follow from its bytes: they never change (but Bad, under rs.mu).
@@ -364,11 +364,11 @@ func (rs *revisions) recordLocked(m *Module, file string) *revision {
 	return r
 }
 
-// installed is called by Run when s starts serving the plugin types of file (a new file, or a
+// installed is called (from Sync) when s starts serving the plugin types of file (a new file, or a
 // new revision of it). It keeps s's bytes and records the revision first in the history of each
 // type; it clears the pins the new revision overrides, re-applies a pin the index kept for
 // this very revision (a restart), and puts s on probation when it replaces a good revision.
-func (rs *revisions) installed(file string, s *served) {
+func (rs *revisions) installed(file string, s *Serving) {
 	m := s.m
 	bin := s.bin
 	s.bin = nil
@@ -418,7 +418,7 @@ func (rs *revisions) installed(file string, s *served) {
 	rs.forgetLocked()
 	rs.writeIndexLocked()
 	rs.mu.Unlock()
-	// Re-applying a pin loads a module: Run waits for it (a restart, before plugins are
+	// Re-applying a pin loads a module: the reloader waits for it (a restart, before plugins are
 	// registered by the newer revision). Recording alone does not wait for a rollback.
 	if len(repin) > 0 {
 		rs.pinMu.Lock()
@@ -448,7 +448,7 @@ type Served struct {
 // LastServed returns, for every plugin type the revision store knows, who served it last, as
 // read from the index at start (ConfigureRevisions) and kept since. The daemon decides with it
 // which of its hosts a type belongs to at start, before any file or source loads.
-func (h *Host) LastServed() map[string]Served {
+func (h *Layer) LastServed() map[string]Served {
 	rs := h.revs
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -467,11 +467,12 @@ func (h *Host) LastServed() map[string]Served {
 	return out
 }
 
-// servedBefore says whether the module of file, with digest sum, is what served plugin type t
+// ServedBefore says whether the module of file, with digest sum, is what served plugin type t
 // when the index was last written: the newest revision installed for t was installed from that
-// file (byFile), or has that digest (byDigest). Run asks it for the files present at start,
-// before it installs any, so that a restart keeps who serves each type.
-func (rs *revisions) servedBefore(t, file, sum string) (byFile, byDigest bool) {
+// file (byFile), or has that digest (byDigest). The reloader asks it for the files present at
+// start, before it installs any, so that a restart keeps who serves each type.
+func (h *Layer) ServedBefore(t, file, sum string) (byFile, byDigest bool) {
+	rs := h.revs
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	ds := rs.byType[t]
@@ -493,19 +494,19 @@ func (rs *revisions) previousGoodLocked(t, digest string) *revision {
 	return nil
 }
 
-// changed tells the daemon the handler set changed (a pin, a shadow), as Run does after its
-// steps.
+// changed tells the daemon the handler set changed (a pin, a shadow), as the reloader does
+// after its steps.
 func (rs *revisions) changed() {
 	if f := rs.h.cfg.OnChange; f != nil {
 		f()
 	}
 }
 
-// sync runs after each of Run's steps, on its goroutine, with what serves the handler files
-// now (live: their modules, by file): it records the modules Run installed since (installed),
+// Sync runs after each of the reloader's steps, on its goroutine, with what serves the handler
+// files now (live: their modules, by file): it records the modules installed since (installed),
 // and clears the pins of files whose revision changed or that are gone.
-func (rs *revisions) sync(live map[*served]string) {
-	h := rs.h
+func (h *Layer) Sync(live map[*Serving]string) {
+	rs := h.revs
 	for s, file := range live {
 		if s.rev.Load() == nil {
 			rs.installed(file, s)
@@ -524,9 +525,9 @@ func (rs *revisions) sync(live map[*served]string) {
 
 // revisionChange begins an operator's change of revisions (a rollback, a pin cleared, a
 // shadow set): Close waits for it, and it runs alone among them. The caller calls done.
-func (h *Host) revisionChange() (done func(), _ error) {
+func (h *Layer) revisionChange() (done func(), _ error) {
 	if !h.sb.BeginWork() {
-		return nil, ErrClosed
+		return nil, sandbox.ErrClosed
 	}
 	h.revs.pinMu.Lock()
 	return func() {
@@ -553,7 +554,7 @@ func (rs *revisions) resolveLocked(t, prefix string) string {
 }
 
 // History returns the revisions kept for plugin type t, newest first, and its pin (if any).
-func (h *Host) History(t string) ([]Revision, *Pin) {
+func (h *Layer) History(t string) ([]Revision, *Pin) {
 	rs := h.revs
 	rs.mu.Lock()
 	ds := slices.Clone(rs.byType[t])

@@ -1,4 +1,4 @@
-package host
+package policy
 
 import (
 	"errors"
@@ -13,9 +13,10 @@ import (
 // at once for a while (Config.Quarantine) instead of each burning a deadline.
 var ErrQuarantined = errors.New("host: handler quarantined")
 
-// quarantine is the quarantine state of one handler file, in its stats. A new version of the
-// file starts afresh.
-type quarantine struct {
+// Quarantine is the quarantine state of one handler file (the reloader keeps one per file, and
+// gives it to the modules of the file, NewServing): a new version of the file starts afresh
+// (Reset). Its zero value is ready to use.
+type Quarantine struct {
 	mu       sync.Mutex
 	faults   int           // traps and timeouts in a row
 	until    time.Time     // quarantined until then; zero when not quarantined
@@ -36,7 +37,8 @@ type QuarantineStatus struct {
 	FastFailed  uint64    // calls failed at once because of it
 }
 
-func (q *quarantine) status() QuarantineStatus {
+// Status is what HandlerStatus shows of the quarantine.
+func (q *Quarantine) Status() QuarantineStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return QuarantineStatus{
@@ -47,7 +49,7 @@ func (q *quarantine) status() QuarantineStatus {
 
 // admit lets a call through, or says why it fails at once. probe is true for the one call let
 // through when a quarantine's back-off has passed.
-func (q *quarantine) admit(now time.Time, file string) (probe bool, err error) {
+func (q *Quarantine) admit(now time.Time, file string) (probe bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -77,7 +79,7 @@ const (
 
 // outcome records how an admitted call ended: fault (it trapped or timed out, with reason),
 // or not; neutral calls (canceled, the module closed) are neither.
-func (q *quarantine) outcome(cfg *limits.Quarantine, probe, neutral, fault bool, reason string, now time.Time) (quarantineChange, time.Duration) {
+func (q *Quarantine) outcome(cfg *limits.Quarantine, probe, neutral, fault bool, reason string, now time.Time) (quarantineChange, time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if probe {
@@ -111,8 +113,8 @@ func (q *quarantine) outcome(cfg *limits.Quarantine, probe, neutral, fault bool,
 	return quarantineEntered, q.backoff
 }
 
-// reset starts afresh, for a new version of the file.
-func (q *quarantine) reset() {
+// Reset starts afresh, for a new version of the file.
+func (q *Quarantine) Reset() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.faults, q.until, q.backoff, q.probing, q.reason = 0, time.Time{}, 0, false, ""

@@ -1,4 +1,4 @@
-package host
+package policy
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 )
 
 // Rollbacks: a rollback pins a plugin type to an older revision kept in the revision store
@@ -39,12 +41,12 @@ type probation struct {
 // module of the file's revision) go to s instead.
 type pinned struct {
 	Pin
-	s     *served // nil until loaded (a pin read from the index waits for its file's revision)
-	fileS *served
+	s     *Serving // nil until loaded (a pin read from the index waits for its file's revision)
+	fileS *Serving
 }
 
 // pinFor returns what serves plugin type t in s's place, or nil.
-func (s *served) pinFor(t string) *served {
+func (s *Serving) pinFor(t string) *Serving {
 	if pins := s.pins.Load(); pins != nil {
 		return (*pins)[t]
 	}
@@ -53,8 +55,8 @@ func (s *served) pinFor(t string) *served {
 
 // setPin makes ps serve plugin type t in s's place (nil: s serves it again). Its callers
 // hold revisions.mu.
-func (s *served) setPin(t string, ps *served) {
-	next := make(map[string]*served)
+func (s *Serving) setPin(t string, ps *Serving) {
+	next := make(map[string]*Serving)
 	if pins := s.pins.Load(); pins != nil {
 		maps.Copy(next, *pins)
 	}
@@ -68,7 +70,7 @@ func (s *served) setPin(t string, ps *served) {
 
 // observe counts one plugin call of s in its revision and its probation; a revision on
 // probation whose fault rate crosses the threshold is rolled back, once, in the background.
-func (s *served) observe(err error) {
+func (s *Serving) observe(err error) {
 	o := outcomeOf(err)
 	if r := s.rev.Load(); r != nil {
 		r.count(o)
@@ -100,7 +102,7 @@ func (s *served) observe(err error) {
 }
 
 // autoRollback pins every type s serves to its previous good revision.
-func (rs *revisions) autoRollback(s *served, reason string, last error) {
+func (rs *revisions) autoRollback(s *Serving, reason string, last error) {
 	m := s.m
 	rs.pinMu.Lock()
 	defer rs.pinMu.Unlock()
@@ -162,8 +164,8 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 		rs.mu.Unlock()
 		return r, nil
 	}
-	if why := rs.h.cfg.Bindings[t].refusal(t, cur.m.File(), digest); why != "" {
-		return nil, fmt.Errorf("%w: revision %s may not serve: %s", ErrBadModule, short(digest), why)
+	if why := rs.h.cfg.Bindings[t].Refusal(t, cur.m.File(), digest); why != "" {
+		return nil, fmt.Errorf("%w: revision %s may not serve: %s", sandbox.ErrBadModule, short(digest), why)
 	}
 	bin, err := rs.bytesOf(digest)
 	if err != nil {
@@ -177,9 +179,9 @@ func (rs *revisions) pinLocked(ctx context.Context, t, digest string, auto bool,
 		m.Retire()
 		return nil, fmt.Errorf("%w: revision %s does not declare plugin type %s", ErrNoRevision, short(digest), t)
 	}
-	ps := &served{h: rs.h, m: m, q: cur.q} // the file's quarantine
+	ps := &Serving{h: rs.h, m: m, q: cur.q} // the file's quarantine
 	ps.rev.Store(r)
-	cur.q.reset() // the older revision is not quarantined for what the newer one did
+	cur.q.Reset() // the older revision is not quarantined for what the newer one did
 	rs.mu.Lock()
 	rs.unpinLocked(t)
 	rs.pins[t] = &pinned{Pin: Pin{PluginType: t, SHA256: digest, FileSHA256: cur.m.SHA256(), Auto: auto, Reason: reason, At: time.Now()}, s: ps, fileS: cur}
@@ -207,7 +209,7 @@ func (rs *revisions) unpinLocked(t string) {
 // Rollback makes plugin type t served by revision digest (a prefix of at least 6 hex digits
 // will do), or by the previous good revision when digest is "". It pins t until the handler
 // file changes again or Unpin. It returns the revision now serving.
-func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error) {
+func (h *Layer) Rollback(ctx context.Context, t, digest string) (Revision, error) {
 	done, err := h.revisionChange()
 	if err != nil {
 		return Revision{}, err
@@ -257,7 +259,7 @@ func (h *Host) Rollback(ctx context.Context, t, digest string) (Revision, error)
 }
 
 // Unpin clears a rollback pin of t: the revision the handler file holds serves again.
-func (h *Host) Unpin(t string) error {
+func (h *Layer) Unpin(t string) error {
 	done, err := h.revisionChange()
 	if err != nil {
 		return err
@@ -294,4 +296,4 @@ func (rs *revisions) pinsOf(types []string) []Pin {
 }
 
 // Pins returns the rollback pins of the given plugin types, sorted by type.
-func (h *Host) Pins(types []string) []Pin { return h.revs.pinsOf(types) }
+func (h *Layer) Pins(types []string) []Pin { return h.revs.pinsOf(types) }
