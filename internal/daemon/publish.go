@@ -59,6 +59,7 @@ func (d *Daemon) newPublisher(cfg config.Config) (*publish.Publisher, error) {
 		InitialBackoff: time.Duration(cfg.Publish.InitialBackoff),
 		MaxBackoff:     time.Duration(cfg.Publish.MaxBackoff),
 		Logger:         d.log.With("component", "publish"),
+		Tracer:         d.tracing.Tracer(),
 	}
 	if d.events != nil {
 		pc.Events = d.events

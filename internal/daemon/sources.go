@@ -58,6 +58,7 @@ func (d *Daemon) newSources(ctx context.Context, cfg config.Config, hcfg host.Co
 			MaxParallel:   cfg.Handlers.Pull.Parallel,
 			Logger:        log,
 			OnChange:      d.publishHandlers,
+			Tracer:        d.tracing.Tracer(),
 		},
 		Dir:       d.host,
 		FirstWait: time.Duration(cfg.Handlers.Pull.FirstWait),

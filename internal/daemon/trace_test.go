@@ -11,6 +11,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/wasmhost/wasmhost/internal/config"
+	"github.com/wasmhost/wasmhost/internal/oci/ocitest"
 	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
 	"github.com/wasmhost/wasmhost/internal/tracing"
 	"github.com/wasmhost/wasmhost/internal/tracing/tracingtest"
@@ -206,5 +207,50 @@ func TestTracingCollectorDown(t *testing.T) {
 		if n := p.WaitNotification(t, hostileWait); !n.Registered {
 			t.Fatalf("%s: notification %+v, want registered", p.Path(), n)
 		}
+	}
+}
+
+// TestTracesOfPullsAndPublishing: a handler source pulled from a registry is a trace of its
+// own, its signature check a span under it; each write of a sink is a trace of its own.
+func TestTracesOfPullsAndPublishing(t *testing.T) {
+	reg := ocitest.Start(t)
+	key := ocitest.NewKey(t, t.TempDir(), "trusted")
+	ref := ocitest.PushArtifact(t, reg.Ref("h/ok:v1"), testdataModule(t, "ok")) // ok.example
+	ocitest.Sign(t, ref, key)
+	c := tracingtest.Start(t)
+	cfg := tracedDaemonConfig(t, c.Addr)
+	cfg.Handlers.Sources = []string{ref.String()}
+	cfg.Handlers.Trust = config.TrustConfig{Keys: []config.TrustKey{{PublicKey: key.PublicPEM, PluginTypes: []string{"ok.example"}}}}
+	cfg.Publish.FeatureFile.Dir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runTestDaemon(t, cfg, nil)
+	var pull, verify, write *tracepb.Span
+	waitUntil(t, "the spans of the pull, its signature check and a write of the feature file", func() bool {
+		spans, _ := c.Spans()
+		for _, s := range spans {
+			switch s.GetName() {
+			case tracing.SpanPull:
+				pull = s
+			case tracing.SpanVerify:
+				verify = s
+			case tracing.SpanPublish + ".featureFile":
+				write = s
+			}
+		}
+		return pull != nil && verify != nil && write != nil
+	})
+	if strAttr(pull, tracing.AttrSource) != ref.String() || strAttr(pull, tracing.AttrOutcome) != "pulled" || len(pull.GetParentSpanId()) != 0 {
+		t.Errorf("pull span: attributes %v, parent %x; want the source, pulled, a root", pull.GetAttributes(), pull.GetParentSpanId())
+	}
+	if string(verify.GetParentSpanId()) != string(pull.GetSpanId()) {
+		t.Errorf("the signature check's parent is %x, want the pull %x", verify.GetParentSpanId(), pull.GetSpanId())
+	}
+	if by := tracingtest.Attr(verify, "wasmhost.oci.signed_by").GetArrayValue().GetValues(); len(by) != 1 {
+		t.Errorf("signed_by %v, want the one key", by)
+	}
+	if strAttr(write, tracing.AttrSink) != "featureFile" || len(write.GetParentSpanId()) != 0 || write.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("write span: attributes %v, status %v; want featureFile, a root, not an error", write.GetAttributes(), write.GetStatus())
 	}
 }

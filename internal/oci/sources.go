@@ -6,6 +6,7 @@ package oci
 // loads), a source taken out of the configuration is a file removed.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -23,6 +24,10 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmhost/wasmhost/internal/tracing"
 )
 
 // ErrPolicy: a module was refused by the signature policy (unsigned, signed by no configured
@@ -62,6 +67,9 @@ type SourcesConfig struct {
 	Logger *slog.Logger
 	// OnChange is called after a source's status changed. Defaults to nil.
 	OnChange func()
+	// Tracer, if set, traces each pull of a source (a trace of its own) and its signature
+	// check (internal/tracing). Defaults to nil: none.
+	Tracer trace.Tracer
 }
 
 // SourceStatus is what one source serves, and why not when it does not.
@@ -378,9 +386,14 @@ func (s *Sources) Sync(ctx context.Context) (retry bool) {
 // try pulls one source once and says whether it is done with, or failed in a way a later
 // try may fix.
 func (s *Sources) try(ctx context.Context, repo, ref string) (done, transient bool) {
+	ctx, span := tracing.StartRoot(ctx, s.cfg.Tracer, tracing.SpanPull)
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.PullTimeout)
 	err := s.pull(ctx, pctx, repo, ref)
 	cancel()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrSource, ref), attribute.String(tracing.AttrOutcome, cmp.Or(Reason(err), "pulled")))
+	}
+	tracing.End(span, err, Reason(err))
 	if err == nil {
 		return true, false
 	}
@@ -468,7 +481,13 @@ func (s *Sources) pull(ctx, netCtx context.Context, repo, ref string) error {
 	if err != nil {
 		return timedOut(fmt.Errorf("signatures of %s: %w", p.Pinned, err))
 	}
-	by, err := s.admit(ctx, ref, p.Pinned, p.Module, sigs)
+	vctx, span := tracing.Start(ctx, s.cfg.Tracer, tracing.SpanVerify, trace.SpanKindInternal)
+	by, err := s.admit(vctx, ref, p.Pinned, p.Module, sigs)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrSource, p.Pinned.String()), attribute.Int("wasmhost.oci.signatures", len(sigs)),
+			attribute.StringSlice("wasmhost.oci.signed_by", by))
+	}
+	tracing.End(span, err, Reason(err))
 	if err != nil {
 		return err
 	}

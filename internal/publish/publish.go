@@ -24,7 +24,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmhost/wasmhost/internal/state"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 )
 
 // Sink is where the node's features go.
@@ -79,6 +83,9 @@ type Config struct {
 	InitialBackoff, MaxBackoff time.Duration
 	// Logger receives the publisher's logs. Defaults to nil: discard.
 	Logger *slog.Logger
+	// Tracer, if set, traces each write of a sink, a trace of its own (internal/tracing).
+	// Defaults to nil: none.
+	Tracer trace.Tracer
 }
 
 // The defaults of Config's pacing: the one place they are written (config.Default takes them;
@@ -444,7 +451,7 @@ func (w *sinkWorker) run(ctx context.Context) {
 			rearm(timer, refreshAt)
 			continue
 		}
-		if err := w.sink.Write(ctx, desired); err != nil {
+		if err := w.write(ctx, desired); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -469,6 +476,19 @@ func (w *sinkWorker) run(ctx context.Context) {
 		}
 		rearm(timer, refreshAt)
 	}
+}
+
+// write makes the sink hold n, traced as wasmhost.publish.<sink>.
+func (w *sinkWorker) write(ctx context.Context, n Node) error {
+	ctx, span := tracing.StartRoot(ctx, w.p.cfg.Tracer, tracing.SpanPublish+"."+w.sink.SinkName())
+	err := w.sink.Write(ctx, n)
+	if span.IsRecording() {
+		l, a, i := n.Size()
+		span.SetAttributes(attribute.String(tracing.AttrSink, w.sink.SinkName()), attribute.String("wasmhost.publish.target", w.sink.Target()),
+			attribute.Int("wasmhost.publish.labels", l), attribute.Int("wasmhost.publish.attributes", a), attribute.Int("wasmhost.publish.instances", i))
+	}
+	tracing.End(span, err, "write_failed")
+	return err
 }
 
 func (w *sinkWorker) lastOK() bool {
