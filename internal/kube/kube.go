@@ -85,14 +85,30 @@ func InCluster() bool {
 	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && err == nil
 }
 
+// What an operator applies for publishing (examples/kubernetes), named in the errors that
+// say something is missing.
+const (
+	// PublishManifest makes the namespace, the service account, its grants, the admission
+	// policy and its API Priority and Fairness level.
+	PublishManifest = "examples/kubernetes/publish.yaml"
+	// CRDManifest is the NodeFeature CRD for a cluster without node-feature-discovery.
+	CRDManifest = "examples/kubernetes/without-nfd/nodefeature-crd.yaml"
+	// NFDVersion is the oldest node-feature-discovery whose NodeFeature API is on by default;
+	// its chart installs the CRD.
+	NFDVersion = "v0.14"
+)
+
 // explain adds what an operator can do to an API error.
 func explain(err error, verb, what, grant string) error {
 	var st apierrors.APIStatus
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%s %s: forbidden: %w (the daemon's identity needs %s)", verb, what, err, grant)
+		return fmt.Errorf("%s %s: forbidden: %w (the daemon's identity needs %s: apply %s)", verb, what, err, grant, PublishManifest)
 	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("%s %s: the API server does not accept the daemon's credentials: %w", verb, what, err)
+		return fmt.Errorf("%s %s: the API server does not accept the daemon's credentials: %w (a pod's token stops working when its service account is deleted: apply %s, then restart the pod)", verb, what, err, PublishManifest)
+	case apierrors.IsNotFound(err) && errors.As(err, &st) && st.Status().Details != nil && st.Status().Details.Kind == "namespaces":
+		ns := st.Status().Details.Name
+		return fmt.Errorf("%s %s: namespace %s does not exist: %w (apply %s, which makes namespace wasmhost, or name the daemon's own namespace)", verb, what, ns, err, PublishManifest)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("%s %s: refused as invalid (or by an admission policy): %w", verb, what, err)
 	case errors.As(err, &st):

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -143,10 +144,14 @@ func (s *NodeFeature) Write(ctx context.Context, n publish.Node) error {
 
 func (s *NodeFeature) explain(err error, verb string) error {
 	if isResourceMissing(err) {
-		return fmt.Errorf("%s NodeFeature %s: the API server does not serve nodefeatures.nfd.k8s-sigs.io: is node-feature-discovery's CRD installed? (%w)", verb, s.Target(), err)
+		return fmt.Errorf("%s NodeFeature %s: %w: %w", verb, s.Target(), ErrNoCRD, err)
 	}
 	return explain(err, verb, "NodeFeature "+s.Target(), s.grant())
 }
+
+// ErrNoCRD: the API server does not serve NodeFeatures.
+var ErrNoCRD = errors.New("kube: NodeFeature CRD nfd.k8s-sigs.io/v1alpha1 not installed: install node-feature-discovery " +
+	NFDVersion + " or later (its chart installs the CRD), or without it apply " + CRDManifest)
 
 // isResourceMissing tells a 404 for the resource (no CRD) from one for the object.
 func isResourceMissing(err error) bool {

@@ -19,6 +19,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
@@ -42,6 +43,7 @@ func TestKubernetesManifests(t *testing.T) {
 		var critical []string // DaemonSets of a critical priority class
 		var publishes bool    // the file's wasmhost config publishes to the cluster
 		var pods []*corev1.PodSpec
+		var usedNamespaces []string
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -60,8 +62,14 @@ func TestKubernetesManifests(t *testing.T) {
 			if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 				continue
 			}
-			var meta struct{ APIVersion, Kind string }
+			var meta struct {
+				APIVersion, Kind string
+				Metadata         struct{ Namespace string }
+			}
 			_ = json.Unmarshal(raw, &meta)
+			if ns := meta.Metadata.Namespace; ns != "" {
+				usedNamespaces = append(usedNamespaces, ns)
+			}
 			where := file + ": " + meta.Kind
 			switch meta.APIVersion + " " + meta.Kind {
 			case "v1 Namespace":
@@ -88,6 +96,10 @@ func TestKubernetesManifests(t *testing.T) {
 				err = decodeStrict(raw, new(admissionregistrationv1.ValidatingAdmissionPolicy))
 			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
 				err = decodeStrict(raw, new(admissionregistrationv1.ValidatingAdmissionPolicyBinding))
+			case "flowcontrol.apiserver.k8s.io/v1 FlowSchema":
+				err = decodeStrict(raw, new(flowcontrolv1.FlowSchema))
+			case "flowcontrol.apiserver.k8s.io/v1 PriorityLevelConfiguration":
+				err = decodeStrict(raw, new(flowcontrolv1.PriorityLevelConfiguration))
 			case "v1 Secret":
 				err = decodeStrict(raw, new(corev1.Secret))
 			case "v1 ConfigMap":
@@ -116,6 +128,14 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		}
 		checkNamespaces(t, file, namespaces)
+		// Each file applies on its own (kubectl apply -f FILE on a cluster without the
+		// others): it makes every namespace its objects are in, but the cluster's own.
+		for _, ns := range usedNamespaces {
+			if ns != "default" && ns != "kube-system" && !slices.ContainsFunc(namespaces, func(n corev1.Namespace) bool { return n.Name == ns }) {
+				t.Errorf("%s: an object in namespace %s, which the file does not make: applied on its own it fails", file, ns)
+				break
+			}
+		}
 		if publishes {
 			for _, pod := range pods {
 				checkPublishes(t, file, pod)

@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -143,8 +144,9 @@ func writeFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-// startCluster starts etcd and kube-apiserver and waits until the API server is ready.
-func startCluster(t *testing.T) *cluster {
+// startCluster starts etcd and kube-apiserver and waits until the API server is ready; extra
+// flags for kube-apiserver come after the defaults (the last of a flag given twice wins).
+func startCluster(t *testing.T, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bins: serversDir(t), dir: t.TempDir()}
 	etcdPort, peerPort := freePort(t), freePort(t)
@@ -181,6 +183,7 @@ func startCluster(t *testing.T) *cluster {
 		"--enable-priority-and-fairness=false",
 		"--endpoint-reconciler-type", "none",
 	}
+	c.args = append(c.args, extra...)
 	c.admin = &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", c.port), BearerToken: adminToken,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 200, Burst: 400}
 	c.startAPIServer()
@@ -251,9 +254,15 @@ var gvrOf = map[string]schema.GroupVersionResource{
 	"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
 	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
 	"CustomResourceDefinition":         {Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+	"ConfigMap":                        {Version: "v1", Resource: "configmaps"},
+	"ResourceQuota":                    {Version: "v1", Resource: "resourcequotas"},
+	"DaemonSet":                        {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"FlowSchema":                       {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"},
+	"PriorityLevelConfiguration":       {Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"},
 }
 
-// apply creates every object of a multi-document YAML file, as an admin.
+// apply applies every object of a multi-document YAML file, as an admin, as `kubectl apply
+// --server-side` does: a server-side apply patch per object, in the file's order.
 func (c *cluster) apply(path string) {
 	t := c.t
 	t.Helper()
@@ -280,34 +289,45 @@ func (c *cluster) apply(path string) {
 		if ns := obj.GetNamespace(); ns != "" {
 			ri = c.dynamic().Resource(gvr).Namespace(ns)
 		}
-		if _, err := ri.Create(context.Background(), &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: create %s %s: %v", path, obj.GetKind(), obj.GetName(), err)
+		body, err := obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Patch(context.Background(), obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+			t.Fatalf("%s: apply %s %s: %v", path, obj.GetKind(), obj.GetName(), err)
 		}
 	}
 }
 
-// setUp makes the cluster the tests run in: the wasmhost namespace, the NodeFeature CRD, and
-// examples/kubernetes/publish.yaml.
+// The manifests, as the README applies them.
+const (
+	crdManifest       = "../../examples/kubernetes/without-nfd/nodefeature-crd.yaml"
+	publishManifest   = "../../examples/kubernetes/publish.yaml"
+	daemonSetManifest = "../../examples/kubernetes/daemonset.yaml"
+)
+
+// setUp makes the cluster the tests run in: the NodeFeature CRD and
+// examples/kubernetes/publish.yaml (which makes the wasmhost namespace).
 func (c *cluster) setUp() {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	_, err := c.clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmhost"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	c.apply("testdata/nodefeature-crd.yaml")
-	c.apply("../../examples/kubernetes/publish.yaml")
-	// The CRD serves once it is established.
-	waitFor(t, "the NodeFeature CRD to be served", func() bool {
-		_, err := c.dynamic().Resource(nodeFeatures).Namespace("wasmhost").List(ctx, metav1.ListOptions{})
-		return err == nil
-	})
+	c.apply(crdManifest)
+	c.apply(publishManifest)
+	c.waitServed()
 	// The policy holds once the API server's admission has loaded it: until then a node's
 	// token may write another's object.
 	probe := &kube.NodeFeature{Client: c.as(c.nodeToken("wasmhost", "probe")), Namespace: "wasmhost", Node: "not-probe"}
 	waitFor(t, "the ValidatingAdmissionPolicy to be in force", func() bool {
 		return contains(probe.Write(ctx, publish.Empty()), "only the NodeFeature named after its own node")
+	})
+}
+
+// waitServed waits until the NodeFeature CRD serves (once it is established).
+func (c *cluster) waitServed() {
+	waitFor(c.t, "the NodeFeature CRD to be served", func() bool {
+		_, err := c.dynamic().Resource(nodeFeatures).Namespace("wasmhost").List(context.Background(), metav1.ListOptions{})
+		return err == nil
 	})
 }
 

@@ -274,7 +274,7 @@ func TestRBACMissing(t *testing.T) {
 	waitFor(t, "the sink to fail", func() bool { return td.sink().State == publish.SinkFailing })
 	e := td.sink().LastError
 	for _, want := range []string{"forbidden", "system:serviceaccount:wasmhost:no-grants",
-		"the daemon's identity needs get, create and update of nodefeatures.nfd.k8s-sigs.io named node-a in namespace wasmhost"} {
+		"the daemon's identity needs get, create and update of nodefeatures.nfd.k8s-sigs.io named node-a in namespace wasmhost: apply examples/kubernetes/publish.yaml"} {
 		if !strings.Contains(e, want) {
 			t.Errorf("last error %q lacks %q", e, want)
 		}

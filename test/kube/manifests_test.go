@@ -1,0 +1,239 @@
+package kube_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/wasmhost/wasmhost/internal/kube"
+	"github.com/wasmhost/wasmhost/internal/publish"
+	"github.com/wasmhost/wasmhost/internal/registration/registrationtest"
+)
+
+var (
+	flowSchemas    = schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas"}
+	priorityLevels = schema.GroupVersionResource{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations"}
+)
+
+// TestManifestsInstallAndPublish: the manifests applied as the README applies them (the CRD of
+// examples/kubernetes/without-nfd, publish.yaml, daemonset.yaml, each with server-side apply)
+// to an API server with API Priority and Fairness on, as every cluster runs it: a daemon with a
+// token of the DaemonSet's service account bound to a pod on its node publishes its NodeFeature,
+// and the API server classifies its requests to wasmhost's own priority level, with the seats
+// publish.yaml's comments say.
+func TestManifestsInstallAndPublish(t *testing.T) {
+	c := startCluster(t, "--enable-priority-and-fairness=true")
+	c.setUp() // the CRD, then publish.yaml
+	c.apply(daemonSetManifest)
+	ctx := context.Background()
+
+	fs, err := c.dynamic().Resource(flowSchemas).Get(ctx, "wasmhost", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plc, err := c.dynamic().Resource(priorityLevels).Get(ctx, "wasmhost", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the FlowSchema's Dangling condition to be False (its priority level exists)", func() bool {
+		fs, err = c.dynamic().Resource(flowSchemas).Get(ctx, "wasmhost", metav1.GetOptions{})
+		return err == nil && condition(fs, "Dangling") == "False"
+	})
+
+	// The real daemon, as the DaemonSet runs it on node-a: its NodeFeature appears.
+	token := c.nodeToken("wasmhost", "node-a")
+	td := startDaemon(t, "node-a", c.kubeconfig(token), map[string]*registrationtest.RecordingHandler{"CSIPlugin": csiHandler()})
+	startPlugins(t, td.sockets, "csi", 3)
+	waitFor(t, "node-a's NodeFeature with its 3 plugins", func() bool {
+		n, err := c.published("node-a")
+		return err == nil && len(n.Instances["csi.wasmhost.dev"]) == 3
+	})
+
+	// A request of the service account, by the publisher's own sink: the API server says
+	// which FlowSchema and priority level it went through.
+	h := &headerRecorder{}
+	cfg := rest.CopyConfig(c.admin)
+	cfg.BearerToken = token
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h })
+	sink := &kube.NodeFeature{Client: dynamic.NewForConfigOrDie(cfg), Namespace: "wasmhost", Node: "node-a"}
+	if _, err := sink.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.last("X-Kubernetes-PF-FlowSchema-UID"); got != string(fs.GetUID()) {
+		t.Errorf("the service account's request went through FlowSchema %q, want wasmhost's (%s)", got, fs.GetUID())
+	}
+	if got := h.last("X-Kubernetes-PF-PriorityLevel-UID"); got != string(plc.GetUID()) {
+		t.Errorf("the service account's request went to priority level %q, want wasmhost's (%s)", got, plc.GetUID())
+	}
+
+	// The daemon's own requests, counted by the API server at wasmhost's level; the level's
+	// seats are the 24 publish.yaml's comments work out.
+	m := c.metrics()
+	dispatched := m.sum("apiserver_flowcontrol_dispatched_requests_total", `flow_schema="wasmhost"`, `priority_level="wasmhost"`)
+	if writes := td.sink().Writes; dispatched < float64(writes) {
+		t.Errorf("%v requests dispatched at wasmhost's level, fewer than the daemon's %d writes", dispatched, writes)
+	}
+	if seats := m.sum("apiserver_flowcontrol_nominal_limit_seats", `priority_level="wasmhost"`); seats != 24 {
+		t.Errorf("wasmhost's level has %v nominal seats, want the 24 publish.yaml says", seats)
+	}
+	if others := m.sum("apiserver_flowcontrol_dispatched_requests_total", `flow_schema="service-accounts"`); others != 0 {
+		t.Errorf("%v requests went through the built-in service-accounts schema (workload-low); only wasmhost's service account made any", others)
+	}
+
+	// What a write costs the level: 200 updates of node-a's NodeFeature by the sink, each
+	// changing a label, one after another; the API server's own account of their seat time.
+	before := execution(m)
+	n := publish.Empty()
+	for i := range 200 {
+		n.Labels["csi.wasmhost.dev/d"] = strconv.Itoa(i)
+		if err := sink.Write(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := execution(c.metrics())
+	if k := after[1] - before[1]; k >= 200 {
+		t.Logf("wasmhost's level: %v requests for 200 NodeFeature updates, %.1f ms of a seat each on average",
+			k, 1000*(after[0]-before[0])/k)
+	}
+}
+
+// execution returns the seconds of execution and the requests executed at wasmhost's level.
+func execution(m metricsText) [2]float64 {
+	return [2]float64{m.sum("apiserver_flowcontrol_request_execution_seconds_sum", `priority_level="wasmhost"`),
+		m.sum("apiserver_flowcontrol_request_execution_seconds_count", `priority_level="wasmhost"`)}
+}
+
+// TestPublishSaysWhatIsMissing: against the real API server, the daemon's status names what
+// to install when the CRD is missing (and publishes as soon as it is there, with no restart),
+// and the publisher's sink names the namespace and the manifest when the namespace is.
+func TestPublishSaysWhatIsMissing(t *testing.T) {
+	c := startCluster(t)
+	c.apply(publishManifest) // on its own: no CRD
+	td := startDaemon(t, "node-a", c.kubeconfig(c.nodeToken("wasmhost", "node-a")),
+		map[string]*registrationtest.RecordingHandler{"CSIPlugin": csiHandler()})
+	startPlugins(t, td.sockets, "csi", 2)
+	waitFor(t, "the sink to fail", func() bool { return td.sink().State == publish.SinkFailing })
+	want := "NodeFeature CRD nfd.k8s-sigs.io/v1alpha1 not installed: install node-feature-discovery v0.14 or later (its chart installs the CRD), or without it apply examples/kubernetes/without-nfd/nodefeature-crd.yaml"
+	if e := td.sink().LastError; !strings.Contains(e, want) {
+		t.Errorf("with no CRD the sink's last error is %q, want it to say %q", e, want)
+	}
+
+	c.apply(crdManifest)
+	waitFor(t, "the NodeFeature once the CRD is there", func() bool {
+		n, err := c.published("node-a")
+		return err == nil && len(n.Instances["csi.wasmhost.dev"]) == 2
+	})
+	waitFor(t, "the sink to be ok", func() bool { return td.sink().State == publish.SinkOK })
+
+	// A namespace that does not exist (written as an admin: a service account's token would
+	// be refused by RBAC first, its Roles being in its own namespace).
+	err := (&kube.NodeFeature{Client: c.dynamic(), Namespace: "nowhere", Node: "node-a"}).Write(context.Background(), publish.Empty())
+	for _, want := range []string{"namespace nowhere does not exist", "apply examples/kubernetes/publish.yaml"} {
+		if !contains(err, want) {
+			t.Errorf("writing into a namespace that does not exist: %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// condition returns the status of obj's condition typ.
+func condition(obj *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// headerRecorder keeps the response headers of the last request.
+type headerRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	h    http.Header
+}
+
+func (r *headerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err == nil {
+		r.mu.Lock()
+		r.h = resp.Header.Clone()
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (r *headerRecorder) last(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h.Get(name)
+}
+
+// metricsText is the API server's /metrics, in the Prometheus text format.
+type metricsText []string
+
+// metrics reads the API server's /metrics as an admin.
+func (c *cluster) metrics() metricsText {
+	t := c.t
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest(http.MethodGet, c.admin.Host+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	var lines metricsText
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// sum adds the values of the samples of metric name whose labels include every one of labels
+// (each `key="value"`).
+func (m metricsText) sum(name string, labels ...string) float64 {
+	var total float64
+	for _, l := range m {
+		rest, ok := strings.CutPrefix(l, name)
+		if !ok || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		lbls := rest[:i]
+		match := true
+		for _, want := range labels {
+			if !strings.Contains(lbls, want) {
+				match = false
+			}
+		}
+		if v, err := strconv.ParseFloat(rest[i+1:], 64); match && err == nil {
+			total += v
+		}
+	}
+	return total
+}
