@@ -22,7 +22,7 @@ func newClusterCmd() *cobra.Command {
 		Use:   "cluster",
 		Short: "What the daemons of every node published to the cluster",
 	}
-	cmd.AddCommand(newClusterPluginsCmd(), newClusterPruneCmd())
+	cmd.AddCommand(newClusterPluginsCmd(), newClusterPruneCmd(), newClusterCheckCmd())
 	return cmd
 }
 

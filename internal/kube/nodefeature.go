@@ -149,9 +149,12 @@ func (s *NodeFeature) explain(err error, verb string) error {
 	return explain(err, verb, "NodeFeature "+s.Target(), s.grant())
 }
 
+// NoCRDHint says that the API server does not serve NodeFeatures, and what to install.
+const NoCRDHint = "NodeFeature CRD nfd.k8s-sigs.io/v1alpha1 not installed: install node-feature-discovery " +
+	NFDVersion + " or later (its chart installs the CRD), or without it apply " + CRDManifest
+
 // ErrNoCRD: the API server does not serve NodeFeatures.
-var ErrNoCRD = errors.New("kube: NodeFeature CRD nfd.k8s-sigs.io/v1alpha1 not installed: install node-feature-discovery " +
-	NFDVersion + " or later (its chart installs the CRD), or without it apply " + CRDManifest)
+var ErrNoCRD = errors.New("kube: " + NoCRDHint)
 
 // isResourceMissing tells a 404 for the resource (no CRD) from one for the object.
 func isResourceMissing(err error) bool {

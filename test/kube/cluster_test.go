@@ -1,8 +1,8 @@
 // Package kube_test runs wasmhost's publisher against a real kube-apiserver and etcd, built
 // from the module proxy (test/kube/servers; hack/kube-servers builds and caches them), with
-// the Node and RBAC authorizers, NodeRestriction, node-feature-discovery's NodeFeature CRD and
-// the manifests of examples/kubernetes/publish.yaml (its Roles and its
-// ValidatingAdmissionPolicy) applied.
+// the Node and RBAC authorizers, NodeRestriction, and the manifests of examples/kubernetes
+// applied as the README applies them: the NodeFeature CRD (without-nfd/) and publish.yaml (its
+// namespace, Roles, ValidatingAdmissionPolicy and flow control).
 package kube_test
 
 import (
@@ -264,26 +264,32 @@ var gvrOf = map[string]schema.GroupVersionResource{
 // apply applies every object of a multi-document YAML file, as an admin, as `kubectl apply
 // --server-side` does: a server-side apply patch per object, in the file's order.
 func (c *cluster) apply(path string) {
-	t := c.t
-	t.Helper()
+	c.t.Helper()
+	if err := c.tryApply(path); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// tryApply is apply, returning the first error.
+func (c *cluster) tryApply(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
 	for {
 		var obj unstructured.Unstructured
 		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return
+			return nil
 		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		if obj.Object == nil {
 			continue
 		}
 		gvr, ok := gvrOf[obj.GetKind()]
 		if !ok {
-			t.Fatalf("%s: kind %s: add it to gvrOf", path, obj.GetKind())
+			return fmt.Errorf("%s: kind %s: add it to gvrOf", path, obj.GetKind())
 		}
 		var ri dynamic.ResourceInterface = c.dynamic().Resource(gvr)
 		if ns := obj.GetNamespace(); ns != "" {
@@ -291,10 +297,10 @@ func (c *cluster) apply(path string) {
 		}
 		body, err := obj.MarshalJSON()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if _, err := ri.Patch(context.Background(), obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
-			t.Fatalf("%s: apply %s %s: %v", path, obj.GetKind(), obj.GetName(), err)
+			return fmt.Errorf("%s: apply %s %s: %w", path, obj.GetKind(), obj.GetName(), err)
 		}
 	}
 }

@@ -2,9 +2,13 @@ package kube_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -236,4 +241,127 @@ func (m metricsText) sum(name string, labels ...string) float64 {
 		}
 	}
 	return total
+}
+
+// TestClusterCheck: `wasmhost cluster check`, with an admin's kubeconfig, names each piece
+// publishing lacks and what to apply, as the manifests are applied one after another in the
+// README's order; a grant taken away shows as the grant it was.
+func TestClusterCheck(t *testing.T) {
+	c := startCluster(t, "--enable-priority-and-fairness=true")
+	bin := buildWasmhost(t)
+	admin := c.kubeconfig(adminToken)
+	check := func() (map[string]string, string, error) {
+		out, err := exec.Command(bin, "cluster", "check", "--kubeconfig", admin).CombinedOutput()
+		status := map[string]string{}
+		for _, l := range strings.Split(string(out), "\n") {
+			for _, name := range []string{"NodeFeature CRD", "namespace", "service account", "grants", "admission policy", "priority and fairness"} {
+				if rest, ok := strings.CutPrefix(l, name+"  "); ok {
+					// STATUS and DETAIL, the columns' padding made two spaces
+					st, detail, _ := strings.Cut(strings.TrimSpace(rest), " ")
+					status[name] = st + "  " + strings.TrimSpace(detail)
+				}
+			}
+		}
+		return status, string(out), err
+	}
+
+	st, out, err := check()
+	if err == nil || !strings.Contains(out, "wasmhost: publishing lacks: NodeFeature CRD, namespace, service account, grants, admission policy, priority and fairness") {
+		t.Errorf("on an empty cluster (%v):\n%s", err, out)
+	}
+	for name, want := range map[string]string{
+		"NodeFeature CRD":       "missing  " + kube.NoCRDHint,
+		"namespace":             "missing  namespace/wasmhost does not exist: apply examples/kubernetes/publish.yaml",
+		"service account":       "missing  serviceaccount/wasmhost in namespace wasmhost does not exist: apply examples/kubernetes/publish.yaml",
+		"grants":                "missing  system:serviceaccount:wasmhost:wasmhost may not get nodefeatures.nfd.k8s-sigs.io in namespace wasmhost,",
+		"admission policy":      "missing  validatingadmissionpolicy/wasmhost-own-node-only does not exist:",
+		"priority and fairness": "missing  flowschema/wasmhost does not exist: the fleet's requests share workload-low",
+	} {
+		if !strings.HasPrefix(st[name], want) {
+			t.Errorf("on an empty cluster, %s: %q, want it to start %q", name, st[name], want)
+		}
+	}
+
+	c.apply(publishManifest)
+	st, out, err = check()
+	if err == nil || !strings.Contains(out, "wasmhost: publishing lacks: NodeFeature CRD\n") {
+		t.Errorf("with publish.yaml applied (%v):\n%s", err, out)
+	}
+	for _, name := range []string{"namespace", "service account", "grants", "admission policy", "priority and fairness"} {
+		if !strings.HasPrefix(st[name], "ok") {
+			t.Errorf("with publish.yaml applied, %s: %q, want ok", name, st[name])
+		}
+	}
+
+	c.apply(crdManifest)
+	c.waitServed()
+	st, out, err = check()
+	if err != nil || !strings.HasPrefix(st["NodeFeature CRD"], "ok  nfd.k8s-sigs.io/v1alpha1 served, from examples/kubernetes/without-nfd/nodefeature-crd.yaml") {
+		t.Errorf("with the CRD applied too (%v):\n%s", err, out)
+	}
+
+	if err := c.dynamic().Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}).
+		Namespace("wasmhost").Delete(context.Background(), "wasmhost-nodefeatures", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the check to see the grant gone", func() bool {
+		st, out, err = check()
+		return err != nil
+	})
+	if want := "missing  system:serviceaccount:wasmhost:wasmhost may not get nodefeatures.nfd.k8s-sigs.io in namespace wasmhost, create nodefeatures.nfd.k8s-sigs.io in namespace wasmhost, update nodefeatures.nfd.k8s-sigs.io in namespace wasmhost: apply examples/kubernetes/publish.yaml"; st["grants"] != want {
+		t.Errorf("without the RoleBinding, grants: %q, want %q\n%s", st["grants"], want, out)
+	}
+}
+
+// buildWasmhost builds the wasmhost command into a temporary directory.
+func buildWasmhost(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "wasmhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmhost")
+	build.Dir = "../.." // the daemon's module
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestCRDDoesNotReplaceNFDs: where node-feature-discovery installed its CRD (here: a copy
+// with descriptions, as NFD's generated one has, created by another field manager as helm
+// does), applying without-nfd/nodefeature-crd.yaml with kubectl apply --server-side, as the
+// README says, is refused with a conflict and leaves NFD's definition as it was.
+func TestCRDDoesNotReplaceNFDs(t *testing.T) {
+	c := startCluster(t)
+	b, err := os.ReadFile(crdManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nfd unstructured.Unstructured
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&nfd.Object); err != nil {
+		t.Fatal(err)
+	}
+	nfd.SetLabels(nil)
+	versions, _, _ := unstructured.NestedSlice(nfd.Object, "spec", "versions")
+	v0 := versions[0].(map[string]any)
+	if err := unstructured.SetNestedField(v0, "NodeFeature resource holds the features discovered for one node in the cluster.",
+		"schema", "openAPIV3Schema", "description"); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedSlice(nfd.Object, versions, "spec", "versions")
+	crds := c.dynamic().Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	if _, err := crds.Create(context.Background(), &nfd, metav1.CreateOptions{FieldManager: "helm"}); err != nil {
+		t.Fatal(err)
+	}
+
+	err = c.tryApply(crdManifest)
+	t.Logf("kubectl apply --server-side of wasmhost's CRD over NFD's: %v", err)
+	if !contains(err, "conflict") || !contains(err, "helm") {
+		t.Errorf("applying wasmhost's CRD over NFD's: %v, want a conflict with helm's fields", err)
+	}
+	got, err := crds.Get(context.Background(), nfd.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc, _, _ := unstructured.NestedString(got.Object, "spec", "versions", "0", "schema", "openAPIV3Schema", "description"); len(got.GetLabels()) != 0 {
+		t.Errorf("NFD's CRD now has labels %v (description %q)", got.GetLabels(), desc)
+	}
 }
