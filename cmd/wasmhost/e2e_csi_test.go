@@ -17,6 +17,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/guestbuild"
 	"github.com/wasmhost/wasmhost/internal/handlerbench"
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 	"github.com/wasmhost/wasmhost/internal/reconciler"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
@@ -294,7 +295,7 @@ func testCSIReplay(t *testing.T, csiWasm, sessFile string) {
 	}
 	// The JSON view lists the departure on the register call.
 	out, _ = runRoot(t, "handler", "test", changed, "--grant", "plugin_call", "--replay", sessFile, "-o", "json")
-	var v handlerTestView
+	var v handlercheck.TestReport
 	if err := json.Unmarshal([]byte(strings.SplitN(out, "\nError", 2)[0]), &v); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}

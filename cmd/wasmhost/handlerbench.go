@@ -24,6 +24,7 @@ import (
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/handlerbench"
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -247,7 +248,7 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 }
 
 func mustRead(path string) []byte {
-	b, _ := readHandlerModule(path)
+	b, _ := handlercheck.ReadModule(path)
 	return b
 }
 

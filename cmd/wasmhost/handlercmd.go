@@ -10,13 +10,11 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +23,8 @@ import (
 	"github.com/wasmhost/wasmhost/internal/adminview"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 	"github.com/wasmhost/wasmhost/internal/harness"
-	"github.com/wasmhost/wasmhost/internal/host"
-	"github.com/wasmhost/wasmhost/internal/host/policy"
-	"github.com/wasmhost/wasmhost/internal/host/sandbox"
-	"github.com/wasmhost/wasmhost/internal/registration"
-	"github.com/wasmhost/wasmhost/internal/registration/registrar"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -122,69 +116,6 @@ func (o *sandboxOpts) withCacheDir(fn func(dir string) error) error {
 	defer os.RemoveAll(dir)
 	return fn(dir)
 }
-
-// readHandlerModule reads a module file for inspection, with the daemon's size limit in mind.
-func readHandlerModule(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > 64<<20 {
-		return nil, fmt.Errorf("%s: %d bytes, over the daemon's limit of 64 MiB for a handler", path, fi.Size())
-	}
-	return os.ReadFile(path)
-}
-
-// notWasmHint says what a file that is not WebAssembly seems to be.
-func notWasmHint(b []byte) string {
-	switch {
-	case len(b) == 0:
-		return "the file is empty"
-	case strings.HasPrefix(string(b), "\x7fELF"), strings.HasPrefix(string(b), "MZ"), strings.HasPrefix(string(b), "\xcf\xfa\xed\xfe"):
-		return "it is a native executable: build the handler with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"
-	case utf8.Valid(b) && strings.Contains(string(b), "(module"):
-		return "it is WebAssembly text: assemble it first (wat2wasm)"
-	case strings.HasPrefix(string(b), "\x00asm") && !strings.HasPrefix(string(b), "\x00asm\x01\x00\x00\x00"):
-		return "it is WebAssembly of an unsupported binary version"
-	}
-	return ""
-}
-
-// loadHints says what to do about the daemon's refusal of a module.
-func loadHints(err error, path string, types []string, caps []string) []string {
-	var hints []string
-	switch {
-	case errors.Is(err, sandbox.ErrNotGranted):
-		for _, t := range types {
-			hints = append(hints, fmt.Sprintf("the operator grants it in the daemon's config: handlers.types.%s.capabilities: [%s]", t, strings.Join(caps, ", ")))
-		}
-	case errors.Is(err, sandbox.ErrInsecure):
-		hints = append(hints, "make the file writable by its owner only (chmod go-w "+path+"), or pass --allow-insecure (the daemon: handlers.allowInsecure or --allow-insecure-handlers)")
-	case strings.Contains(err.Error(), "memory minimum"):
-		hints = append(hints, "raise handlers.memoryLimit, or make the module declare less memory")
-	case slices.ContainsFunc(abi.RequiredExports, func(e string) bool { return strings.Contains(err.Error(), "missing export "+e) }):
-		hints = append(hints, "is it a handler? Each SDK makes the ABI's exports: "+sdkExportHints())
-	case strings.Contains(err.Error(), "imports unknown host function env.abort"), strings.Contains(err.Error(), "module[env] not instantiated"):
-		hints = append(hints, asAbortHint)
-	}
-	return hints
-}
-
-// sdkExportHints says, for each SDK, what a module lacking the ABI's exports left out.
-func sdkExportHints() string {
-	return "Go: call guest.Handle in init, build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; " +
-		"C: define wh_handler_def and compile abi/c/wasmhost.c into the module (clang ... handler.c wasmhost.c); " +
-		"Rust: wasmhost::export!(YourHandler, Manifest { ... }), built as --crate-type cdylib (abi/rust/build does both); " +
-		"AssemblyScript: re-export them from the entry file (export { " + strings.Join(abi.RequiredExports, ", ") + " } from \"wasmhost\")"
-}
-
-// asAbortHint is the hint for an AssemblyScript module built without --use abort=: it imports
-// env.abort, which wazero reports as "module[env] not instantiated" when it instantiates it.
-const asAbortHint = "an AssemblyScript build imports env.abort unless told not to: build with asc ... --use abort= " +
-	"(the daemon provides only its own functions and WASI's; an abort then traps)"
 
 // ---- handler test ----
 
@@ -305,280 +236,31 @@ load, a call was refused or failed (an error, a trap, the deadline), or the flag
 	return cmd
 }
 
-// handlerTestView is the result of a handler test, as -o json and -o yaml print it (keys in
-// camelCase, as every view: output.go).
-type handlerTestView struct {
-	File       string         `json:"file"`
-	Size       int64          `json:"size"`
-	SHA256     string         `json:"sha256"`
-	ABIVersion uint32         `json:"abiVersion"`
-	Manifest   manifestView   `json:"manifest"`
-	Plugin     pluginInfoView `json:"plugin"`
-	Sandbox    sandboxView    `json:"sandbox"`
-	Load       loadView       `json:"load"`
-	Calls      []stepView     `json:"calls"`
-	Replay     *replayView    `json:"replay,omitempty"`
-	Passed     bool           `json:"passed"`
-	Failure    string         `json:"failure,omitempty"`
-}
-
-// stepView is what one call did (a harness.Step).
-type stepView struct {
-	Op          harness.Op        `json:"op"`
-	Outcome     harness.Outcome   `json:"result"`
-	Reason      string            `json:"reason,omitempty"`
-	Trapped     bool              `json:"trapped,omitempty"`
-	TimedOut    bool              `json:"timedOut,omitempty"`
-	Published   map[string]string `json:"published,omitempty"`
-	Store       map[string][]byte `json:"store"` // values in base64
-	Logs        []harness.LogLine `json:"logs"`
-	PluginCalls []pluginCallView  `json:"pluginCalls,omitempty"`
-	Duration    time.Duration     `json:"durationNanoseconds"`
-	// Departures are where the call departed from the session it replays (--replay).
-	Departures []string `json:"departures,omitempty"`
-}
-
-// replayView says what a handler test replayed.
-type replayView struct {
-	Session    string `json:"session"`
-	Match      string `json:"match"`
-	Departures int    `json:"departures"`
-}
-
-// pluginCallView is one plugin_call a handler made (a harness.PluginCall).
-type pluginCallView struct {
-	Endpoint      string `json:"endpoint"`
-	Method        string `json:"method"`
-	RequestBytes  int    `json:"requestBytes"`
-	ResponseBytes int    `json:"responseBytes"`
-	Error         string `json:"error,omitempty"`
-}
-
-func newStepView(st harness.Step) stepView {
-	v := stepView{Op: st.Op, Outcome: st.Outcome, Reason: st.Reason, Trapped: st.Trapped, TimedOut: st.TimedOut,
-		Published: st.Published, Store: st.Store, Logs: st.Logs, Duration: st.Duration}
-	for _, pc := range st.PluginCalls {
-		v.PluginCalls = append(v.PluginCalls, pluginCallView(pc))
+func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *conformance.Fixture, sess *session.Session, cacheDir string) error {
+	spec := handlercheck.TestSpec{
+		Path: path, Config: cfg, Sandbox: daemon.SandboxConfig(cfg), CacheDir: cacheDir,
+		PluginType: o.pluginType, Name: o.name, Endpoint: o.endpoint, Socket: o.socket, Versions: o.versions,
+		Grants: o.grants, ExpectReject: o.expectReject,
+		Session: sess, SessionName: o.replay, ReplayMode: harness.ReplayMode(o.replayMode), Record: o.record,
 	}
-	return v
-}
-
-// pluginInfoView is a registration.PluginInfo with the protocol's field names.
-type pluginInfoView struct {
-	Socket   string   `json:"socket"`
-	Type     string   `json:"type"`
-	Name     string   `json:"name"`
-	Endpoint string   `json:"endpoint"`
-	Versions []string `json:"supportedVersions"`
-}
-
-type exportView struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	Signature string `json:"signature"`
-}
-
-type importView struct {
-	Module     string `json:"module"`
-	Name       string `json:"name"`
-	Kind       string `json:"kind"`
-	Signature  string `json:"signature,omitempty"`
-	Capability string `json:"capability,omitempty"`
-}
-
-type manifestView struct {
-	PluginTypes []string `json:"pluginTypes"`
-	Name        string   `json:"name"`
-	Version     string   `json:"version"`
-}
-
-type sandboxView struct {
-	Timeout     string   `json:"timeout"`
-	MemoryLimit string   `json:"memoryLimit"`
-	Grants      []string `json:"grants"`
-	CallFixture string   `json:"callFixture,omitempty"`
-}
-
-type loadView struct {
-	Result   string            `json:"result"` // ok or error
-	Error    string            `json:"error,omitempty"`
-	Hints    []string          `json:"hints,omitempty"`
-	Duration time.Duration     `json:"durationNanoseconds"`
-	Logs     []harness.LogLine `json:"logs"`
-}
-
-func runHandlerTest(ctx context.Context, out io.Writer, path string, o *handlerTestOpts, cfg config.Config, fixture *conformance.Fixture, sess *session.Session, cacheDir string) (err error) {
-	bin, err := readHandlerModule(path)
-	if err != nil {
-		return err
-	}
-	v := handlerTestView{File: path, Calls: []stepView{}}
-
-	// What the module is, to default the plugin type: a first host without grants.
-	hcfg := daemon.SandboxConfig(cfg) // the daemon's sandbox; the flags' grants come below
-	probe, err := harness.New(ctx, host.Config{CacheDir: cacheDir, CallTimeout: hcfg.CallTimeout, MemoryLimit: hcfg.MemoryLimit, Limits: hcfg.Limits})
-	if err != nil {
-		return err
-	}
-	rep, err := probe.Host().Inspect(ctx, path, bin)
-	_ = probe.Close(ctx)
-	if err != nil {
-		if hint := notWasmHint(bin); hint != "" {
-			return fmt.Errorf("%s is not a WebAssembly module: %s", path, hint)
-		}
-		return err
-	}
-	v.Size, v.SHA256, v.ABIVersion = rep.Size, rep.SHA256, rep.ABIVersion
-	v.Manifest = newManifestView(rep.Manifest)
-	if slices.ContainsFunc(rep.Exports, func(e sandbox.Export) bool { return e.Name == abi.ExportCommandStart }) {
-		// No call can be made: say why as the daemon would, with how to build it.
-		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, strings.TrimPrefix(rep.DescribeError, "not instantiated: "))
-	}
-	typ := o.pluginType
-	if sess != nil {
-		typ = sess.Plugin.Type
-	}
-	var typeErr error
-	if typ == "" {
-		if len(rep.Manifest.PluginTypes) != 1 {
-			why := rep.DescribeError
-			if why == "" {
-				why = fmt.Sprintf("it declares %q", rep.Manifest.PluginTypes)
-			}
-			typeErr = fmt.Errorf("--type is needed: the module's plugin type cannot be taken from its manifest (%s)", why)
-			if rep.DescribeError == "" {
-				return typeErr
-			}
-			// It does not instantiate: its load error, with its hint, comes first, as --type
-			// would not help.
-		} else {
-			typ = rep.Manifest.PluginTypes[0]
-		}
-	}
-
-	socket := o.socket
-	if socket == "" {
-		socket = filepath.Join(cfg.SocketDir, o.name+"-reg.sock")
-	}
-	info := registration.PluginInfo{Type: typ, Name: o.name, Endpoint: o.endpoint, Versions: o.versions}
-	if sess != nil {
-		info = harness.PluginInfo(sess)
-		socket = info.Socket
-	}
-	var p registration.PluginInfo
-	if typeErr == nil {
-		if p, err = registration.ValidateInfo(socket, info); err != nil {
-			return fmt.Errorf("the daemon would refuse this plugin before any handler: %w", err)
-		}
-	}
-	v.Plugin = pluginInfoView{Socket: p.Socket, Type: p.Type, Name: p.Name, Endpoint: p.Endpoint, Versions: p.Versions}
-	if v.Plugin.Versions == nil {
-		v.Plugin.Versions = []string{}
-	}
-
-	grants := cfg.Grants()
-	for _, g := range o.grants {
-		if !slices.Contains(grants[typ], g) {
-			grants[typ] = append(grants[typ], g)
-		}
-	}
-	v.Sandbox = sandboxView{Timeout: cfg.Handlers.CallTimeout.String(), MemoryLimit: cfg.Handlers.MemoryLimit.String(), Grants: grants[typ]}
-	if v.Sandbox.Grants == nil {
-		v.Sandbox.Grants = []string{}
-	}
-	var caller sandbox.PluginCaller = registrar.PluginCaller{}
-	policy := hcfg.PluginCallPolicy // where the daemon lets plugin_call dial
 	if fixture != nil {
-		caller = fixture
-		v.Sandbox.CallFixture = o.fixture
-		policy = nil // the fixture stands in for the plugin: no endpoint is dialled
+		spec.Caller, spec.CallerName = fixture, o.fixture
 	}
-	if sess != nil {
-		v.Sandbox.CallFixture = o.replay
-		policy = nil // the session stands in for the plugin
-		v.Replay = &replayView{Session: o.replay, Match: o.replayMode}
-	}
-	hcfg.Grants, hcfg.PluginCaller, hcfg.PluginCallPolicy, hcfg.CacheDir = grants, caller, policy, cacheDir
-	hs, err := harness.New(ctx, hcfg)
-	if err != nil {
+	v, err := handlercheck.Test(ctx, spec)
+	if v == nil {
+		if nl := (*handlercheck.NotLoadable)(nil); errors.As(err, &nl) {
+			return fmt.Errorf("%w %w", errHandlerFailed, err)
+		}
 		return err
 	}
-	defer hs.Close(context.WithoutCancel(ctx))
-
-	start := time.Now()
-	m, logs, err := hs.Load(ctx, path)
-	// The host's own account of a load is the report's header; keep the module's lines and
-	// the host's warnings.
-	logs = slices.DeleteFunc(logs, func(l harness.LogLine) bool {
-		return l.Source == "host" && (l.Level == "INFO" || l.Level == "DEBUG")
-	})
-	v.Load = loadView{Result: "ok", Duration: time.Since(start), Logs: logs}
-	if err != nil {
-		v.Load.Result, v.Load.Error = "error", err.Error()
-		v.Load.Hints = loadHints(err, path, rep.Manifest.PluginTypes, rep.Capabilities)
-		if errors.Is(err, sandbox.ErrNotGranted) {
-			v.Load.Hints = append([]string{"here, grant it with --grant " + strings.Join(rep.Capabilities, " --grant ")}, v.Load.Hints...)
-		}
-		v.Failure = "the module did not load: " + err.Error()
-		return printHandlerTest(out, o.output, &v)
+	perr := printHandlerTest(out, o.output, v)
+	if err != nil { // writing --record failed: that comes after the report and what it says
+		return errors.Join(perr, err)
 	}
-	defer m.Close(context.WithoutCancel(ctx))
-	if typeErr != nil {
-		return typeErr
-	}
-
-	v.Passed = true
-	var steps []harness.Step
-	defer func() {
-		// A run that did not do what was expected is recorded too: it may be what to replay.
-		if o.record == "" || len(steps) == 0 {
-			return
-		}
-		if serr := session.Save(o.record, harness.NewSession(p, steps)); serr != nil {
-			err = errors.Join(err, serr)
-		}
-	}()
-	if sess != nil {
-		for _, rs := range hs.Replay(ctx, m, sess, harness.ReplayMode(o.replayMode)) {
-			steps = append(steps, rs.Step)
-			sv := newStepView(rs.Step)
-			sv.Departures = rs.Departures
-			v.Calls = append(v.Calls, sv)
-			v.Replay.Departures += len(rs.Departures)
-		}
-		if n := v.Replay.Departures; n > 0 {
-			v.Failure = fmt.Sprintf("%d departures from the session %s", n, o.replay)
-		}
-		return printHandlerTest(out, o.output, &v)
-	}
-	for _, op := range []harness.Op{harness.Validate, harness.Register, harness.Deregister} {
-		st := hs.Do(ctx, m, op, p)
-		steps = append(steps, st)
-		v.Calls = append(v.Calls, newStepView(st))
-		if op == harness.Validate && o.expectReject {
-			if st.Outcome != harness.Rejected {
-				v.Passed = false
-				v.Failure = fmt.Sprintf("validate: %s, want rejected (--expect-reject)", st.Outcome)
-				if st.Outcome == harness.OK {
-					v.Failure = "validate accepted the plugin, want it rejected (--expect-reject)"
-				}
-			}
-			break
-		}
-		if st.Outcome != harness.OK {
-			v.Passed = false
-			if st.Outcome == harness.Rejected {
-				v.Failure = string(op) + " rejected the plugin"
-			} else {
-				v.Failure = string(op) + " failed"
-			}
-			break // as the daemon: no register after a refusal, no deregister after a failed register
-		}
-	}
-	return printHandlerTest(out, o.output, &v)
+	return perr
 }
 
-func printHandlerTest(out io.Writer, format string, v *handlerTestView) error {
+func printHandlerTest(out io.Writer, format string, v *handlercheck.TestReport) error {
 	if format != "text" {
 		v.Passed = v.Failure == ""
 		if err := writeStructured(out, format, v); err != nil {
@@ -593,7 +275,7 @@ func printHandlerTest(out io.Writer, format string, v *handlerTestView) error {
 	return nil
 }
 
-func writeHandlerTest(out io.Writer, v *handlerTestView, color bool) {
+func writeHandlerTest(out io.Writer, v *handlercheck.TestReport, color bool) {
 	name := v.Manifest.Name
 	if name == "" {
 		name = "(no name)"
@@ -770,91 +452,19 @@ printed all the same) or the file is not a WebAssembly module.`,
 	return cmd
 }
 
-// inspectView is the report of handler inspect, as -o json and -o yaml print it.
-type inspectView struct {
-	File          string       `json:"file"`
-	Size          int64        `json:"size"`
-	SHA256        string       `json:"sha256"`
-	ABIVersion    uint32       `json:"abiVersion"`
-	Manifest      manifestView `json:"manifest"`
-	DescribeError string       `json:"describeError,omitempty"`
-	Capabilities  []string     `json:"capabilities"`
-	Exports       []exportView `json:"exports"`
-	Imports       []importView `json:"imports"`
-	Config        string       `json:"config"`
-	Loads         bool         `json:"loads"`
-	LoadError     string       `json:"loadError,omitempty"`
-	Hints         []string     `json:"hints,omitempty"`
-}
-
 func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandboxOpts, cfg config.Config, cacheDir string) error {
-	bin, err := readHandlerModule(path)
+	v, err := handlercheck.Inspect(ctx, handlercheck.InspectSpec{
+		Path: path, Config: cfg, Sandbox: daemon.SandboxConfig(cfg), CacheDir: cacheDir, ConfigFile: o.configFile,
+	})
 	if err != nil {
 		return err
-	}
-	hcfg := daemon.SandboxConfig(cfg) // the daemon's sandbox
-	hcfg.HandlerDir, hcfg.CacheDir, hcfg.PoolSize = filepath.Dir(path), cacheDir, 1
-	hcfg.PluginCaller = registrar.PluginCaller{} // never called: nothing is registered
-	h, err := host.New(ctx, hcfg)
-	if err != nil {
-		return err
-	}
-	defer h.Close(context.WithoutCancel(ctx))
-	rep, err := h.Inspect(ctx, path, bin)
-	if err != nil {
-		if hint := notWasmHint(bin); hint != "" {
-			return fmt.Errorf("%s is not a WebAssembly module: %s", path, hint)
-		}
-		return err
-	}
-	v := inspectView{
-		File: path, Size: rep.Size, SHA256: rep.SHA256, ABIVersion: rep.ABIVersion,
-		Manifest:      newManifestView(rep.Manifest),
-		DescribeError: rep.DescribeError,
-		Capabilities:  rep.Capabilities,
-		Exports:       []exportView{},
-		Imports:       []importView{},
-		Config:        o.configFile,
-	}
-	for _, e := range rep.Exports {
-		v.Exports = append(v.Exports, exportView(e))
-	}
-	for _, imp := range rep.Imports {
-		v.Imports = append(v.Imports, importView(imp))
-	}
-	if v.Capabilities == nil {
-		v.Capabilities = []string{}
-	}
-	if v.Config == "" {
-		v.Config = "(defaults: no capability granted)"
-	}
-	m, err := h.LoadFile(ctx, path)
-	if err == nil {
-		v.Loads = true
-		_ = m.Close(ctx)
-		// A plugin type the config binds to another file or module (handlers.types.<T>.file,
-		// .digest) would not be served by it, dropped into the handler directory.
-		for _, t := range rep.Manifest.PluginTypes {
-			tc := cfg.Handlers.Types[t]
-			b := policy.Binding{Digest: tc.Digest}
-			if tc.File != "" {
-				b.File = filepath.Join(cfg.HandlerDir, tc.File)
-			}
-			if why := b.Refusal(t, filepath.Join(cfg.HandlerDir, filepath.Base(path)), rep.SHA256); why != "" {
-				v.Loads, v.LoadError = false, why
-				break
-			}
-		}
-	} else {
-		v.LoadError = err.Error()
-		v.Hints = loadHints(err, path, rep.Manifest.PluginTypes, rep.Capabilities)
 	}
 	if o.output != "text" {
 		if err := writeStructured(out, o.output, v); err != nil {
 			return err
 		}
 	} else {
-		writeInspect(out, &v, adminview.UseColor(out))
+		writeInspect(out, v, adminview.UseColor(out))
 	}
 	if !v.Loads {
 		return fmt.Errorf("%w %s would not load: %s", errHandlerFailed, path, v.LoadError)
@@ -862,7 +472,7 @@ func runHandlerInspect(ctx context.Context, out io.Writer, path string, o *sandb
 	return nil
 }
 
-func writeInspect(out io.Writer, v *inspectView, color bool) {
+func writeInspect(out io.Writer, v *handlercheck.InspectReport, color bool) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "file\t%s\n", v.File)
 	if v.Size >= 1<<10 {
@@ -919,15 +529,4 @@ func handlerOrNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// newManifestView is what a module declares of itself, shown as the daemon's views show it:
-// names and versions are the guest's text, escaped (terminal escapes and all) by the one
-// text policy.
-func newManifestView(mf abi.Manifest) manifestView {
-	types := make([]string, len(mf.PluginTypes))
-	for i, t := range mf.PluginTypes {
-		types[i] = safeText(t)
-	}
-	return manifestView{PluginTypes: types, Name: safeText(mf.Name), Version: safeText(mf.Version)}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/spf13/cobra"
 
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 	"github.com/wasmhost/wasmhost/internal/oci"
 )
 
@@ -46,12 +47,12 @@ credential helpers); registries are reached over TLS, loopback ones over plain H
 }
 
 func runHandlerPush(cmd *cobra.Command, file, ref, signKey string) error {
-	bin, err := readHandlerModule(file)
+	bin, err := handlercheck.ReadModule(file)
 	if err != nil {
 		return err
 	}
 	if !bytes.HasPrefix(bin, []byte("\x00asm")) {
-		hint := notWasmHint(bin)
+		hint := handlercheck.NotWasmHint(bin)
 		if hint == "" {
 			hint = "it does not start with the WebAssembly magic number"
 		}

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/wasmhost/wasmhost/internal/adminview"
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 )
 
 // sameDocument fails the test unless the YAML text holds the same document as the JSON text:
@@ -130,7 +131,7 @@ func TestViewKeysAreCamelCase(t *testing.T) {
 			walk(path+"."+name, f.Type)
 		}
 	}
-	for _, v := range []any{adminview.Plugin{}, adminview.Handler{}, adminview.Event{}, adminview.Status{}, adminview.History{}, handlerTestView{}, inspectView{}} {
+	for _, v := range []any{adminview.Plugin{}, adminview.Handler{}, adminview.Event{}, adminview.Status{}, adminview.History{}, handlercheck.TestReport{}, handlercheck.InspectReport{}} {
 		walk(reflect.TypeOf(v).Name(), reflect.TypeOf(v))
 	}
 }
