@@ -141,6 +141,7 @@ may be out of date. A node whose object holds no plugin is one line with "-" for
 			if output == "json" || output == "yaml" {
 				w = &pluginDoc{w: out, yaml: output == "yaml"}
 			}
+			o.PageDone = w.pageDone
 			st, err := fleet.List(cmd.Context(), o, w.node)
 			if st.NodesErr != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the Nodes' Ready condition is not shown: %v (the reader needs list of nodes: ClusterRole wasmhost-fleet-view)\n", st.NodesErr)
@@ -203,9 +204,11 @@ after removing the DaemonSet, or from a CronJob; it needs list and delete of nod
 	return cmd
 }
 
-// pluginWriter writes the fleet view as it is read: node by node, then the end.
+// pluginWriter writes the fleet view as it is read: node by node, page by page, then the
+// end.
 type pluginWriter interface {
 	node(fleet.Node) error
+	pageDone() error
 	end() error
 }
 
@@ -245,6 +248,8 @@ func (d *pluginDoc) node(n fleet.Node) error {
 	return nil
 }
 
+func (d *pluginDoc) pageDone() error { return nil }
+
 func (d *pluginDoc) end() error {
 	var tail string
 	switch {
@@ -272,7 +277,7 @@ func writeJSONLine(w io.Writer, v any) error {
 }
 
 // pluginTable writes the table a page at a time: its columns as wide as the widest cell
-// so far (a later page may widen them; no page waits for the last).
+// so far (a later page may widen them; no page waits for the last). It holds a page's rows.
 type pluginTable struct {
 	w      io.Writer
 	wide   bool
@@ -282,20 +287,27 @@ type pluginTable struct {
 	head   bool
 }
 
-func (t *pluginTable) node(n fleet.Node) error {
-	if !t.head {
-		t.head = true
-		head := []string{"NODE", "READY", "RENEWED", "TYPE", "NAME", "STATE", "VERSIONS", "PUBLISHED"}
-		if t.wide {
-			head = append(head, "NAMESPACE", "SOCKET", "HANDLER")
-		}
-		t.rows = append(t.rows, head)
+func (t *pluginTable) header() {
+	if t.head {
+		return
 	}
+	t.head = true
+	head := []string{"NODE", "READY", "RENEWED", "TYPE", "NAME", "STATE", "VERSIONS", "PUBLISHED"}
+	if t.wide {
+		head = append(head, "NAMESPACE", "SOCKET", "HANDLER")
+	}
+	t.rows = append(t.rows, head)
+}
+
+func (t *pluginTable) node(n fleet.Node) error {
+	t.header()
 	for _, r := range recordsOf(n) {
 		t.rows = append(t.rows, t.row(n, r))
 	}
-	return t.flush()
+	return nil
 }
+
+func (t *pluginTable) pageDone() error { return t.flush() }
 
 func (t *pluginTable) row(n fleet.Node, r clusterPlugin) []string {
 	ready := cmpOr(n.Ready, "?")
@@ -350,7 +362,11 @@ func (t *pluginTable) flush() error {
 	return err
 }
 
-func (t *pluginTable) end() error { return nil }
+// end writes what is held: the header alone when there was no node.
+func (t *pluginTable) end() error {
+	t.header()
+	return t.flush()
+}
 
 func cmpOr(s, def string) string {
 	if s == "" {

@@ -64,6 +64,12 @@ func TestClusterPluginsTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if b.Len() != 0 {
+		t.Errorf("a page's rows written before the page ended:\n%s", b.String())
+	}
+	if err := tb.pageDone(); err != nil {
+		t.Fatal(err)
+	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NODE") {
 		t.Fatalf("table:\n%s", b.String())
@@ -74,8 +80,14 @@ func TestClusterPluginsTable(t *testing.T) {
 	if !strings.Contains(lines[2], "NotReady") || !strings.Contains(lines[2], "25m ago (stale)") {
 		t.Errorf("node-b's line: %q", lines[2])
 	}
-	if strings.Index(lines[0], "TYPE") != strings.Index(lines[1], "CSIPlugin") || strings.Index(lines[0], "STATE") != strings.Index(lines[1], "registered") {
+	if strings.Index(lines[0], "TYPE") != strings.Index(lines[1], "CSIPlugin") || strings.Index(lines[0], "STATE") != strings.Index(lines[1], "registered") ||
+		strings.Index(lines[0], "RENEWED") != strings.Index(lines[2], "25m") {
 		t.Errorf("columns do not line up:\n%s", b.String())
+	}
+	// No node at all: the header alone.
+	b.Reset()
+	if err := (&pluginTable{w: &b, now: now}).end(); err != nil || !strings.HasPrefix(b.String(), "NODE ") || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("an empty fleet's table (%v): %q", err, b.String())
 	}
 }
 

@@ -91,6 +91,9 @@ type Options struct {
 	// one response.
 	ChunkSize int64
 	Filter    Filter
+	// PageDone, if not nil, is called by List after the nodes of each page were handed on
+	// (a table's writer lines up a page's rows, then writes them).
+	PageDone func() error
 	// Now is the clock staleness is judged by. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -203,6 +206,9 @@ func List(ctx context.Context, o Options, each func(Node) error) (Stats, error) 
 			if err := each(n); err != nil {
 				return err
 			}
+		}
+		if o.PageDone != nil {
+			return o.PageDone()
 		}
 		return nil
 	})
