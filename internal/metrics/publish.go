@@ -27,7 +27,7 @@ var (
 	publishHeldDesc = prometheus.NewDesc("wasmhost_publish_held",
 		"What a sink holds: labels, attributes and instances.", []string{"sink", "kind"}, nil)
 	publishEventsDesc = prometheus.NewDesc("wasmhost_publish_events_total",
-		"Events on the Node (a refusal, a handler failure, a quarantine, a rollback, a plugin lost) by result: recorded (written, or counted on a series), dropped (over the rate limit), failed (the API server refused or was unreachable).", []string{"result"}, nil)
+		"Events on the Node (a refusal, a handler failure, a quarantine, a rollback, a plugin lost) by result: recorded (written, or counted on a series), dropped (past the bound of the queue of Events waiting to be written: 256 entries, 128 KiB), failed (a write the API server refused, or that did not reach it: that one stays queued and is tried again).", []string{"result"}, nil)
 	publishRefusedDesc = prometheus.NewDesc("wasmhost_publish_refused_keys",
 		"Published keys (and plugins) the publisher could not take to the cluster as asked at its last build: not a valid label, not even an attribute, or left out for its size (a key over 2 KiB, a plugin over 4 KiB, a plugin over its type's share of publish.maxBytes).", nil, nil)
 )
