@@ -378,8 +378,10 @@ func TestRefusedSourceDoesNotHoldReadiness(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	d := runTestDaemon(t, cfg, nil)
 	waitUntil(t, "ready", func() bool { return d.Ready() == nil })
+	t.Logf("ready %s after the start, with a first wait of an hour", time.Since(began).Round(time.Millisecond))
 	if !d.registry.Has("ok.example") {
 		t.Errorf("ready, but the good source's ok.example is not served")
 	}

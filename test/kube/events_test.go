@@ -100,3 +100,68 @@ func TestKilledPluginOneEventWithSeries(t *testing.T) {
 		t.Errorf("events %+v: want at most 3 requests (a create, a series update per flush that saw a new loss), none dropped", st)
 	}
 }
+
+// TestEventWritesUnderChurn measures (WASMHOST_EVENTS_CHURN=1; it takes 3 minutes) the Event
+// requests one node makes, with the daemon's own backoffs, while three plugins churn: one
+// killed at the start whose socket stays (tried again 8 times in 90 s), one that comes and
+// goes every minute (its socket removed), one killed every minute and started again 30 s
+// later (a crash loop). docs/benchmarks.md has the figures.
+func TestEventWritesUnderChurn(t *testing.T) {
+	if os.Getenv("WASMHOST_EVENTS_CHURN") == "" {
+		t.Skip("set WASMHOST_EVENTS_CHURN=1 to measure (3 minutes)")
+	}
+	c := startCluster(t)
+	c.setUp()
+	td := startDaemon(t, "node-a", c.kubeconfig(c.nodeToken("wasmhost", "node-a")),
+		map[string]*registrationtest.RecordingHandler{"CSIPlugin": csiHandler()})
+	start := func(name string) *registrationtest.Plugin {
+		path := filepath.Join(td.sockets, name+".sock")
+		os.Remove(path)
+		p, err := registrationtest.Start(path, registrationtest.Info{Type: "CSIPlugin", Name: name, Versions: []string{"1.0.0"}}, registrationtest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		waitFor(t, name+" registered", func() bool {
+			st, _ := td.d.State().StatusOf(path)
+			return st.State == state.StateRegistered
+		})
+		return p
+	}
+	stale, flap, crash := start("stale"), start("flap"), start("crash")
+	before := td.d.PublishStatus().Events.Requests
+	stale.Kill()
+	begin := time.Now()
+	for minute := 1; minute <= 3; minute++ {
+		crash.Kill()
+		time.Sleep(30*time.Second - time.Since(begin)%time.Minute)
+		flap.Close()
+		crash = start("crash")
+		time.Sleep(time.Minute - time.Since(begin)%time.Minute)
+		flap = start("flap")
+		st := td.d.PublishStatus().Events
+		st8, _ := td.d.State().StatusOf(filepath.Join(td.sockets, "stale.sock"))
+		t.Logf("minute %d: %d requests about Events (%d recorded, %d pending); the stale socket tried %d times", minute, st.Requests-before, st.Recorded, st.Pending, st8.Attempts)
+	}
+	// The stale socket and the crash loop are one Event each, the crash loop's series counting
+	// its 3 losses. The plugin that comes and goes may be one too: it stops serving before it
+	// removes its socket, and the daemon may see the first before the second.
+	perPlugin := map[string]int{}
+	list, err := c.dynamic().Resource(kube.EventResource).Namespace("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		n, _, _ := unstructured.NestedInt64(e.Object, "series", "count")
+		t.Logf("Event %s %s: series %d: %s", e.Object["reason"], e.GetName(), n, e.Object["note"])
+		note := fmt.Sprint(e.Object["note"])
+		plugin := strings.Fields(note)[1]
+		perPlugin[plugin]++
+		if e.Object["reason"] != publish.ReasonPluginLost || plugin == "crash" && n != 3 {
+			t.Errorf("Event %s: series %d, want a PluginLost (the crash loop's with a series of 3)", note, n)
+		}
+	}
+	if perPlugin["stale"] != 1 || perPlugin["crash"] != 1 || perPlugin["flap"] > 1 {
+		t.Errorf("Events per plugin %v, want one for stale and crash, at most one for flap", perPlugin)
+	}
+}
