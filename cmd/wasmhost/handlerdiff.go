@@ -4,11 +4,9 @@ package main
 // changes, per plugin: the offline twin of the daemon's shadow runs.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,8 +14,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/config"
 	"github.com/wasmhost/wasmhost/internal/daemon"
-	"github.com/wasmhost/wasmhost/internal/harness"
-	"github.com/wasmhost/wasmhost/internal/host/sandbox"
+	"github.com/wasmhost/wasmhost/internal/handlercheck"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -76,44 +73,6 @@ module that does not load, a session that does not read).`,
 	return cmd
 }
 
-// diffView is the result of a handler diff (-o json, -o yaml).
-type diffView struct {
-	Old      string                `json:"old"`
-	New      string                `json:"new"`
-	Sessions []harness.SessionDiff `json:"sessions"`
-	Changed  int                   `json:"changed"`
-}
-
-// sandboxHarness returns a harness in the daemon's sandbox for cfg, with grants added to
-// types, whose plugin_calls no plugin answers (a replay answers them).
-func sandboxHarness(ctx context.Context, cfg config.Config, grants []string, types []string, cacheDir string) (*harness.Harness, error) {
-	for _, g := range grants {
-		if _, ok := abi.CapabilityImports[g]; !ok {
-			return nil, fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(config.KnownCapabilities(), ", "))
-		}
-	}
-	sandbox := daemon.SandboxConfig(cfg)
-	sandbox.PluginCallPolicy = nil // the sessions stand in for the plugins
-	sandbox.CacheDir = cacheDir
-	for _, t := range types {
-		for _, g := range grants {
-			if !slices.Contains(sandbox.Grants[t], g) {
-				sandbox.Grants[t] = append(sandbox.Grants[t], g)
-			}
-		}
-	}
-	return harness.New(ctx, sandbox)
-}
-
-// loadForReplay loads path in hs, with the load's error in a sentence.
-func loadForReplay(ctx context.Context, hs *harness.Harness, path string) (*sandbox.Module, error) {
-	m, _, err := hs.Load(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("%s did not load: %w", path, err)
-	}
-	return m, nil
-}
-
 func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath string, files []string) error {
 	ctx := cmd.Context()
 	cfg, err := o.config(cmd)
@@ -121,38 +80,23 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 		return err
 	}
 	var sessions []*session.Session
-	var types []string
 	for _, f := range files {
 		s, err := session.LoadReplayable(f)
 		if err != nil {
 			return err
 		}
 		sessions = append(sessions, s)
-		types = append(types, s.Plugin.Type)
 	}
-	v := diffView{Old: oldPath, New: newPath, Sessions: []harness.SessionDiff{}}
+	for _, g := range o.grants {
+		if _, ok := abi.CapabilityImports[g]; !ok {
+			return fmt.Errorf("--grant %q: unknown capability (known: %s)", g, strings.Join(config.KnownCapabilities(), ", "))
+		}
+	}
+	var v *handlercheck.DiffReport
 	err = o.withCacheDir(func(cacheDir string) error {
-		var mods [2]*sandbox.Module
-		var hss [2]*harness.Harness
-		for i, path := range []string{oldPath, newPath} {
-			hs, err := sandboxHarness(ctx, cfg, o.grants, types, cacheDir)
-			if err != nil {
-				return err
-			}
-			defer hs.Close(context.WithoutCancel(ctx))
-			if mods[i], err = loadForReplay(ctx, hs, path); err != nil {
-				return err
-			}
-			hss[i] = hs
-		}
-		for i, s := range sessions {
-			sv := harness.Diff(ctx, harness.Revision{Harness: hss[0], Module: mods[0]}, harness.Revision{Harness: hss[1], Module: mods[1]}, s, files[i])
-			if sv.Changed {
-				v.Changed++
-			}
-			v.Sessions = append(v.Sessions, sv)
-		}
-		return nil
+		v, err = handlercheck.Diff(ctx, handlercheck.DiffSpec{Old: oldPath, New: newPath, Sessions: sessions, Names: files,
+			Sandbox: daemon.SandboxConfig(cfg), Grants: o.grants, CacheDir: cacheDir})
+		return err
 	})
 	if err != nil {
 		return err
@@ -163,7 +107,7 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 			return err
 		}
 	} else {
-		writeHandlerDiff(out, &v)
+		writeHandlerDiff(out, v)
 	}
 	if v.Changed > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d of %d sessions changed between %s and %s", v.Changed, len(v.Sessions), oldPath, newPath)}
@@ -171,7 +115,7 @@ func runHandlerDiff(cmd *cobra.Command, o *handlerDiffOpts, oldPath, newPath str
 	return nil
 }
 
-func writeHandlerDiff(out io.Writer, v *diffView) {
+func writeHandlerDiff(out io.Writer, v *handlercheck.DiffReport) {
 	for _, s := range v.Sessions {
 		mark := "same   "
 		if s.Changed {

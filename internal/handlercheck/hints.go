@@ -1,9 +1,10 @@
-// Package handlercheck is `wasmhost handler test` and `handler inspect` without their command
-// line: one handler module file, checked as the daemon would load it (Inspect) and called as
-// the daemon would call it for one plugin (Test), each giving a report, the document that -o
-// json and -o yaml print and the command writes as text; with the hints that say what to do
-// about each SDK's usual mistakes. It is built on the host (Inspect) and the harness (Test),
-// set up as the daemon's sandbox by the caller.
+// Package handlercheck is `wasmhost handler test`, `handler inspect` and `handler diff` without
+// their command line: one handler module file, checked as the daemon would load it (Inspect)
+// and called as the daemon would call it for one plugin (Test), or two revisions replaying the
+// same sessions (Diff), each giving a report, the document that -o json and -o yaml print and
+// the command writes as text; with the hints that say what to do about each SDK's usual
+// mistakes. It is built on the host (Inspect) and the harness (Test, Diff), set up as the
+// daemon's sandbox by the caller.
 package handlercheck
 
 import (
