@@ -13,7 +13,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -364,4 +368,132 @@ func TestCRDDoesNotReplaceNFDs(t *testing.T) {
 	if desc, _, _ := unstructured.NestedString(got.Object, "spec", "versions", "0", "schema", "openAPIV3Schema", "description"); len(got.GetLabels()) != 0 {
 		t.Errorf("NFD's CRD now has labels %v (description %q)", got.GetLabels(), desc)
 	}
+}
+
+// TestFlowIsolation: with an API server of 6 seats (so that a test can saturate it), 16 other
+// service accounts keep 128 requests in flight and fill workload-low's queues, the level every
+// service account shares; wasmhost's service account, at its own level, writes its NodeFeature
+// 50 times meanwhile: every write succeeds and its level rejects nothing. It logs the queue
+// waits at both levels, measured by the API server.
+func TestFlowIsolation(t *testing.T) {
+	c := startCluster(t, "--enable-priority-and-fairness=true", "--max-requests-inflight=4", "--max-mutating-requests-inflight=2")
+	c.setUp()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	floods := c.flooders(16)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i, client := range floods {
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+					"metadata": map[string]any{"generateName": "flood-" + strconv.Itoa(i) + "-" + strconv.Itoa(g) + "-", "namespace": "flood"}}}
+				for ctx.Err() == nil {
+					_, _ = client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("flood").Create(ctx, cm, metav1.CreateOptions{})
+				}
+			}()
+		}
+	}
+	// Past the first seat readjustment (every 10 s), when workload-low, which lends 90% of its
+	// seats while idle, has its seats back: it serves the flood, and its queues stay full.
+	waitFor(t, "the flood to be served at workload-low and to queue there", func() bool {
+		m := c.metrics()
+		return m.sum("apiserver_flowcontrol_dispatched_requests_total", `priority_level="workload-low"`) > 200 &&
+			m.sum("apiserver_flowcontrol_current_inqueue_requests", `priority_level="workload-low"`) > 0
+	})
+
+	before := c.metrics()
+	sink := &kube.NodeFeature{Client: c.as(c.nodeToken("wasmhost", "node-a")), Namespace: "wasmhost", Node: "node-a"}
+	own := writeTimes(t, sink, 50)
+	after := c.metrics()
+	if r := after.sum("apiserver_flowcontrol_rejected_requests_total", `priority_level="wasmhost"`); r != 0 {
+		t.Errorf("wasmhost's level rejected %v requests under the flood", r)
+	}
+	wait := func(level string) (float64, float64) {
+		s := after.sum("apiserver_flowcontrol_request_wait_duration_seconds_sum", `priority_level="`+level+`"`) -
+			before.sum("apiserver_flowcontrol_request_wait_duration_seconds_sum", `priority_level="`+level+`"`)
+		k := after.sum("apiserver_flowcontrol_request_wait_duration_seconds_count", `priority_level="`+level+`"`) -
+			before.sum("apiserver_flowcontrol_request_wait_duration_seconds_count", `priority_level="`+level+`"`)
+		if k == 0 {
+			return 0, 0
+		}
+		return k, 1000 * s / k
+	}
+	wk, ww := wait("wasmhost")
+	fk, fw := wait("workload-low")
+	t.Logf("under the flood: wasmhost's level %v requests, %.1f ms mean queue wait; workload-low %v requests, %.1f ms mean queue wait",
+		wk, ww, fk, fw)
+
+	// The same writes without publish.yaml's FlowSchema: the service account's requests join
+	// the flood in workload-low, one flow among 17.
+	if err := c.dynamic().Resource(flowSchemas).Delete(context.Background(), "wasmhost", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := &headerRecorder{}
+	cfg := rest.CopyConfig(c.admin)
+	cfg.BearerToken = c.nodeToken("wasmhost", "node-a")
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { h.next = rt; return h })
+	sink = &kube.NodeFeature{Client: dynamic.NewForConfigOrDie(cfg), Namespace: "wasmhost", Node: "node-a"}
+	waitFor(t, "the service account's requests to go to workload-low", func() bool {
+		_, _ = sink.Load(context.Background())
+		plc, err := c.dynamic().Resource(priorityLevels).Get(context.Background(), "workload-low", metav1.GetOptions{})
+		return err == nil && h.last("X-Kubernetes-PF-PriorityLevel-UID") == string(plc.GetUID())
+	})
+	shared := writeTimes(t, sink, 20)
+	t.Logf("wasmhost's writes under the flood, client-side: %.1f ms mean at its own level, %.1f ms mean in workload-low", own, shared)
+}
+
+// writeTimes writes n versions of the sink's NodeFeature one after another and returns the
+// mean time of a write in milliseconds.
+func writeTimes(t *testing.T, sink *kube.NodeFeature, n int) float64 {
+	t.Helper()
+	node := publish.Empty()
+	start := time.Now()
+	for i := range n {
+		node.Labels["csi.wasmhost.dev/d"] = strconv.Itoa(i)
+		if err := sink.Write(context.Background(), node); err != nil {
+			t.Fatalf("write %d of wasmhost's NodeFeature under the flood: %v", i, err)
+		}
+	}
+	return float64(time.Since(start).Microseconds()) / 1000 / float64(n)
+}
+
+// flooders returns n dynamic clients, each a service account of namespace flood allowed to
+// create ConfigMaps there (the built-in service-accounts FlowSchema: workload-low).
+func (c *cluster) flooders(n int) []*dynamic.DynamicClient {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	cs := c.clientset()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flood"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles("flood").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "flood"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings("flood").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "flood"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "flood"},
+		Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:serviceaccounts:flood"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var out []*dynamic.DynamicClient
+	for i := range n {
+		name := "flood-" + strconv.Itoa(i)
+		if _, err := cs.CoreV1().ServiceAccounts("flood").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("flood").CreateToken(ctx, name, &authv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := rest.CopyConfig(c.admin)
+		cfg.BearerToken, cfg.QPS, cfg.Burst = tr.Status.Token, -1, 0 // no client-side limit: a misbehaving client
+		out = append(out, dynamic.NewForConfigOrDie(cfg))
+	}
+	return out
 }
