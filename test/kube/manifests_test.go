@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,6 +137,9 @@ func TestPublishSaysWhatIsMissing(t *testing.T) {
 	want := "NodeFeature CRD nfd.k8s-sigs.io/v1alpha1 not installed: install node-feature-discovery v0.14 or later (its chart installs the CRD), or without it apply examples/kubernetes/without-nfd/nodefeature-crd.yaml"
 	if e := td.sink().LastError; !strings.Contains(e, want) {
 		t.Errorf("with no CRD the sink's last error is %q, want it to say %q", e, want)
+	}
+	if !strings.Contains(td.log.String(), want) {
+		t.Errorf("the daemon's log does not say %q", want)
 	}
 
 	c.apply(crdManifest)
@@ -299,6 +303,11 @@ func TestClusterCheck(t *testing.T) {
 
 	c.apply(crdManifest)
 	c.waitServed()
+	js, err := exec.Command(bin, "cluster", "check", "--kubeconfig", admin, "-o", "json").Output()
+	var doc struct{ Checks []struct{ Check, Status, Detail string } }
+	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Checks) != 6 || doc.Checks[0].Check != "NodeFeature CRD" || doc.Checks[5].Status != "ok" {
+		t.Errorf("cluster check -o json (%v):\n%s", err, js)
+	}
 	st, out, err = check()
 	if err != nil || !strings.HasPrefix(st["NodeFeature CRD"], "ok  nfd.k8s-sigs.io/v1alpha1 served, from examples/kubernetes/without-nfd/nodefeature-crd.yaml") {
 		t.Errorf("with the CRD applied too (%v):\n%s", err, out)
