@@ -304,7 +304,9 @@ func TestClusterCheck(t *testing.T) {
 	c.apply(crdManifest)
 	c.waitServed()
 	js, err := exec.Command(bin, "cluster", "check", "--kubeconfig", admin, "-o", "json").Output()
-	var doc struct{ Checks []struct{ Check, Status, Detail string } }
+	var doc struct {
+		Checks []struct{ Check, Status, Detail string }
+	}
 	if err != nil || json.Unmarshal(js, &doc) != nil || len(doc.Checks) != 6 || doc.Checks[0].Check != "NodeFeature CRD" || doc.Checks[5].Status != "ok" {
 		t.Errorf("cluster check -o json (%v):\n%s", err, js)
 	}
