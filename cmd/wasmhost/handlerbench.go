@@ -4,14 +4,11 @@ package main
 // saved baseline.
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +22,6 @@ import (
 	"github.com/wasmhost/wasmhost/internal/daemon"
 	"github.com/wasmhost/wasmhost/internal/handlerbench"
 	"github.com/wasmhost/wasmhost/internal/handlercheck"
-	"github.com/wasmhost/wasmhost/internal/harness"
-	"github.com/wasmhost/wasmhost/internal/host"
-	"github.com/wasmhost/wasmhost/internal/registration"
 	"github.com/wasmhost/wasmhost/internal/session"
 )
 
@@ -167,55 +161,13 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		}
 		sessions = append(sessions, s)
 	}
-	work, answers, types := handlerbench.SessionWork(sessions)
-	if len(work) == 0 {
-		probe, err := harness.New(ctx, host.Config{})
-		if err != nil {
-			return err
-		}
-		rep, err := probe.Host().Inspect(ctx, path, mustRead(path))
-		_ = probe.Close(ctx)
-		if err != nil {
-			return err
-		}
-		typ := o.pluginType
-		if typ == "" && len(rep.Manifest.PluginTypes) == 1 {
-			typ = rep.Manifest.PluginTypes[0]
-		}
-		if typ == "" {
-			return errors.New("--type is needed: the module does not declare exactly one plugin type")
-		}
-		socket := filepath.Join(cfg.SocketDir, o.name+"-reg.sock")
-		p, err := registration.ValidateInfo(socket, registration.PluginInfo{Type: typ, Name: o.name, Versions: o.versions})
-		if err != nil {
-			return err
-		}
-		types = append(types, typ)
-		for _, op := range []harness.Op{harness.Validate, harness.Register, harness.Deregister} {
-			work = append(work, handlerbench.Call{Op: op, Plugin: p})
-		}
-	}
-	grants := cfg.Grants()
-	for _, t := range types {
-		for _, g := range o.grants {
-			if !slices.Contains(grants[t], g) {
-				grants[t] = append(grants[t], g)
-			}
-		}
-	}
-	sandbox := daemon.SandboxConfig(cfg)
-	hcfg := sandbox
-	hcfg.HandlerDir = "/nonexistent" // modules are loaded by path
-	hcfg.PoolSize = o.concurrency
-	hcfg.PluginCaller = answers
-	hcfg.PluginCallPolicy = nil // the sessions stand in for the plugins
-	hcfg.Grants = grants
-	h, err := host.New(ctx, hcfg)
-	if err != nil {
-		return err
-	}
-	defer h.Close(context.WithoutCancel(ctx))
-	res, err := handlerbench.Run(ctx, h, path, work, handlerbench.Options{Concurrency: o.concurrency, Count: o.count, Duration: o.duration})
+	bin, _ := handlercheck.ReadModule(path) // what cannot be read, the bench's description refuses
+	res, err := handlerbench.Bench(ctx, handlerbench.Spec{
+		Path: path, Module: bin, Sandbox: daemon.SandboxConfig(cfg), ConfigGrants: cfg.Grants(), Grants: o.grants,
+		SocketDir: cfg.SocketDir,
+		Options:   handlerbench.Options{Concurrency: o.concurrency, Count: o.count, Duration: o.duration},
+		Sessions:  sessions, PluginType: o.pluginType, Name: o.name, Versions: o.versions,
+	})
 	if err != nil {
 		return err
 	}
@@ -245,11 +197,6 @@ func runHandlerBench(cmd *cobra.Command, o *handlerBenchOpts, path string) error
 		return fmt.Errorf("%w: regression against %s over --max-regression %s: %s", errHandlerFailed, o.baseline, o.maxRegression, strings.Join(res.Regressions, "; "))
 	}
 	return nil
-}
-
-func mustRead(path string) []byte {
-	b, _ := handlercheck.ReadModule(path)
-	return b
 }
 
 // nanos shows a number of nanoseconds as a duration, to three figures.
