@@ -124,12 +124,16 @@ func execution(m metricsText) [2]float64 {
 		m.sum("apiserver_flowcontrol_request_execution_seconds_count", `priority_level="wasmhost"`)}
 }
 
-// TestPublishSaysWhatIsMissing: against the real API server, the daemon's status names what
-// to install when the CRD is missing (and publishes as soon as it is there, with no restart),
+// TestPublishSaysWhatIsMissing: against the real API server, each manifest applies on its own;
+// the daemon's status names what to install when the CRD is missing (and publishes as soon as it is there, with no restart),
 // and the publisher's sink names the namespace and the manifest when the namespace is.
 func TestPublishSaysWhatIsMissing(t *testing.T) {
 	c := startCluster(t)
-	c.apply(publishManifest) // on its own: no CRD
+	// Each file on its own, in an order the README does not use: the example plugin's first,
+	// on the empty cluster, then publish.yaml (no CRD), then the sources DaemonSet.
+	c.apply("../../examples/kubernetes/example-plugin.yaml")
+	c.apply(publishManifest)
+	c.apply("../../examples/kubernetes/daemonset-sources.yaml")
 	td := startDaemon(t, "node-a", c.kubeconfig(c.nodeToken("wasmhost", "node-a")),
 		map[string]*registrationtest.RecordingHandler{"CSIPlugin": csiHandler()})
 	startPlugins(t, td.sockets, "csi", 2)
