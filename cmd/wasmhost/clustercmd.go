@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -139,7 +140,7 @@ may be out of date. A node whose object holds no plugin is one line with "-" for
 			out := cmd.OutOrStdout()
 			var w pluginWriter = &pluginTable{w: out, wide: output == "wide", now: time.Now()}
 			if output == "json" || output == "yaml" {
-				w = &pluginDoc{w: out, yaml: output == "yaml"}
+				w = &pluginDoc{w: bufio.NewWriter(out), yaml: output == "yaml"}
 			}
 			o.PageDone = w.pageDone
 			st, err := fleet.List(cmd.Context(), o, w.node)
@@ -213,9 +214,10 @@ type pluginWriter interface {
 }
 
 // pluginDoc writes {"plugins": [...]} (or its YAML) one plugin at a time: in JSON each on a
-// line of its own, so a program can read it line by line, or whole.
+// line of its own, so a program can read it line by line, or whole. What it writes goes out
+// at the end of each page.
 type pluginDoc struct {
-	w     io.Writer
+	w     *bufio.Writer
 	yaml  bool
 	wrote bool
 }
@@ -248,7 +250,7 @@ func (d *pluginDoc) node(n fleet.Node) error {
 	return nil
 }
 
-func (d *pluginDoc) pageDone() error { return nil }
+func (d *pluginDoc) pageDone() error { return d.w.Flush() }
 
 func (d *pluginDoc) end() error {
 	var tail string
@@ -256,14 +258,15 @@ func (d *pluginDoc) end() error {
 	case d.yaml && !d.wrote:
 		tail = "plugins: []\n"
 	case d.yaml:
-		return nil
 	case !d.wrote:
 		tail = "{\"plugins\": []}\n"
 	default:
 		tail = "\n]}\n"
 	}
-	_, err := io.WriteString(d.w, tail)
-	return err
+	if _, err := io.WriteString(d.w, tail); err != nil {
+		return err
+	}
+	return d.w.Flush()
 }
 
 // writeJSONLine writes v as JSON without the encoder's newline.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestClusterPluginsJSONIsOneDocument(t *testing.T) {
 	now := time.Now()
 	for _, nodes := range [][]fleet.Node{nil, fleetNodes(now)} {
 		var b strings.Builder
-		d := &pluginDoc{w: &b}
+		d := &pluginDoc{w: bufio.NewWriter(&b)}
 		for _, n := range nodes {
 			if err := d.node(n); err != nil {
 				t.Fatal(err)
@@ -97,7 +98,7 @@ func TestClusterPluginsYAMLIsOneDocument(t *testing.T) {
 	now := time.Now()
 	for _, nodes := range [][]fleet.Node{nil, fleetNodes(now)} {
 		var b strings.Builder
-		d := &pluginDoc{w: &b, yaml: true}
+		d := &pluginDoc{w: bufio.NewWriter(&b), yaml: true}
 		for _, n := range nodes {
 			if err := d.node(n); err != nil {
 				t.Fatal(err)
