@@ -254,6 +254,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, version strin
 	hcfg.Bindings = hostBindings(cfg)
 	hcfg.Quarantine = &cfg.Handlers.Quarantine
 	hcfg.PluginCaller = registrar.PluginCaller{Tracer: tracer}
+	hcfg.Tracer = tracer
 	hcfg.OnChange = d.publishHandlers
 	hcfg.FollowDir = followDir
 	if d.capture != nil {

@@ -78,8 +78,9 @@ func serveTraced(t *testing.T, cfg config.Config, name string) *registrationtest
 // TestTraceOfARegistration: with tracing on, one registration with a wasm handler that calls
 // its plugin is one trace, as docs/observability.md describes it: the root from the socket
 // seen to the notification, with the plugin, its handler's revision and the outcome; GetInfo,
-// the handler calls and NotifyRegistrationStatus under it, the handler's plugin_call under
-// its call, each call to the plugin a client span with rpc.* and server.address; and the
+// the registrar's handler calls and NotifyRegistrationStatus under it, the guest's call (its
+// export, CPU, memory, host calls, result code) under each, the handler's plugin_call under the
+// guest's call, each call to the plugin a client span with rpc.* and server.address; and the
 // plugin received the traceparent of each of its calls, the plugin_call's included.
 func TestTraceOfARegistration(t *testing.T) {
 	r := tracingtest.Start(t)
@@ -115,12 +116,15 @@ func TestTraceOfARegistration(t *testing.T) {
 	}
 	// parent of each span, by name.
 	parents := map[string]string{
-		tracing.SpanDial: tracing.SpanRegister,
+		tracing.SpanQueued:                                         tracing.SpanRegister,
+		tracing.SpanDial:                                           tracing.SpanRegister,
 		"pluginregistration.Registration/GetInfo":                  tracing.SpanRegister,
 		"wasmhost.handler.validate":                                tracing.SpanRegister,
 		"wasmhost.handler.register":                                tracing.SpanRegister,
 		"pluginregistration.Registration/NotifyRegistrationStatus": tracing.SpanRegister,
-		"svc.Echo/Echo":                                            "wasmhost.handler.validate",
+		"wasmhost.call.wasmhost_validate":                          "wasmhost.handler.validate",
+		"wasmhost.call.wasmhost_register":                          "wasmhost.handler.register",
+		"svc.Echo/Echo":                                            "wasmhost.call.wasmhost_validate",
 	}
 	for name, parent := range parents {
 		s, ok := byName[name]
@@ -152,6 +156,39 @@ func TestTraceOfARegistration(t *testing.T) {
 		if got := p.TraceParents(method); len(got) != 1 || got[0] != want {
 			t.Errorf("%s: the plugin received traceparent %q, want %q", method, got, want)
 		}
+	}
+	// A first pass starts when the socket was seen: its wait until the pass began is a span.
+	if q := byName[tracing.SpanQueued]; q != nil && q.GetStartTimeUnixNano() != root.GetStartTimeUnixNano() {
+		t.Errorf("the wait starts at %d, the root at %d: want both at the socket seen", q.GetStartTimeUnixNano(), root.GetStartTimeUnixNano())
+	}
+	if a := tracingtest.Attr(root, tracing.AttrAttempt); a.GetIntValue() != 1 {
+		t.Errorf("root %s = %v, want 1", tracing.AttrAttempt, a)
+	}
+	// The guest's call: what it cost, and its answer. The handler's validate makes one host
+	// call (plugin_call) and answers 0 (StatusOK); its memory is one page.
+	if call := byName["wasmhost.call.wasmhost_validate"]; call != nil {
+		for key, want := range map[string]int64{tracing.AttrHostCalls: 1, tracing.AttrResultCode: 0, tracing.AttrMemory: 65536} {
+			if got := tracingtest.Attr(call, key); got == nil || got.GetIntValue() != want {
+				t.Errorf("handler call %s = %v, want %d", key, got, want)
+			}
+		}
+		if cpu := tracingtest.Attr(call, tracing.AttrCPU).GetIntValue(); cpu <= 0 {
+			t.Errorf("handler call %s = %d, want the CPU it used", tracing.AttrCPU, cpu)
+		}
+		if strAttr(call, tracing.AttrExport) != "wasmhost_validate" || strAttr(call, tracing.AttrRevision) != "sha256:"+v.HandlerSHA256 {
+			t.Errorf("handler call attributes %v", call.GetAttributes())
+		}
+	}
+	// The handler's load, before: a trace of its own (spans end in order, so it has arrived).
+	all, _ := r.Spans()
+	var reload *tracepb.Span
+	for _, s := range all {
+		if s.GetName() == tracing.SpanReload && strAttr(s, tracing.AttrFile) == filepath.Join(cfg.HandlerDir, "traced.wasm") {
+			reload = s
+		}
+	}
+	if reload == nil || strAttr(reload, tracing.AttrOutcome) != "loaded" || strAttr(reload, tracing.AttrRevision) != "sha256:"+v.HandlerSHA256 || len(reload.GetParentSpanId()) != 0 {
+		t.Errorf("the load of traced.wasm: %v, want a root span, loaded, its revision", reload)
 	}
 	if got := r.Resource("service.name"); got != tracing.ServiceName {
 		t.Errorf("service.name %q, want %q", got, tracing.ServiceName)

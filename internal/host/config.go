@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
@@ -79,6 +81,12 @@ type Config struct {
 	// the host, and their results (sandbox.Recorder): the daemon's session capture, `wasmhost handler
 	// test --record`. Defaults to nil: nothing is recorded.
 	Recorder sandbox.Recorder
+
+	// Tracer, if set, traces each handler call (wasmhost.call.<export>: its CPU, memory, host
+	// calls and result code) under the caller's span, and each load, replacement and removal
+	// of a handler file (wasmhost.reload), a trace of its own (internal/tracing). Defaults to
+	// nil: none.
+	Tracer trace.Tracer
 
 	// OnChange, if set, is called from Run's goroutine after each step of following the
 	// handler directory (a load, a replacement, a removal, a refusal), so that the caller can
@@ -236,5 +244,6 @@ func (c *Config) sandboxConfig() sandbox.Config {
 		Recorder:         c.Recorder,
 		Limits:           c.Limits,
 		Logger:           c.Logger,
+		Tracer:           c.Tracer,
 	}
 }

@@ -15,9 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/tracing"
 )
 
 // fileEntry is one *.wasm name in the handler directory.
@@ -463,13 +467,37 @@ func (r *reloader) startLoad(e *fileEntry, force bool) {
 		res := loadResult{e: e}
 		select {
 		case r.sem <- struct{}{}:
+			_, span := tracing.StartRoot(r.ctx, r.h.cfg.Tracer, tracing.SpanReload)
 			res = r.load(e, ident, curSHA, failedSHA, force)
+			endReload(span, res)
 			<-r.sem
 		case <-r.ctx.Done():
 			res.err = r.ctx.Err()
 		}
 		r.results <- res
 	}()
+}
+
+// endReload ends the span of a load of a handler file (read, compile, checks) with its outcome:
+// loaded (to be installed, unless another file holds its types), unchanged, changed (read
+// while written: the next pass loads it), or refused with the reason.
+func endReload(span trace.Span, res loadResult) {
+	if span.IsRecording() {
+		outcome := "loaded"
+		switch {
+		case res.changed:
+			outcome = "changed"
+		case res.unchanged:
+			outcome = "unchanged"
+		case res.sameFailure || res.err != nil:
+			outcome = "refused"
+		}
+		span.SetAttributes(attribute.String(tracing.AttrFile, res.e.path), attribute.String(tracing.AttrOutcome, outcome))
+		if res.sum != "" {
+			span.SetAttributes(attribute.String(tracing.AttrRevision, "sha256:"+res.sum))
+		}
+	}
+	tracing.End(span, res.err, sandbox.RefusalReason(res.err))
 }
 
 func (r *reloader) load(e *fileEntry, ident fileIdent, curSHA, failedSHA string, force bool) loadResult {
@@ -836,6 +864,11 @@ func (r *reloader) remove(e *fileEntry) {
 	r.h.mu.Unlock()
 	if served {
 		r.h.log.Info("handler file removed", "handler", e.path, "gone_for", time.Since(e.goneSince).Round(time.Millisecond))
+		_, span := tracing.StartRoot(r.ctx, r.h.cfg.Tracer, tracing.SpanReload)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(tracing.AttrFile, e.path), attribute.String(tracing.AttrOutcome, "removed"))
+		}
+		span.End()
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/host/wasmbin"
 	"github.com/wasmhost/wasmhost/internal/limits"
@@ -40,6 +42,7 @@ type Config struct {
 	Recorder         Recorder                                                  // receives the calls of the types it records (nil: none)
 	Limits           limits.Handler                                            // what a load and each call may cost
 	Logger           *slog.Logger                                              // the sandbox's logs and the guests'
+	Tracer           trace.Tracer                                              // traces each handler call under the caller's span (nil: none)
 }
 
 const pageSize = 65536

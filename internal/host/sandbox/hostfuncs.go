@@ -42,6 +42,12 @@ type callState struct {
 	publishedBytes int          // of the keys and values in published
 	pluginCalls    int          // plugin_call calls made
 
+	// What the call cost, for its span (trace.go).
+	hostCalls int           // host functions the guest called
+	status    int32         // what the export returned
+	cpu       time.Duration // CPU time the guest used
+	mem       int64         // the instance's linear memory after the call, in bytes
+
 	run *guestRun // the call's time: deadline, CPU, turn (sandbox.go); nil outside a call
 
 	rec      *session.Call // the call's record, when the host records its type (record.go)

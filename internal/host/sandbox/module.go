@@ -339,6 +339,7 @@ func (in *instance) call(ctx context.Context, st *callState, fn int, arg uint64)
 	err = in.fns[fn].CallWithStack(withState(ctx, st), stack)
 	in.lm.leave()
 	in.m.sb.end(run)
+	st.cpu, st.mem = run.cpu, in.memSize()
 	in.flush()
 	in.st = nil
 	if err == nil && st.over != nil { // the last line, flushed after the call, was over
@@ -458,7 +459,11 @@ func (m *Module) Serve(ctx context.Context, fn int, pluginType string, p registr
 	if err != nil {
 		return nil, err
 	}
-	defer func() { m.endRecord(st, p, published, err) }()
+	ctx, span := m.startSpan(ctx, st)
+	defer func() {
+		m.endSpan(span, st, err)
+		m.endRecord(st, p, published, err)
+	}()
 	mark, err := pol.Admit(m.file)
 	if err != nil {
 		m.stats.failures.Add(1)
@@ -506,6 +511,7 @@ func (m *Module) call(ctx context.Context, st *callState, fn int, p registration
 	if err != nil {
 		return nil, err
 	}
+	st.status = status
 	switch status {
 	case abi.StatusRejected:
 		m.stats.rejected.Add(1)
@@ -935,7 +941,11 @@ func (sb *Sandbox) Load(ctx context.Context, file string, bin []byte, st *Stats)
 			fn, sig := hostFuncs[name], abi.ImportSignatures[name]
 			b.NewFunctionBuilder().
 				WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-					if st := stateOf(ctx); st.pastDeadline() {
+					st := stateOf(ctx)
+					if st != nil {
+						st.hostCalls++
+					}
+					if st.pastDeadline() {
 						panic(st.run.fault(ctx, nil))
 					}
 					fn(m, ctx, mod, stack)
