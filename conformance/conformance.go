@@ -16,6 +16,7 @@ import (
 	"github.com/wasmhost/wasmhost/abi"
 	"github.com/wasmhost/wasmhost/internal/harness"
 	"github.com/wasmhost/wasmhost/internal/host"
+	"github.com/wasmhost/wasmhost/internal/host/inspect"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
 )
@@ -261,9 +262,9 @@ func (c *checker) plugin(p Plugin) (registration.PluginInfo, error) {
 	return registration.ValidateInfo(socket, info)
 }
 
-func checkExports(rep *sandbox.Report) string {
+func checkExports(rep *inspect.Report) string {
 	var problems []string
-	have := map[string]sandbox.Export{}
+	have := map[string]inspect.Export{}
 	for _, e := range rep.Exports {
 		have[e.Name] = e
 	}
@@ -283,7 +284,7 @@ func checkExports(rep *sandbox.Report) string {
 	return strings.Join(problems, "; ")
 }
 
-func checkImports(rep *sandbox.Report) string {
+func checkImports(rep *inspect.Report) string {
 	var problems []string
 	for _, imp := range rep.Imports {
 		what := imp.Module + "." + imp.Name
@@ -305,7 +306,7 @@ func checkImports(rep *sandbox.Report) string {
 	return strings.Join(problems, "; ")
 }
 
-// sigString writes a signature as sandbox.Report does.
+// sigString writes a signature as inspect.Report does.
 func sigString(s abi.Signature) string {
 	names := func(ts []abi.ValueType) string {
 		out := make([]string, len(ts))
@@ -336,7 +337,7 @@ func (c *checker) checkManifest(mf abi.Manifest) {
 	}
 }
 
-func (c *checker) checkGrants(rep *sandbox.Report) {
+func (c *checker) checkGrants(rep *inspect.Report) {
 	var problems, notes []string
 	for _, capName := range rep.Capabilities {
 		for _, t := range rep.Manifest.PluginTypes {

@@ -51,7 +51,7 @@ func TestImportsFollowTheDataFlow(t *testing.T) {
 			}
 		}
 	}
-	pkgs := []string{"internal/host/wasmbin", "internal/host/sandbox", "internal/host/policy", "internal/registration/liveness"}
+	pkgs := []string{"internal/host/wasmbin", "internal/host/sandbox", "internal/host/inspect", "internal/host/policy", "internal/registration/liveness"}
 	for pkg := range stage {
 		pkgs = append(pkgs, pkg)
 	}
@@ -100,15 +100,22 @@ func TestPublishOnlyReadsTheState(t *testing.T) {
 }
 
 // TestSandboxBelowTheHost: the host's packages by job (internal/host's doc), in the order a
-// call meets them from below: the sandbox (internal/host/sandbox), the policy layer over it
-// (internal/host/policy: what serves a type, revisions, rollback pins, shadows, quarantine),
-// the reloader and the Host over both (internal/host). Each links only those before it: the
-// sandbox reaches the layer only through the policy it is given for a call (sandbox.Policy),
-// the layer reaches the reloader only through what it is told (policy.Layer.Sync). None of
-// them links the stages before the host: the watcher, the state store, the reconciler.
+// call meets them from below: the sandbox (internal/host/sandbox), the report of a module
+// described in it (internal/host/inspect, beside the layer: `handler inspect`), the policy
+// layer over it (internal/host/policy: what serves a type, revisions, rollback pins, shadows,
+// quarantine), the reloader and the Host over them (internal/host). Each links none of those
+// after it, and imports the one it is built on: the sandbox reaches the layer only through the
+// policy it is given for a call (sandbox.Policy), the layer reaches the reloader only through
+// what it is told (policy.Layer.Sync). None of them links the stages before the host: the
+// watcher, the state store, the reconciler.
 func TestSandboxBelowTheHost(t *testing.T) {
 	const module = "github.com/wasmhost/wasmhost/"
-	order := []string{"internal/host/sandbox", "internal/host/policy", "internal/host"}
+	order := []string{"internal/host/sandbox", "internal/host/inspect", "internal/host/policy", "internal/host"}
+	builtOn := map[string]string{
+		"internal/host/inspect": "internal/host/sandbox",
+		"internal/host/policy":  "internal/host/sandbox",
+		"internal/host":         "internal/host/policy",
+	}
 	for i, pkg := range order {
 		cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+pkg)
 		cmd.Dir = "../.."
@@ -133,13 +140,13 @@ func TestSandboxBelowTheHost(t *testing.T) {
 				t.Errorf("%s depends on %s", pkg, rel)
 			}
 		}
-		if i > 0 {
+		if below := builtOn[pkg]; below != "" {
 			bp, err := build.Import(module+pkg, "", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Contains(bp.Imports, module+order[i-1]) {
-				t.Errorf("%s does not import %s, the package below it: imports %v", pkg, order[i-1], bp.Imports)
+			if !slices.Contains(bp.Imports, module+below) {
+				t.Errorf("%s does not import %s, the package it is built on: imports %v", pkg, below, bp.Imports)
 			}
 		}
 	}
@@ -151,7 +158,7 @@ func TestSandboxBelowTheHost(t *testing.T) {
 // FollowDir), and registration does not reach back into the state store, which holds the
 // watcher's types.
 func TestSandboxLinksNoWatcher(t *testing.T) {
-	pkgs := []string{"./conformance", "./internal/harness", "./internal/handlerbench", "./internal/host", "./internal/host/policy", "./internal/host/sandbox"}
+	pkgs := []string{"./conformance", "./internal/harness", "./internal/handlerbench", "./internal/host", "./internal/host/inspect", "./internal/host/policy", "./internal/host/sandbox"}
 	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	cmd.Dir = "../.."
 	out, err := cmd.Output()

@@ -13,7 +13,8 @@
 //   - the sandbox (package sandbox, internal/host/sandbox): what a host's modules share (the
 //     compile cache, the turns to run guest code, instance memory, the key-value stores), a
 //     module loaded, its pool of instances, a call of one of its exports under its deadline,
-//     CPU and budgets, and the host functions;
+//     CPU and budgets, and the host functions; `wasmhost handler inspect`'s report of a module
+//     described in it is package inspect's (internal/host/inspect), beside it;
 //   - the policy layer over it (package policy, internal/host/policy): what serves a plugin
 //     type's calls, and the policies of a handler's revisions and failures, rollback pins,
 //     shadow runs and quarantine;
@@ -21,7 +22,7 @@
 //     retired behind their types' handlers (dir.go); and the Host that holds the three
 //     (host.go; config.go its configuration).
 //
-// Each imports only those below it: the sandbox nothing of the other two (it reaches the
+// Each imports only those below it: the sandbox nothing of the others (it reaches the
 // layer only through the policy it is given for a call, sandbox.Policy), the policy layer
 // nothing of this package; internal/daemon's layout_test.go keeps it so. Callers take the
 // sandbox's and the layer's names from their packages.
@@ -38,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmhost/wasmhost/internal/host/inspect"
 	"github.com/wasmhost/wasmhost/internal/host/policy"
 	"github.com/wasmhost/wasmhost/internal/host/sandbox"
 	"github.com/wasmhost/wasmhost/internal/registration"
@@ -142,14 +144,14 @@ func (h *Host) Store(pluginType string) map[string][]byte { return h.sb.Store(pl
 // use it. The store is charged to the next handler that writes it.
 func (h *Host) SetStore(pluginType string, kv map[string][]byte) { h.sb.SetStore(pluginType, kv) }
 
-// Inspect reads what bin (a module named name in messages) exports and imports, with
-// signatures, and runs its abi_version and manifest exports in a throwaway sandbox (the host's
-// memory limit and call timeout, WASI as the host gives it, and host functions that set the
-// result and otherwise answer abi.CodeDenied). Unlike LoadFile it neither checks grants nor
-// permissions, and a module it can describe may still be refused: load it to know. The error
-// (sandbox.ErrBadModule) is for bytes that are not a WebAssembly module at all.
-func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*sandbox.Report, error) {
-	return h.sb.Inspect(ctx, name, bin)
+// Inspect reports what bin (a module named name in messages) exports and imports, with
+// signatures, and what its abi_version and manifest exports answer, described in the host's
+// sandbox (package inspect: the host's memory limit and call timeout, stub host functions).
+// Unlike LoadFile it neither checks grants nor permissions, and a module it can describe may
+// still be refused: load it to know. The error (sandbox.ErrBadModule) is for bytes that are not
+// a WebAssembly module at all.
+func (h *Host) Inspect(ctx context.Context, name string, bin []byte) (*inspect.Report, error) {
+	return inspect.Inspect(ctx, h.sb, name, bin)
 }
 
 // HandlerStatus describes one handler file of the handler directory.

@@ -46,6 +46,10 @@ func fixture(name string) string { return filepath.Join("..", "testdata", name+"
 // with a quarantine of its own.
 func mustLoad(t testing.TB, h *Layer, name string) *sandbox.Module {
 	t.Helper()
+	if !h.sb.BeginWork() {
+		t.Fatal("the sandbox is closed")
+	}
+	defer h.sb.EndWork()
 	bin, err := h.sb.ReadHandlerFile(fixture(name))
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"github.com/wasmhost/wasmhost/internal/host/sandbox/sandboxtest"
 )
 
-// Inspect reads the cache directory that a load of the same bytes left (a pulled module
+// Describe reads the cache directory that a load of the same bytes left (a pulled module
 // admitted again when the daemon restarts), leaves it in place when it is done, and makes
 // none for bytes that have none: a description is not kept.
-func TestInspectUsesTheCacheItFinds(t *testing.T) {
+func TestDescribeUsesTheCacheItFinds(t *testing.T) {
 	ctx := context.Background()
 	cache := filepath.Join(sandboxtest.TempDir(t), "cache")
 	modDir := func(name string) string {
@@ -51,7 +51,7 @@ func TestInspectUsesTheCacheItFinds(t *testing.T) {
 
 	h2, _ := newStrictSandbox(t, Config{CacheDir: cache})
 	defer h2.Close(ctx)
-	rep, err := h2.Inspect(ctx, fixture("ok"), read("ok"))
+	rep, err := h2.Describe(ctx, fixture("ok"), read("ok"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +59,13 @@ func TestInspectUsesTheCacheItFinds(t *testing.T) {
 		t.Fatalf("described as %+v", rep)
 	}
 	if after := entries("ok"); !slices.Equal(after, before) {
-		t.Errorf("cache entries of ok.wasm after Inspect %v, want %v as the load left them", after, before)
+		t.Errorf("cache entries of ok.wasm after Describe %v, want %v as the load left them", after, before)
 	}
-	if _, err := h2.Inspect(ctx, fixture("reload_v1"), read("reload_v1")); err != nil {
+	if _, err := h2.Describe(ctx, fixture("reload_v1"), read("reload_v1")); err != nil {
 		t.Fatal(err)
 	}
 	if sandboxtest.Exists(modDir("reload_v1")) {
-		t.Errorf("Inspect of bytes never loaded made a cache directory: %s", modDir("reload_v1"))
+		t.Errorf("Describe of bytes never loaded made a cache directory: %s", modDir("reload_v1"))
 	}
 	// A load after the description still finds its entry, and the directory goes with the
 	// last module of those bytes, as ever.

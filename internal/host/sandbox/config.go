@@ -106,9 +106,9 @@ func (c *Config) structure() wasmbin.Limits {
 	}
 }
 
-// capabilityOf returns the capability that grants the host function name, or "" when the
+// CapabilityOf returns the capability that grants the host function name, or "" when the
 // function needs none.
-func capabilityOf(name string) string {
+func CapabilityOf(name string) string {
 	for capName, fns := range abi.CapabilityImports {
 		if slices.Contains(fns, name) {
 			return capName

@@ -139,10 +139,11 @@ func TestKVKeysPerFile(t *testing.T) {
 	}
 }
 
-// TestInspectRefusesCompileBomb: the tools' Inspect checks the structure before compiling too.
-func TestInspectRefusesCompileBomb(t *testing.T) {
+// TestDescribeRefusesCompileBomb: the tools' Describe (handler inspect's) checks the structure
+// before compiling too.
+func TestDescribeRefusesCompileBomb(t *testing.T) {
 	h, _ := newTestSandbox(t, Config{})
-	_, err := h.Inspect(context.Background(), "bomb.wasm", sandboxtest.BombModule(100_000, 1, 0x02))
+	_, err := h.Describe(context.Background(), "bomb.wasm", sandboxtest.BombModule(100_000, 1, 0x02))
 	sandboxtest.ErrContains(t, err, ErrBadModule, "bomb.wasm", "not compiled: function 0: blocks nested more than 4096 deep")
 }
 

@@ -778,7 +778,9 @@ func refuse(file, reason string, also error, format string, args ...any) error {
 	return &moduleError{file: file, reason: reason, msg: safetext.Cut(fmt.Sprintf(format, args...), maxErrorText), also: also}
 }
 
-func sigString(params, results []api.ValueType) string {
+// Signature writes a function's WebAssembly type as the sandbox's messages and `wasmhost handler
+// inspect` show it: "(i32, i32) -> (i32)".
+func Signature(params, results []api.ValueType) string {
 	names := func(ts []api.ValueType) string {
 		s := make([]string, len(ts))
 		for i, t := range ts {
@@ -850,8 +852,8 @@ func (sb *Sandbox) Load(ctx context.Context, file string, bin []byte, st *Stats)
 		if !ok {
 			continue
 		}
-		want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
-		if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+		want := Signature(valueTypes(sig.Params), valueTypes(sig.Results))
+		if got := Signature(def.ParamTypes(), def.ResultTypes()); got != want {
 			return nil, badModule(file, nil, "export %s has signature %s want %s", name, got, want)
 		}
 	}
@@ -876,11 +878,11 @@ func (sb *Sandbox) Load(ctx context.Context, file string, bin []byte, st *Stats)
 			if !ok || hostFuncs[name] == nil {
 				return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
 			}
-			want := sigString(valueTypes(sig.Params), valueTypes(sig.Results))
-			if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+			want := Signature(valueTypes(sig.Params), valueTypes(sig.Results))
+			if got := Signature(def.ParamTypes(), def.ResultTypes()); got != want {
 				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
 			}
-			if c := capabilityOf(name); c != "" {
+			if c := CapabilityOf(name); c != "" {
 				if !sb.grantedAnywhere(c) {
 					return nil, badModule(file, ErrNotGranted, "imports %s.%s which is not granted for any plugin type (capability %q)", mod, name, c)
 				}
@@ -910,8 +912,8 @@ func (sb *Sandbox) Load(ctx context.Context, file string, bin []byte, st *Stats)
 			if !ok {
 				return nil, badModule(file, nil, "imports unknown host function %s.%s", mod, name)
 			}
-			want := sigString(have.ParamTypes(), have.ResultTypes())
-			if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+			want := Signature(have.ParamTypes(), have.ResultTypes())
+			if got := Signature(def.ParamTypes(), def.ResultTypes()); got != want {
 				return nil, badModule(file, nil, "imports %s.%s with signature %s want %s", mod, name, got, want)
 			}
 		}

@@ -1,7 +1,9 @@
 package sandbox
 
-// What tools (wasmhost handler inspect/test, the conformance kit in conformance) read of a
-// host and of a module without serving it.
+// What tools (wasmhost handler inspect/test, the conformance kit in conformance, a pulled
+// module's admission) learn of a sandbox and of a module without serving it: the key-value
+// stores, and a module described (Describe: compiled as a load compiles it, its description
+// exports run with stub host functions). Package inspect makes its report from a Description.
 
 import (
 	"context"
@@ -10,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -50,16 +51,22 @@ func (m *Module) SetStore(pluginType, key string, value []byte) error {
 	return nil
 }
 
-// Report is what Inspect learns about a module.
-type Report struct {
+// Description is what Describe learns of a module: the module's definitions as the compiler
+// read them, and what its description exports answered. Package inspect reads it into the
+// report of `wasmhost handler inspect`.
+type Description struct {
 	Size   int64  // of the module's bytes
 	SHA256 string // of the module's bytes, hex
 
-	Exports []Export // every export, sorted by name
-	Imports []Import // every import, in the module's order
-
-	// Capabilities are the capabilities (abi.Capability*) the module's imports need, sorted.
-	Capabilities []string
+	// Scan is what wasmbin.Scan read of the bytes (imports in the module's order, its memory
+	// minimum). Its Imports are nil when the scan could not read them: then the imported
+	// functions are what is known.
+	Scan wasmbin.Info
+	// The definitions of the compiled module (the host's own import of its call-stack
+	// rewrite, wasmbin.SandboxModule, among the imported functions).
+	ExportedFunctions map[string]api.FunctionDefinition
+	ExportedMemories  map[string]api.MemoryDefinition
+	ImportedFunctions []api.FunctionDefinition
 
 	// ABIVersion and Manifest are what the module's exports answered in a sandbox with stub
 	// host functions. DescribeError says why they are missing, when they are.
@@ -68,41 +75,26 @@ type Report struct {
 	DescribeError string
 }
 
-// Export is one export of a module.
-type Export struct {
-	Name string
-	Kind string // function, memory, table or global
-	// Signature is a function's WebAssembly type, "(i32) -> (i32)"; for a memory, its limits
-	// in 64 KiB pages, "min 17 pages, no max".
-	Signature string
-}
-
-// Import is one import of a module.
-type Import struct {
-	Module, Name string
-	Kind         string // function, table, memory, global or tag
-	Signature    string // a function's WebAssembly type; "" for other kinds
-	// Capability is the capability a host function needs (abi.CapabilityImports), or "".
-	Capability string
-}
-
-// Inspect reads what bin (a module named name in messages) exports and imports, with
-// signatures, and runs its abi_version and manifest exports in a throwaway sandbox (the host's
-// memory limit and call timeout, WASI as the host gives it, and host functions that set the
-// result and otherwise answer abi.CodeDenied). Unlike Load (and the host's LoadFile) it neither checks grants nor
+// Describe compiles bin (a module named name in messages) as Load would (scanned, its structure
+// checked, its call stack bounded, under the compile deadline, from the cache entry a load of
+// the same bytes left, if any, and leaving none), reads its definitions, and runs its
+// abi_version and manifest exports in a throwaway runtime (the sandbox's memory limit and call
+// timeout, WASI as the sandbox gives it, and host functions that set the result and otherwise
+// answer abi.CodeDenied). Unlike Load (and the host's LoadFile) it neither checks grants nor
 // permissions, and a module it can describe may still be refused: load it to know. The error
 // (ErrBadModule) is for bytes that are not a WebAssembly module at all.
-func (sb *Sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Report, error) {
+func (sb *Sandbox) Describe(ctx context.Context, name string, bin []byte) (*Description, error) {
 	if !sb.BeginWork() {
 		return nil, ErrClosed
 	}
 	defer sb.wg.Done()
 	sum := sha256.Sum256(bin)
-	r := &Report{Size: int64(len(bin)), SHA256: hex.EncodeToString(sum[:])}
+	r := &Description{Size: int64(len(bin)), SHA256: hex.EncodeToString(sum[:])}
 	info, err := wasmbin.Scan(bin)
 	if err != nil {
 		return nil, badModule(name, nil, "%v", err)
 	}
+	r.Scan = info
 	// A compile cannot be stopped: what would make it slow is refused before, as at load.
 	if _, bad := wasmbin.Check(bin, sb.cfg.structure()); bad != "" {
 		return nil, refuse(name, RefusedStructure, nil, "not compiled: %s", bad)
@@ -133,45 +125,8 @@ func (sb *Sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Repor
 		release()
 	}()
 
-	for n, def := range cm.ExportedFunctions() {
-		r.Exports = append(r.Exports, Export{Name: n, Kind: "function", Signature: sigString(def.ParamTypes(), def.ResultTypes())})
-	}
-	for n, mem := range cm.ExportedMemories() {
-		r.Exports = append(r.Exports, Export{Name: n, Kind: "memory", Signature: memLimits(mem)})
-	}
-	sort.Slice(r.Exports, func(i, j int) bool { return r.Exports[i].Name < r.Exports[j].Name })
-
-	funcs := map[[2]string]api.FunctionDefinition{}
-	for _, def := range cm.ImportedFunctions() {
-		mod, n, _ := def.Import()
-		funcs[[2]string{mod, n}] = def
-	}
-	imports := info.Imports
-	if imports == nil { // the scan could not read them: the functions are what is known
-		for _, def := range cm.ImportedFunctions() {
-			mod, n, _ := def.Import()
-			if mod == wasmbin.SandboxModule {
-				continue // the host's rewrite imports it, not the module
-			}
-			imports = append(imports, wasmbin.Import{Module: mod, Name: n})
-		}
-	}
-	caps := map[string]bool{}
-	for _, imp := range imports {
-		out := Import{Module: imp.Module, Name: imp.Name, Kind: imp.KindName()}
-		if def, ok := funcs[[2]string{imp.Module, imp.Name}]; ok && imp.Kind == 0 {
-			out.Signature = sigString(def.ParamTypes(), def.ResultTypes())
-		}
-		if imp.Module == abi.ImportModule && imp.Kind == 0 {
-			if c := capabilityOf(imp.Name); c != "" {
-				out.Capability = c
-				caps[c] = true
-			}
-		}
-		r.Imports = append(r.Imports, out)
-	}
-	r.Capabilities = slices.Sorted(maps.Keys(caps))
-
+	r.ExportedFunctions, r.ExportedMemories = cm.ExportedFunctions(), cm.ExportedMemories()
+	r.ImportedFunctions = cm.ImportedFunctions()
 	if msg := commandExport(cm.ExportedFunctions()); msg != "" {
 		// Its exports cannot be called (a Go command traps in them): say why, and how to build it.
 		r.DescribeError = "not instantiated: " + msg
@@ -183,14 +138,6 @@ func (sb *Sandbox) Inspect(ctx context.Context, name string, bin []byte) (*Repor
 	return r, nil
 }
 
-func memLimits(mem api.MemoryDefinition) string {
-	s := fmt.Sprintf("min %d pages", mem.Min())
-	if max, ok := mem.Max(); ok {
-		return s + fmt.Sprintf(", max %d pages", max)
-	}
-	return s + ", no max"
-}
-
 // describeState is the result_set of a stub host.
 type describeState struct{ result []byte }
 
@@ -198,7 +145,7 @@ type describeKey struct{}
 
 // describe instantiates cm in rt with stub host functions and reads its ABI version and
 // manifest into r.
-func (sb *Sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Report) error {
+func (sb *Sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledModule, r *Description) error {
 	hostNames := map[string]bool{}
 	wasi := false
 	for _, def := range cm.ImportedFunctions() {
@@ -254,7 +201,7 @@ func (sb *Sandbox) describe(ctx context.Context, rt wazero.Runtime, cm wazero.Co
 			return 0, fmt.Errorf("missing export %s", name)
 		}
 		if d := fn.Definition(); len(d.ParamTypes()) != 0 || len(d.ResultTypes()) != 1 || d.ResultTypes()[0] != api.ValueTypeI32 {
-			return 0, fmt.Errorf("export %s has signature %s want () -> (i32)", name, sigString(d.ParamTypes(), d.ResultTypes()))
+			return 0, fmt.Errorf("export %s has signature %s want () -> (i32)", name, Signature(d.ParamTypes(), d.ResultTypes()))
 		}
 		st.result = nil
 		ctx, cancel := context.WithTimeout(context.WithValue(ctx, describeKey{}, st), sb.cfg.CallTimeout)

@@ -1,19 +1,49 @@
-package sandbox
+package inspect
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmhost/wasmhost/abi"
-	"github.com/wasmhost/wasmhost/internal/registration"
+	"github.com/wasmhost/wasmhost/internal/host/sandbox"
+	"github.com/wasmhost/wasmhost/internal/logtest"
 )
 
+// fixture is a module of the host's testdata (internal/host/testdata).
+func fixture(name string) string { return filepath.Join("..", "testdata", name+".wasm") }
+
+// newTestSandbox returns a sandbox for cfg with the tests' defaults (a call timeout of 2 s, 2
+// instances, the log captured) and the host's (sandbox.Config.WithDefaults); the test's end
+// closes it. It describes the testdata fixtures in place.
+func newTestSandbox(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
+	t.Helper()
+	cfg.Logger = slog.New(&logtest.Logs{})
+	cfg.CallTimeout, cfg.PoolSize = 2*time.Second, 2
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return sb
+}
+
 func TestInspect(t *testing.T) {
-	h, _ := newTestSandbox(t, Config{})
+	h := newTestSandbox(t, sandbox.Config{})
 	ctx := context.Background()
 	read := func(name string) []byte {
 		b, err := os.ReadFile(fixture(name))
@@ -25,7 +55,7 @@ func TestInspect(t *testing.T) {
 
 	// A module that imports plugin_call: described in full, though this host (no grants)
 	// would refuse to load it.
-	r, err := h.Inspect(ctx, "ungranted.wasm", read("ungranted"))
+	r, err := Inspect(ctx, h, "ungranted.wasm", read("ungranted"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +98,11 @@ func TestInspect(t *testing.T) {
 	// The host's rewrite imports its yield function into every module: not the module's
 	// import, not shown (a module that imports nothing is described so).
 	nothing := []byte("\x00asm\x01\x00\x00\x00\x01\x04\x01\x60\x00\x00\x03\x02\x01\x00\x0a\x07\x01\x05\x00\x03\x40\x0b\x0b")
-	if r, err := h.Inspect(ctx, "nothing.wasm", nothing); err != nil || len(r.Imports) != 0 {
+	if r, err := Inspect(ctx, h, "nothing.wasm", nothing); err != nil || len(r.Imports) != 0 {
 		t.Errorf("a module of one function and no import: imports %+v, error %v", r.Imports, err)
 	}
-	if _, err := loadFile(h, ctx, fixture("ungranted")); !errors.Is(err, ErrNotGranted) {
-		t.Errorf("LoadFile: %v, want ErrNotGranted", err)
+	if _, err := h.Load(ctx, fixture("ungranted"), read("ungranted"), new(sandbox.Stats)); !errors.Is(err, sandbox.ErrNotGranted) {
+		t.Errorf("Load: %v, want sandbox.ErrNotGranted", err)
 	}
 
 	// Modules whose description fails say why; bytes that are not WebAssembly are an error.
@@ -84,7 +114,7 @@ func TestInspect(t *testing.T) {
 		"command":        "not instantiated: exports _start: it was built as a WASI command, not the reactor a handler must be; build it as a reactor: Go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared",
 		"trap":           "",
 	} {
-		r, err := h.Inspect(ctx, name, read(name))
+		r, err := Inspect(ctx, h, name, read(name))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -93,37 +123,16 @@ func TestInspect(t *testing.T) {
 			t.Errorf("%s: DescribeError %q, want %q", name, r.DescribeError, wantErr)
 		}
 	}
-	if r, _ := h.Inspect(ctx, "abi2", read("abi2")); r.ABIVersion != 2 {
+	if r, _ := Inspect(ctx, h, "abi2", read("abi2")); r.ABIVersion != 2 {
 		t.Errorf("abi2: version %d", r.ABIVersion)
 	}
-	small, _ := newTestSandbox(t, Config{MemoryLimit: 64 << 10})
-	if r, err := small.Inspect(ctx, "bigmem", read("bigmem")); err != nil || !strings.Contains(r.DescribeError, "not instantiated: its memory minimum of 2000 pages") || len(r.Exports) != 6 {
+	small := newTestSandbox(t, sandbox.Config{MemoryLimit: 64 << 10})
+	if r, err := Inspect(ctx, small, "bigmem", read("bigmem")); err != nil || !strings.Contains(r.DescribeError, "not instantiated: its memory minimum of 2000 pages") || len(r.Exports) != 6 {
 		t.Errorf("bigmem over the memory limit: %+v, %v", r, err)
 	}
 	for _, name := range []string{"notwasm", "truncated"} {
-		if _, err := h.Inspect(ctx, name, read(name)); !errors.Is(err, ErrBadModule) {
+		if _, err := Inspect(ctx, h, name, read(name)); !errors.Is(err, sandbox.ErrBadModule) {
 			t.Errorf("%s: %v, want ErrBadModule", name, err)
 		}
-	}
-}
-
-func TestStore(t *testing.T) {
-	h, _ := newTestSandbox(t, Config{})
-	if s := h.Store("kv.example"); s != nil {
-		t.Errorf("store before any call: %v", s)
-	}
-	m := mustLoad(t, h, "kv")
-	defer m.Close(context.Background())
-	p := registration.PluginInfo{Type: "kv.example", Name: "p"}
-	if err := m.ValidatePlugin(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
-	s := h.Store("kv.example")
-	if len(s) != 1 || string(s["k"]) != "v1" {
-		t.Errorf("store %q", s)
-	}
-	s["k"][0] = 'x' // a copy
-	if got := h.Store("kv.example"); string(got["k"]) != "v1" {
-		t.Errorf("store changed through the snapshot: %q", got)
 	}
 }
