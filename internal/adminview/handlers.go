@@ -158,10 +158,10 @@ func WriteHandlers(w io.Writer, hs []*adminv1.Handler, wide bool, now time.Time)
 			}
 		}
 		if t := h.GetLastErrorAt(); lastErr != "" && !h.GetQuarantined() && t != nil {
-			lastErr = ShortDuration(now.Sub(t.AsTime())) + " ago: " + lastErr
+			lastErr = shortDuration(now.Sub(t.AsTime())) + " ago: " + lastErr
 		}
 		if t := h.GetGoneSince(); t != nil {
-			lastErr = "file gone " + ShortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within " + ShortDuration(host.DefaultRemovalGrace)
+			lastErr = "file gone " + shortDuration(now.Sub(t.AsTime())) + " ago, removed unless back within " + shortDuration(host.DefaultRemovalGrace)
 		} else if h.GetSource() != "" && !h.GetServing() {
 			// It serves nothing: that is what the operator must see first.
 			why := h.GetReason()

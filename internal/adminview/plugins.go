@@ -84,7 +84,7 @@ func NewPlugin(p *adminv1.Plugin) Plugin {
 		Name:           p.GetName(),
 		Endpoint:       p.GetEndpoint(),
 		Versions:       p.GetVersions(),
-		State:          StateName(p.GetState()),
+		State:          stateName(p.GetState()),
 		LastError:      p.GetLastError(),
 		Attempts:       p.GetAttempts(),
 		NextRetry:      timeOrNil(p.GetNextRetry()),
@@ -111,8 +111,8 @@ func Plugins(ps []*adminv1.Plugin) []Plugin {
 	return views
 }
 
-// StateName is the daemon's name of a state: "registered", "waiting-for-handler", ...
-func StateName(s adminv1.PluginState) string {
+// stateName is the daemon's name of a state: "registered", "waiting-for-handler", ...
+func stateName(s adminv1.PluginState) string {
 	name, ok := strings.CutPrefix(s.String(), "PLUGIN_STATE_")
 	if !ok || s == adminv1.PluginState_PLUGIN_STATE_UNSPECIFIED {
 		return "unknown"
@@ -127,7 +127,7 @@ func WritePlugins(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now time.
 		SafeMessage(p)
 	}
 	tw := newTable()
-	header := []string{"SOCKET", "TYPE", "NAME", Paint("STATE", NoColor, color)}
+	header := []string{"SOCKET", "TYPE", "NAME", Paint("STATE", noColor, color)}
 	// The kubelet's verdict, when a plugin is forwarded to it (forward.types).
 	forwarded := slices.ContainsFunc(ps, func(p *adminv1.Plugin) bool { return p.GetKubelet() != nil })
 	if forwarded {
@@ -145,7 +145,7 @@ func WritePlugins(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now time.
 		base = commonDir(ps)
 	}
 	for _, p := range ps {
-		state := StateName(p.GetState())
+		state := stateName(p.GetState())
 		sock := p.GetSocket()
 		if base != "" {
 			if rel, err := filepath.Rel(base, sock); err == nil {
@@ -172,7 +172,7 @@ func WritePlugins(w io.Writer, ps []*adminv1.Plugin, wide, color bool, now time.
 		if wide {
 			next := "-"
 			if t := p.GetNextRetry(); t != nil {
-				next = "in " + ShortDuration(t.AsTime().Sub(now))
+				next = "in " + shortDuration(t.AsTime().Sub(now))
 			}
 			row = append(row, orDash(p.GetEndpoint()), strconv.FormatUint(uint64(p.GetAttempts()), 10), next,
 				orDash(p.GetHandlerFile()), orDash(ShortHash(p.GetHandlerSha256())), orDash(oneLine(strings.Join(p.GetNotPublished(), "; "))))
@@ -221,7 +221,7 @@ type Event struct {
 
 // NewEvent is the view of ev.
 func NewEvent(ev *adminv1.PluginEvent) Event {
-	v := Event{Type: EventName(ev.GetType()), Time: timeOrNil(ev.GetTime()), Reason: ev.GetReason()}
+	v := Event{Type: eventName(ev.GetType()), Time: timeOrNil(ev.GetTime()), Reason: ev.GetReason()}
 	if ev.Plugin != nil {
 		p := NewPlugin(ev.Plugin)
 		v.Plugin = &p
@@ -229,8 +229,8 @@ func NewEvent(ev *adminv1.PluginEvent) Event {
 	return v
 }
 
-// EventName is ADDED, MODIFIED, DELETED, SYNCED or RESET.
-func EventName(t adminv1.EventType) string {
+// eventName is ADDED, MODIFIED, DELETED, SYNCED or RESET.
+func eventName(t adminv1.EventType) string {
 	name, ok := strings.CutPrefix(t.String(), "EVENT_TYPE_")
 	if !ok {
 		return "UNKNOWN"
@@ -245,7 +245,7 @@ func WriteEvent(w io.Writer, ev *adminv1.PluginEvent, listed int, color bool) {
 	if t := ev.GetTime(); t != nil {
 		when = t.AsTime().Local().Format("15:04:05.000")
 	}
-	typ := EventName(ev.GetType())
+	typ := eventName(ev.GetType())
 	switch ev.GetType() {
 	case adminv1.EventType_EVENT_TYPE_SYNCED:
 		fmt.Fprintf(w, "%-12s  %-8s  %d plugin socket(s) listed; changes follow\n", when, typ, listed)
@@ -256,7 +256,7 @@ func WriteEvent(w io.Writer, ev *adminv1.PluginEvent, listed int, color bool) {
 		return
 	}
 	p := ev.GetPlugin()
-	state := StateName(p.GetState())
+	state := stateName(p.GetState())
 	plugin := orDash(p.GetType()) + "/" + orDash(p.GetName())
 	line := fmt.Sprintf("%-12s  %-8s  %s  %s  %s", when, typ,
 		Paint(fmt.Sprintf("%-19s", state), stateColor(state), color), p.GetSocket(), plugin)

@@ -153,7 +153,7 @@ func WriteStatus(w io.Writer, st *adminv1.Status) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "version:\t%s\n", st.GetVersion())
-	fmt.Fprintf(tw, "uptime:\t%s%s\n", ShortDuration(st.GetUptime().AsDuration()), started)
+	fmt.Fprintf(tw, "uptime:\t%s%s\n", shortDuration(st.GetUptime().AsDuration()), started)
 	fmt.Fprintf(tw, "ready:\t%s\n", ready)
 	fmt.Fprintf(tw, "plugins:\t%s\n", plugins)
 	// What serves is the count: a file or source that serves nothing (refused, not pulled yet)
@@ -174,20 +174,20 @@ func WriteStatus(w io.Writer, st *adminv1.Status) {
 	for _, k := range st.GetPublishSinks() {
 		line := fmt.Sprintf("%s %s, %d labels, %d attributes, %d instances", k.GetState(), k.GetTarget(), k.GetLabels(), k.GetAttributes(), k.GetInstances())
 		if t := k.GetLastWrite(); t != nil {
-			line += ", written " + ShortDuration(time.Since(t.AsTime())) + " ago"
+			line += ", written " + shortDuration(time.Since(t.AsTime())) + " ago"
 		}
 		if k.GetHolding() {
 			line += ", keeping what it held before the start"
 		}
 		if k.GetState() == "failing" {
-			line += fmt.Sprintf(": %s (%d failures, next try in %s)", oneLine(k.GetLastError()), k.GetFailures(), ShortDuration(time.Until(k.GetNextRetry().AsTime())))
+			line += fmt.Sprintf(": %s (%d failures, next try in %s)", oneLine(k.GetLastError()), k.GetFailures(), shortDuration(time.Until(k.GetNextRetry().AsTime())))
 		}
 		fmt.Fprintf(tw, "publish %s:\t%s\n", k.GetSink(), line)
 	}
 	if e := st.GetPublishEvents(); e != nil {
 		line := fmt.Sprintf("%d recorded, %d dropped, %d failed", e.GetRecorded(), e.GetDropped(), e.GetFailed())
 		if e.GetLastError() != "" {
-			line += "; last error " + ShortDuration(time.Since(e.GetLastErrorAt().AsTime())) + " ago: " + oneLine(e.GetLastError())
+			line += "; last error " + shortDuration(time.Since(e.GetLastErrorAt().AsTime())) + " ago: " + oneLine(e.GetLastError())
 		}
 		fmt.Fprintf(tw, "publish events:\t%s\n", line)
 	}

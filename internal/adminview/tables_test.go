@@ -23,15 +23,15 @@ func TestShortDuration(t *testing.T) {
 		72 * time.Hour:             "3d",
 		47*time.Hour + time.Minute: "47h",
 	} {
-		if got := ShortDuration(d); got != want {
-			t.Errorf("ShortDuration(%v) = %q, want %q", d, got, want)
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
 	}
-	if got := StateName(adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER); got != "waiting-for-handler" {
-		t.Errorf("StateName = %q", got)
+	if got := stateName(adminv1.PluginState_PLUGIN_STATE_WAITING_FOR_HANDLER); got != "waiting-for-handler" {
+		t.Errorf("stateName = %q", got)
 	}
-	if got := EventName(adminv1.EventType_EVENT_TYPE_RESET); got != "RESET" {
-		t.Errorf("EventName = %q", got)
+	if got := eventName(adminv1.EventType_EVENT_TYPE_RESET); got != "RESET" {
+		t.Errorf("eventName = %q", got)
 	}
 }
 

@@ -26,8 +26,8 @@ const (
 	Red     = "\x1b[31m"
 	Green   = "\x1b[32m"
 	Yellow  = "\x1b[33m"
-	Grey    = "\x1b[90m"
-	NoColor = "\x1b[39m"
+	grey    = "\x1b[90m"
+	noColor = "\x1b[39m"
 	Reset   = "\x1b[0m"
 )
 
@@ -49,9 +49,9 @@ func stateColor(state string) string {
 	case "pending", "waiting-for-handler", "standby":
 		return Yellow
 	case "gone":
-		return Grey
+		return grey
 	default:
-		return NoColor
+		return noColor
 	}
 }
 
@@ -106,11 +106,11 @@ func age(t, alt *timestamppb.Timestamp, now time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return ShortDuration(now.Sub(t.AsTime()))
+	return shortDuration(now.Sub(t.AsTime()))
 }
 
-// ShortDuration renders d the way kubectl renders ages: 45s, 3m20s, 12m, 5h, 3d.
-func ShortDuration(d time.Duration) string {
+// shortDuration renders d the way kubectl renders ages: 45s, 3m20s, 12m, 5h, 3d.
+func shortDuration(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
