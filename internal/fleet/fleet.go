@@ -181,6 +181,9 @@ func List(ctx context.Context, o Options, each func(Node) error) (Stats, error) 
 		go func() {
 			defer close(readyDone)
 			ready, nodesErr = o.Nodes.Ready(ctx, o.Filter.Nodes)
+			if nodesErr != nil {
+				ready = nil // unknown, not NotFound
+			}
 		}()
 	} else {
 		close(readyDone)

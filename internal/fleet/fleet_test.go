@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
@@ -90,6 +91,13 @@ type fixedNodes map[string]string
 
 func (f fixedNodes) Ready(context.Context, []string) (map[string]string, error) { return f, nil }
 
+// forbiddenNodes is a reader who may not list Nodes: what it read is partial.
+type forbiddenNodes struct{}
+
+func (forbiddenNodes) Ready(context.Context, []string) (map[string]string, error) {
+	return map[string]string{}, errors.New("nodes is forbidden")
+}
+
 // TestListFiltersAndStaleness: the fleet view reads only wasmhost's objects (not nfd-worker's
 // of the same node); a node is stale after two renewals missed, beside its Node's Ready
 // condition; the filters take nodes, types, states and staleness.
@@ -130,6 +138,13 @@ func TestListFiltersAndStaleness(t *testing.T) {
 	if n := byName["fresh"]; len(n.Plugins) != 4 || n.Plugins[0].Type != "csi" || n.Plugins[0].Name != "p-fresh" || n.Plugins[1].State != "failing" {
 		t.Errorf("fresh's plugins %+v", n.Plugins)
 	}
+
+	// Nodes that could not be read are unknown (""), not missing, and the view goes on.
+	o.Nodes = forbiddenNodes{}
+	if got, st := list(t, o); len(got) != 4 || got[0].Ready != "" || st.NodesErr == nil {
+		t.Errorf("Nodes forbidden: %d nodes, the first Ready %q, NodesErr %v", len(got), got[0].Ready, st.NodesErr)
+	}
+	o.Nodes = fixedNodes{"fresh": "Ready", "stale": "NotReady", "late": "Ready"}
 
 	yes, no := true, false
 	for _, c := range []struct {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -108,12 +109,12 @@ func TestClusterPlugins(t *testing.T) {
 	c.setReady("node-a", corev1.ConditionTrue)
 	c.setReady("node-b", corev1.ConditionFalse)
 	view := c.boundKubeconfig("fleet-viewer", "wasmhost-fleet-view")
-	out := clusterPlugins(t, bin, view)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	out := []byte(clusterPlugins(t, bin, view))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 5 || !strings.HasPrefix(lines[0], "NODE") || !strings.Contains(lines[1], "node-a") ||
 		!strings.Contains(lines[1], "CSIPlugin") || !strings.Contains(lines[1], "csi-on-node-a-0") || !strings.Contains(lines[1], "registered") ||
 		!strings.Contains(lines[1], "node_id=node-a topology=zone=z1") || !strings.Contains(lines[4], "node-b") ||
-		strings.Fields(lines[1])[1] != "Ready" || strings.Fields(lines[4])[1] != "NotReady" || strings.Contains(out, "stale") {
+		strings.Fields(lines[1])[1] != "Ready" || strings.Fields(lines[4])[1] != "NotReady" || strings.Contains(string(out), "stale") {
 		t.Errorf("cluster plugins:\n%s", out)
 	}
 	ps := parseView(t, clusterPlugins(t, bin, view, "-o", "json"))
@@ -127,6 +128,22 @@ func TestClusterPlugins(t *testing.T) {
 	}
 	if out := clusterPlugins(t, bin, view, "--node", "node-b", "--state", "registered", "-o", "json"); len(parseView(t, out)) != 2 || parseView(t, out)[0].Node != "node-b" {
 		t.Errorf("cluster plugins --node node-b:\n%s", out)
+	}
+	// A reader who may not list Nodes sees the plugins, READY "?", and a warning that says why.
+	_, err := c.clientset().RbacV1().ClusterRoles().Create(context.Background(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodefeatures-only"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"nfd.k8s-sigs.io"}, Resources: []string{"nodefeatures"}, Verbs: []string{"list"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "cluster", "plugins", "--kubeconfig", c.boundKubeconfig("nodefeatures-only", "nodefeatures-only"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); err != nil || len(lines) != 5 || strings.Fields(lines[1])[1] != "?" ||
+		!strings.Contains(stderr.String(), "the Nodes' Ready condition is not shown") || !strings.Contains(stderr.String(), "forbidden") {
+		t.Errorf("cluster plugins without list of nodes (%v):\n%s%s", err, out, stderr.String())
 	}
 }
 
