@@ -13,6 +13,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -261,14 +261,30 @@ func End(span trace.Span, err error, errType string) {
 
 // Inject writes the W3C trace context of ctx (traceparent, and tracestate when there is one)
 // with set, as gRPC request metadata: a plugin that traces continues the trace. Nothing is
-// written when ctx carries no valid span (tracing off, or not sampled and no parent).
+// written when ctx carries no valid span (tracing off). A trace not sampled is propagated too,
+// with its flag saying so, as W3C Trace Context asks: the plugin then does not sample it
+// either. The header is written as propagation.TraceContext writes it, in one allocation.
 func Inject(ctx context.Context, set func(key, value string)) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
 		return
 	}
-	carrier := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, carrier)
-	for k, v := range carrier {
-		set(k, v)
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte // 00-<32 hex>-<16 hex>-<2 hex>
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:55], []byte{byte(sc.TraceFlags() & trace.FlagsSampled)})
+	set(traceparent, string(b[:]))
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		set(tracestate, ts.String())
 	}
 }
+
+// The W3C Trace Context headers (propagation.TraceContext's).
+const (
+	traceparent = "traceparent"
+	tracestate  = "tracestate"
+)

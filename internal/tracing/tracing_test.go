@@ -3,10 +3,12 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.uber.org/goleak"
@@ -113,4 +115,26 @@ func TestShutdownWithCollectorHung(t *testing.T) {
 		s.End() // the queue fills and drops; End never waits
 	}
 	_ = p.Shutdown(context.Background())
+}
+
+// TestInjectAsTraceContext: Inject writes what OpenTelemetry's W3C propagator writes, sampled
+// or not, with a trace state or without.
+func TestInjectAsTraceContext(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []trace.SpanContextConfig{
+		{TraceID: trace.TraceID{1, 2, 3, 0xff}, SpanID: trace.SpanID{9, 8, 0xab}, TraceFlags: trace.FlagsSampled},
+		{TraceID: trace.TraceID{0xde, 0xad}, SpanID: trace.SpanID{1}, TraceState: ts},
+	} {
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(cfg))
+		want := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, want)
+		got := propagation.MapCarrier{}
+		tracing.Inject(ctx, got.Set)
+		if !maps.Equal(got, want) {
+			t.Errorf("Inject wrote %v, the W3C propagator %v", got, want)
+		}
+	}
 }

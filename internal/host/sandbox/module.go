@@ -459,7 +459,7 @@ func (m *Module) Serve(ctx context.Context, fn int, pluginType string, p registr
 	if err != nil {
 		return nil, err
 	}
-	ctx, span := m.startSpan(ctx, st)
+	ctx, span := m.startSpan(ctx, fn, st)
 	defer func() {
 		m.endSpan(span, st, err)
 		m.endRecord(st, p, published, err)

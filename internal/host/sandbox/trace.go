@@ -14,8 +14,8 @@ import (
 // startSpan starts the span of a handler call, wasmhost.call.<export>, under the caller's
 // (the registrar's handler call, in a registration's trace); the guest's plugin_call is traced
 // under it. Nothing when the caller's trace is not sampled or tracing is off.
-func (m *Module) startSpan(ctx context.Context, st *callState) (context.Context, trace.Span) {
-	ctx, span := tracing.Start(ctx, m.sb.cfg.Tracer, tracing.SpanCall+"."+st.export, trace.SpanKindInternal)
+func (m *Module) startSpan(ctx context.Context, fn int, st *callState) (context.Context, trace.Span) {
+	ctx, span := tracing.Start(ctx, m.sb.cfg.Tracer, callSpanNames[fn], trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String(tracing.AttrExport, st.export),
@@ -26,6 +26,15 @@ func (m *Module) startSpan(ctx context.Context, st *callState) (context.Context,
 	}
 	return ctx, span
 }
+
+// callSpanNames are the names of the spans of the exports' calls, wasmhost.call.<export>,
+// made once: a name made per call would cost an allocation with tracing off.
+var callSpanNames = func() (names [numExports]string) {
+	for i, e := range exportNames {
+		names[i] = tracing.SpanCall + "." + e
+	}
+	return names
+}()
 
 // endSpan ends the span of a handler call with what it cost: CPU, memory, host calls, the
 // export's result code, and on failure the class of the failure.

@@ -132,6 +132,14 @@ const (
 	CallDeregister = "deregister"
 )
 
+// handlerSpanNames are the names of the handler calls' spans, made once (not per call, which
+// would cost an allocation with tracing off).
+var handlerSpanNames = map[string]string{
+	CallValidate:   tracing.SpanHandler + "." + CallValidate,
+	CallRegister:   tracing.SpanHandler + "." + CallRegister,
+	CallDeregister: tracing.SpanHandler + "." + CallDeregister,
+}
+
 // Registrar registers and deregisters plugins. It holds no per-plugin state and is safe for
 // concurrent use; the caller runs at most one operation at a time per socket path.
 type Registrar struct {
@@ -605,7 +613,7 @@ func (r *Registrar) getInfo(ctx context.Context, client *wireConn, socket string
 func (r *Registrar) callHandler(ctx context.Context, pluginType, name string, call func(context.Context) error) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.HandlerTimeout)
 	defer cancel()
-	ctx, span := tracing.Start(ctx, r.cfg.Tracer, tracing.SpanHandler+"."+name, trace.SpanKindInternal)
+	ctx, span := tracing.Start(ctx, r.cfg.Tracer, handlerSpanNames[name], trace.SpanKindInternal)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(tracing.AttrPluginType, pluginType))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -178,5 +179,44 @@ func TestPluginCallTraced(t *testing.T) {
 	}
 	if got := p.TraceParents(method); len(got) != 2 || got[1] != "" {
 		t.Errorf("untraced call: traceparents %q, want none the second time", got)
+	}
+}
+
+// BenchmarkRegisterTraced is BenchmarkRegisterOne under a pass's root span, as the reconciler
+// starts it: tracing off (no tracer), on at 1 in a million (a span context and a sampling
+// decision, nothing recorded), and on for every pass (the spans recorded and handed to an
+// exporter that drops them): what tracing adds to the registrar's CPU and allocations.
+func BenchmarkRegisterTraced(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		rate int32 // 0: off
+	}{{"off", 0}, {"1-per-million", 1}, {"every", 1_000_000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var tr trace.Tracer
+			if bc.rate > 0 {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()), sdktrace.WithSampler(tracing.Sampler(bc.rate)))
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				tr = tp.Tracer(tracing.TracerName)
+			}
+			handlers := registration.NewRegistry()
+			handlers.Set(testType, registrationtest.NewRecordingHandler())
+			actual := state.NewActual()
+			reg, err := registrar.New(registrar.Config{Handlers: handlers, Actual: actual, Tracer: tr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := registrationtest.Serve(b, registrationtest.SocketDir(b)+"/one.sock", demoInfo("one"), registrationtest.Options{})
+			s := state.Socket{Path: p.Path(), Seen: time.Now()}
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, root := tracing.StartRoot(context.Background(), tr, tracing.SpanRegister)
+				err := reg.Register(ctx, s)
+				tracing.End(root, err, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				actual.Remove(s.Path)
+			}
+		})
 	}
 }

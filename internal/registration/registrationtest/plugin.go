@@ -216,9 +216,8 @@ func (p *Plugin) call(_ any, stream grpc.ServerStream) error {
 // recordParent records the W3C traceparent of a call of method the plugin received, as a
 // plugin that traces would read it from the request's metadata.
 func (p *Plugin) recordParent(ctx context.Context, method string) {
-	md, _ := metadata.FromIncomingContext(ctx)
 	v := ""
-	if tp := md.Get("traceparent"); len(tp) > 0 {
+	if tp := metadata.ValueFromIncomingContext(ctx, "traceparent"); len(tp) > 0 {
 		v = tp[0]
 	}
 	p.mu.Lock()
