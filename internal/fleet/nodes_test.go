@@ -22,7 +22,7 @@ func tableServer(t *testing.T, status map[string]string, order []string) (*NodeT
 			http.Error(w, "not a table request", http.StatusBadRequest)
 			return
 		}
-		names := order
+		var names []string
 		next := ""
 		if name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/"); ok {
 			if _, ok := status[name]; !ok {
