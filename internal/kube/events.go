@@ -139,6 +139,11 @@ func (r *Recorder) Record(e publish.Event) {
 // queueLocked queues count occurrences of e, first and last seen as given, or drops them
 // past the queue's bound.
 func (r *Recorder) queueLocked(e publish.Event, key string, count int, first, last time.Time) *pendingEvent {
+	if p, ok := r.pending[key]; ok {
+		p.count += count
+		p.first, p.last = minTime(p.first, first), maxTime(p.last, last)
+		return p
+	}
 	size := len(key) + pendingOverhead
 	if len(r.pending) >= MaxPendingEvents || r.pendingBytes+size > MaxPendingBytes {
 		r.stats.Dropped += uint64(count)
@@ -214,6 +219,20 @@ func (r *Recorder) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func eventKey(e publish.Event) string {
@@ -473,7 +492,7 @@ func (r *Recorder) flushSeries(ctx context.Context) bool {
 			}
 			if n := w.s.count - w.s.written; n > 0 {
 				if p := r.queueLocked(w.s.e, w.key, n, w.s.lastObserved, w.s.lastObserved); p != nil {
-					p.counted = n
+					p.counted += n
 				}
 			}
 		case err != nil:

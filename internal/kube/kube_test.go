@@ -459,3 +459,32 @@ func TestNodeFeatureCreateAfterLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderEventExpired: an Event gone from the API server (Events expire after an hour)
+// while its series grows is created again with the count it had not written.
+func TestRecorderEventExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, client := newEventsServer(t)
+		r := NewRecorder(client, "node-a", nil)
+		runRecorder(t, r)
+		lost := publish.Event{Warning: true, Reason: publish.ReasonPluginLost, Action: "Watch", Note: "plugin a lost"}
+		r.Record(lost)
+		synctest.Wait()
+		if n, c, _ := srv.state(lost.Reason, lost.Note); n != 1 || c != 0 {
+			t.Fatalf("%d Events, series %d; want one without a series", n, c)
+		}
+		srv.mu.Lock()
+		clear(srv.events)
+		srv.mu.Unlock()
+		r.Record(lost)
+		r.Record(lost)
+		time.Sleep(SeriesFlush)
+		synctest.Wait()
+		if n, c, _ := srv.state(lost.Reason, lost.Note); n != 1 || c != 2 {
+			t.Errorf("after it expired: %d Events, series %d; want one with the 2 it had not written", n, c)
+		}
+		if st := r.Stats(); st.Recorded != 3 || st.Pending != 0 || st.Failed != 0 {
+			t.Errorf("stats %+v, want 3 recorded", st)
+		}
+	})
+}
