@@ -58,8 +58,20 @@ type EventStats struct {
 // compares each handler's quarantine and pins with what it saw last.
 type eventWatch struct {
 	sockets  map[string]string // socket → key of the Event raised last since it registered
+	held     map[string]heldEvent
 	handlers map[string]handlerSeen
 	started  bool // the handlers were seen once: what is there at start is not news
+}
+
+// LostGrace is how long a PluginLost waits before it is raised: a plugin that exits cleanly
+// stops serving, then removes its socket, and the daemon may see the first before the second.
+// A socket removed (or a plugin registered again) within it is no loss.
+const LostGrace = 2 * time.Second
+
+// heldEvent is a PluginLost waiting for LostGrace to pass since at.
+type heldEvent struct {
+	e  Event
+	at time.Time
 }
 
 type handlerSeen struct {
@@ -68,7 +80,7 @@ type handlerSeen struct {
 }
 
 func newEventWatch() *eventWatch {
-	return &eventWatch{sockets: map[string]string{}, handlers: map[string]handlerSeen{}}
+	return &eventWatch{sockets: map[string]string{}, held: map[string]heldEvent{}, handlers: map[string]handlerSeen{}}
 }
 
 func pluginDesc(v state.PluginView) string {
@@ -82,17 +94,20 @@ func pluginDesc(v state.PluginView) string {
 	return fmt.Sprintf("plugin %s of type %s at %s", name, v.PluginType, v.Path)
 }
 
-// plugins returns the Events of the views that changed.
-func (w *eventWatch) plugins(changes []state.Change) []Event {
+// plugins returns the Events of the views that changed, and the PluginLost events held for
+// LostGrace since before now.
+func (w *eventWatch) plugins(changes []state.Change, now time.Time) []Event {
 	var out []Event
 	for _, c := range changes {
 		v := c.View
 		switch {
 		case c.Type == state.Deleted:
 			delete(w.sockets, v.Path)
+			delete(w.held, v.Path)
 			continue
 		case v.State == state.StateRegistered || v.State == state.StateStandby:
 			delete(w.sockets, v.Path)
+			delete(w.held, v.Path)
 			continue
 		}
 		e, ok := pluginEvent(v)
@@ -104,7 +119,18 @@ func (w *eventWatch) plugins(changes []state.Change) []Event {
 			continue // a retry that ends the same way
 		}
 		w.sockets[v.Path] = key
+		delete(w.held, v.Path)
+		if e.Reason == ReasonPluginLost {
+			w.held[v.Path] = heldEvent{e: e, at: now}
+			continue
+		}
 		out = append(out, e)
+	}
+	for path, h := range w.held {
+		if now.Sub(h.at) >= LostGrace {
+			out = append(out, h.e)
+			delete(w.held, path)
+		}
 	}
 	return out
 }

@@ -59,18 +59,35 @@ func TestEvents(t *testing.T) {
 		set(state.StatePending, "")
 		set(state.StateFailing, "registration: handler failed: wasm trap: unreachable")
 		set(state.StateRegistered, "")
+		const gone = "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at /r/a.sock"
 		// Lost: the first failure, then retries whose errors say how long ago the socket was
-		// first seen and how many attempts were made: one loss, one Event.
-		set(state.StateFailing, "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at /r/a.sock")
+		// first seen and how many attempts were made: one loss, one Event, once LostGrace
+		// has passed (at the next look, every 2 s).
+		set(state.StateFailing, gone)
 		for i := range 8 {
 			set(state.StatePending, "")
 			set(state.StateFailing, fmt.Sprintf("plugin gone (its server stopped; its socket file stays): registration: plugin unreachable: socket /r/a.sock: nobody is listening after %d attempt(s), socket first seen %s ago: connection refused", i+1, time.Duration(i+1)*1500*time.Millisecond))
+			time.Sleep(time.Second)
 		}
 		// Registered again, then lost again: a second loss, the same note.
 		set(state.StateRegistered, "")
-		set(state.StateFailing, "plugin gone: its server stopped answering and its socket file stays; registered again when something answers at /r/a.sock")
+		set(state.StateFailing, gone)
 		set(state.StatePending, "")
 		set(state.StateFailing, "plugin gone (its server stopped; its socket file stays): registration: plugin unreachable: socket /r/a.sock: nobody is listening after 1 attempt(s), socket first seen 12.5s ago: connection refused")
+		time.Sleep(publish.LostGrace + 2*time.Second)
+		synctest.Wait()
+		// A clean exit: the server stops, then its socket goes, within LostGrace: no loss.
+		// Nor is a plugin registered again within it.
+		set(state.StateRegistered, "")
+		set(state.StateFailing, gone)
+		s.DeleteStatus("/r/a.sock", time.Now())
+		synctest.Wait()
+		set(state.StateRegistered, "")
+		set(state.StateFailing, gone)
+		time.Sleep(publish.LostGrace / 2)
+		set(state.StateRegistered, "")
+		time.Sleep(publish.LostGrace + 2*time.Second)
+		synctest.Wait()
 		s.SetHandlers([]state.Handler{{File: "/h/csi.wasm", PluginTypes: []string{"CSIPlugin"}, Serving: true,
 			Pins: []state.Pin{{PluginType: "CSIPlugin", SHA256: "old", FileSHA256: "new"}, {PluginType: "CSIPlugin", SHA256: "older", FileSHA256: "new2", Auto: true, Reason: "6 of 6 calls trapped"}}}})
 		s.SetHandlerCounters(func() map[string]state.HandlerCounters {

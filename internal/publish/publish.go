@@ -211,7 +211,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if p.cfg.Events == nil {
 			return
 		}
-		for _, e := range events.plugins(changes) {
+		for _, e := range events.plugins(changes, time.Now()) {
 			p.cfg.Events.Record(e)
 		}
 		for _, e := range events.handlerEvents(p.cfg.Store.Handlers()) {
@@ -226,7 +226,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 		return out
 	}
 	record(asChanges(list))
-	// Quarantines are in the handlers' counters, which the change feed does not carry.
+	// Quarantines are in the handlers' counters, which the change feed does not carry; a
+	// PluginLost held for LostGrace is raised at the next tick.
 	handlerTick := time.NewTicker(2 * time.Second)
 	defer handlerTick.Stop()
 	start := time.Now()
