@@ -51,8 +51,8 @@ type Handlers struct {
 	host    *host.Host
 	sources *oci.Sources
 	dir     *host.Host
-	// gate is closed once every source serves a loaded revision or is refused, or after
-	// firstWait: readiness waits for it, and so do the plugins of a type that has no handler
+	// gate is closed once every source serves a loaded revision or its registry answered no
+	// (refused, or a digest it does not have: fetching), or after firstWait: readiness waits for it, and so do the plugins of a type that has no handler
 	// (Pending), so that a plugin is not told "no handler" for a type whose handler is on its
 	// way (a registry that refuses connections or hangs keeps it closed too). When it closes,
 	// the registry is touched: those plugins are tried again, and told no if nothing serves
