@@ -76,8 +76,11 @@ func TestKilledPluginOneEventWithSeries(t *testing.T) {
 	c.startAPIServer()
 	waitFor(t, "the PluginLost Event written when the API server is back", func() bool { return len(c.lostEvents("node-a")) == 1 })
 
-	lose()
-	lose()
+	for range 2 {
+		recorded := td.d.PublishStatus().Events.Recorded
+		lose()
+		waitFor(t, "the loss recorded (publish.LostGrace after it)", func() bool { return td.d.PublishStatus().Events.Recorded == recorded+1 })
+	}
 	waitFor(t, "one PluginLost Event with a series count of 3", func() bool {
 		es := c.lostEvents("node-a")
 		if len(es) != 1 {
