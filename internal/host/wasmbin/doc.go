@@ -8,12 +8,15 @@
 //   - Instrument adds the ticks that make every guest call interruptible and the call-stack
 //     bound (instrument.go says how and why).
 //
-// The host (package host) turns their results into refusals of handler files; the fuzz targets
-// here check that no input makes them panic and that what compiles still compiles rewritten.
+// The sandbox (internal/host/sandbox) turns their results into refusals of handler files; the
+// fuzz targets here check that no input makes them panic and that what compiles still compiles
+// rewritten.
 //
-// The files read in the order the host calls them on a dropped file's bytes, each from its
-// entry point down to its helpers: reader.go (the cursor every pass reads the format with),
-// scan.go (Scan), check.go (Check: the sections in their ids' order, then the code),
-// instrument.go (Instrument: the sections, what the rewrite learns of them, the frames, the
-// module written out) and data.go (the data segments joined, the last section written).
+// The files read in the order the sandbox calls them on a dropped file's bytes (Scan and Check
+// when it admits the bytes, in module.go and describe.go; Instrument before it compiles them,
+// in callstack.go), each from its entry point down to its helpers: reader.go (the cursor every
+// pass reads the format with), scan.go (Scan), check.go (Check: the sections in their ids'
+// order, then the code), instrument.go (Instrument: the sections, what the rewrite learns of
+// them, the frames, the module written out) and data.go (the data segments joined, the last
+// section written).
 package wasmbin
