@@ -35,21 +35,22 @@ import (
 // fleetPlan is how many nodes TestFleet runs, and how long its phases last.
 type fleetPlan struct {
 	nodes int
-	// rollout: every node starts within it, at a random time. steady: nothing changes.
+	// idle: before any node starts (the API server's own CPU). rollout: every node starts
+	// within it, at a random time. steady: nothing changes.
 	// churn: a plugin per node comes and goes every churnEvery. outage: the API server is
 	// stopped for it.
-	rollout, steady, churn, churnEvery, outage time.Duration
+	idle, rollout, steady, churn, churnEvery, outage time.Duration
 }
 
 func fleetPlanOf(t *testing.T) fleetPlan {
 	t.Helper()
-	p := fleetPlan{nodes: 20, rollout: 5 * time.Second, steady: 15 * time.Second, churn: 12 * time.Second, churnEvery: 4 * time.Second, outage: 5 * time.Second}
+	p := fleetPlan{nodes: 20, idle: 3 * time.Second, rollout: 5 * time.Second, steady: 15 * time.Second, churn: 12 * time.Second, churnEvery: 4 * time.Second, outage: 5 * time.Second}
 	if v := os.Getenv("WASMHOST_FLEET"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			t.Fatalf("WASMHOST_FLEET=%q: want a number of nodes", v)
 		}
-		p = fleetPlan{nodes: n, rollout: time.Minute, steady: 11 * time.Minute, churn: 5 * time.Minute, churnEvery: time.Minute, outage: time.Minute}
+		p = fleetPlan{nodes: n, idle: 30 * time.Second, rollout: time.Minute, steady: 11 * time.Minute, churn: 5 * time.Minute, churnEvery: time.Minute, outage: time.Minute}
 	}
 	if v := os.Getenv("WASMHOST_FLEET_STEADY"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -318,6 +319,7 @@ func TestFleet(t *testing.T) {
 	f, kubeconfigs := newFleet(t, c, plan)
 	t.Logf("%d nodes: Node objects, pods and tokens made", plan.nodes)
 
+	f.measure("idle (no node started)", true, func() { time.Sleep(plan.idle) })
 	rollout := f.measure("rollout", true, func() {
 		var mu sync.Mutex
 		var failed []error
