@@ -26,7 +26,7 @@ import (
 // etcd with the Node authorizer, NodeRestriction and publish.yaml's policy. Only the plugins
 // are simulated: they are put in each node's store as the registrar puts them.
 //
-//	cd test/kube && WASMHOST_FLEET=1000 go test -run TestFleet -v -timeout 40m
+//	cd test/kube && WASMHOST_FLEET=1000 go test -run '^TestFleet$' -v -timeout 40m
 //
 // runs 1,000 nodes through the phases docs/scale.md reports (WASMHOST_FLEET_STEADY shortens the
 // steady state, 11m by default: one refresh of every node); unset, 20 nodes run short phases
