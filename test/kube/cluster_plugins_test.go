@@ -342,6 +342,9 @@ func measureView(t *testing.T, c *cluster, bin, kubeconfig string, release chan 
 		t.Fatalf("cluster plugins %v: %v\n%s", args, err, stderr.String())
 	}
 	b, err := os.ReadFile(maxrss)
+	if err != nil {
+		t.Fatalf("/usr/bin/time's output: %v", err)
+	}
 	if r.cliPeakKiB, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
 		t.Fatalf("/usr/bin/time: %v: %q", err, b)
 	}
