@@ -135,6 +135,7 @@ type cluster struct {
 	etcd      *process
 	apiserver *process
 	admin     *rest.Config
+	started   bool // the API server was ready once
 }
 
 func writeFile(t *testing.T, path string, b []byte) {
@@ -205,8 +206,33 @@ func tail(s string, n int) string {
 	return s
 }
 
-// startAPIServer starts kube-apiserver (again) and waits until it is ready.
+// startAPIServer starts kube-apiserver (again) and waits until it is ready. At its first
+// start only, a port another process took since freePort chose it is chosen again (a restart
+// keeps the address its clients know).
 func (c *cluster) startAPIServer() {
+	t := c.t
+	t.Helper()
+	if c.started {
+		c.startAPIServerOnce()
+		return
+	}
+	for tries := 1; c.startAPIServerOnce() == errPortTaken; tries++ {
+		if tries == 3 {
+			t.Fatalf("kube-apiserver: its port was taken %d times", tries)
+		}
+		c.port = freePort(t)
+		c.args = append(c.args, "--secure-port", fmt.Sprint(c.port)) // the last one given wins
+		c.admin.Host = fmt.Sprintf("https://127.0.0.1:%d", c.port)
+	}
+}
+
+// errPortTaken: kube-apiserver exited because its port was in use.
+var errPortTaken = errors.New("kube-apiserver: address already in use")
+
+// startAPIServerOnce starts kube-apiserver and waits until it is ready (c.started), or
+// returns errPortTaken when it exited for its port before its first start; any other exit,
+// or no readiness in 3 minutes, fails the test.
+func (c *cluster) startAPIServerOnce() error {
 	t := c.t
 	t.Helper()
 	c.apiserver = start(t, "kube-apiserver", filepath.Join(c.bins, "kube-apiserver"), c.args...)
@@ -220,12 +246,17 @@ func (c *cluster) startAPIServer() {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				c.started = true
+				return nil
 			}
 			err = fmt.Errorf("%s: %s", resp.Status, tail(string(body), 500))
 		}
 		select {
 		case <-c.apiserver.done:
+			if out := c.apiserver.out.String(); !c.started && strings.Contains(out, "address already in use") {
+				t.Logf("kube-apiserver's port %d was taken: another one", c.port)
+				return errPortTaken
+			}
 			t.Fatalf("kube-apiserver exited:\n%s", tail(c.apiserver.out.String(), 8<<10))
 		default:
 		}
