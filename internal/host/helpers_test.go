@@ -71,15 +71,6 @@ func newStrictHost(t testing.TB, cfg Config) (*Host, *logs) {
 
 func fixture(name string) string { return filepath.Join("testdata", name+".wasm") }
 
-func mustLoad(t testing.TB, h *Host, name string) *sandbox.Module {
-	t.Helper()
-	m, err := h.LoadFile(context.Background(), fixture(name))
-	if err != nil {
-		t.Fatalf("LoadFile(%s): %v", name, err)
-	}
-	return m
-}
-
 // installFile puts src at dst atomically (write a hidden temporary name, then rename).
 func installFile(t testing.TB, src, dst string) {
 	t.Helper()
