@@ -18,6 +18,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -83,6 +84,8 @@ func TestKubernetesManifests(t *testing.T) {
 				if err = decodeStrict(raw, &q); err == nil {
 					quotas = append(quotas, q)
 				}
+			case "batch/v1 CronJob":
+				err = decodeStrict(raw, new(batchv1.CronJob))
 			case "v1 ServiceAccount":
 				err = decodeStrict(raw, new(corev1.ServiceAccount))
 			case "rbac.authorization.k8s.io/v1 Role":

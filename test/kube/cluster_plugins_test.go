@@ -216,8 +216,11 @@ func TestStoppedDaemonGoesStale(t *testing.T) {
 		t.Errorf("cluster plugins --node node-a:\n%s", out)
 	}
 
-	// Expiry: cluster prune deletes what missed --after renewals, and nothing else.
-	prune := c.boundKubeconfig("fleet-pruner", "wasmhost-fleet-prune")
+	// Expiry: cluster prune deletes what missed --after renewals, and nothing else; run as
+	// examples/kubernetes/prune-cronjob.yaml's service account, with the grants that file
+	// gives it.
+	c.apply("../../examples/kubernetes/prune-cronjob.yaml")
+	prune := c.kubeconfig(c.serviceAccountToken("wasmhost", "wasmhost-prune"))
 	waitFor(t, "node-a to miss 3 renewals", func() bool { return time.Since(last.At) >= 3*renew })
 	out, err := exec.Command(bin, "cluster", "prune", "--kubeconfig", prune, "--after", "3").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "deleted NodeFeature wasmhost/node-a") || strings.Contains(string(out), "node-b") {

@@ -43,12 +43,19 @@ func (c *cluster) boundKubeconfig(sa, clusterRole string) string {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	return c.kubeconfig(c.serviceAccountToken("wasmhost", sa))
+}
+
+// serviceAccountToken returns a token of an hour for the service account sa of namespace ns,
+// which must be there.
+func (c *cluster) serviceAccountToken(ns, sa string) string {
+	c.t.Helper()
 	exp := int64(3600)
-	tr, err := cs.CoreV1().ServiceAccounts("wasmhost").CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	tr, err := c.clientset().CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	return c.kubeconfig(tr.Status.Token)
+	return tr.Status.Token
 }
 
 // fleetNode returns node as a kubelet reports it: its conditions (Ready as ready says), its
