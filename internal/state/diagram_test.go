@@ -1,18 +1,13 @@
 package state_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	adminv1 "github.com/wasmhost/wasmhost/admin/v1"
+	"github.com/wasmhost/wasmhost/internal/doctest"
 )
 
 // TestDiagramHasEveryState: docs/plugin-life.md draws a plugin's life with the code's own
@@ -22,17 +17,8 @@ import (
 // names them) are the same set. A state added to either without its place in the doc fails
 // here.
 func TestDiagramHasEveryState(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/plugin-life.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "# A plugin's life")
-	_, rest, ok2 := strings.Cut(rest, "```text\n")
-	diagram, after, ok3 := strings.Cut(rest, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("docs/plugin-life.md has no text block under \"# A plugin's life\"")
-	}
-	code := pluginStates(t)
+	diagram, after := doctest.TextBlock(t, "../../docs/plugin-life.md", "# A plugin's life")
+	code := doctest.StringConstants(t, ".", "PluginState")["PluginState"]
 	if len(code) < 7 {
 		t.Fatalf("found %v in internal/state: fewer states than there are", code)
 	}
@@ -80,44 +66,4 @@ func TestDiagramHasEveryState(t *testing.T) {
 	if sorted := slices.Sorted(slices.Values(code)); !slices.Equal(api, sorted) {
 		t.Errorf("the admin API's states are %v, the code's %v: the diagram draws the code's", api, sorted)
 	}
-}
-
-// pluginStates returns the values of the constants of type PluginState declared in this
-// package, read from its source.
-func pluginStates(t *testing.T) []string {
-	t.Helper()
-	ents, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	var out []string
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(".", e.Name()), nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "PluginState" {
-					continue
-				}
-				for _, v := range vs.Values {
-					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						s, _ := strconv.Unquote(lit.Value)
-						out = append(out, s)
-					}
-				}
-			}
-		}
-	}
-	return out
 }
