@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,7 +259,7 @@ func (m metricsText) sum(name string, labels ...string) float64 {
 // README's order; a grant taken away shows as the grant it was.
 func TestClusterCheck(t *testing.T) {
 	c := startCluster(t, "--enable-priority-and-fairness=true")
-	bin := buildWasmhost(t)
+	bin := buildCLI(t)
 	admin := c.kubeconfig(adminToken)
 	check := func() (map[string]string, string, error) {
 		out, err := exec.Command(bin, "cluster", "check", "--kubeconfig", admin).CombinedOutput()
@@ -330,18 +329,6 @@ func TestClusterCheck(t *testing.T) {
 	if want := "missing  system:serviceaccount:wasmhost:wasmhost may not get nodefeatures.nfd.k8s-sigs.io in namespace wasmhost, create nodefeatures.nfd.k8s-sigs.io in namespace wasmhost, update nodefeatures.nfd.k8s-sigs.io in namespace wasmhost: apply examples/kubernetes/publish.yaml"; st["grants"] != want {
 		t.Errorf("without the RoleBinding, grants: %q, want %q\n%s", st["grants"], want, out)
 	}
-}
-
-// buildWasmhost builds the wasmhost command into a temporary directory.
-func buildWasmhost(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wasmhost")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmhost")
-	build.Dir = "../.." // the daemon's module
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // TestCRDDoesNotReplaceNFDs: where node-feature-discovery installed its CRD (here: a copy
