@@ -5,11 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -165,8 +167,9 @@ type csiDriver struct {
 	csi.UnimplementedNodeServer
 	name, nodeID string
 
-	mu          sync.Mutex
-	nodeGetInfo int
+	mu           sync.Mutex
+	nodeGetInfo  int
+	traceparents []string
 }
 
 func (c *csiDriver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
@@ -181,9 +184,11 @@ func (c *csiDriver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeRespons
 	return &csi.ProbeResponse{}, nil
 }
 
-func (c *csiDriver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+func (c *csiDriver) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	c.mu.Lock()
 	c.nodeGetInfo++
+	// The W3C trace context a driver that traces would continue (trace_test.go).
+	c.traceparents = append(c.traceparents, metadata.ValueFromIncomingContext(ctx, "traceparent")...)
 	c.mu.Unlock()
 	return &csi.NodeGetInfoResponse{
 		NodeId:             c.nodeID,
@@ -197,6 +202,13 @@ func (c *csiDriver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitie
 }
 
 // NodeGetInfos returns how many NodeGetInfo calls the driver served.
+// TraceParents returns the traceparent of each NodeGetInfo call that carried one.
+func (c *csiDriver) TraceParents() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.traceparents)
+}
+
 func (c *csiDriver) NodeGetInfos() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
