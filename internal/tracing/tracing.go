@@ -143,8 +143,24 @@ func New(ctx context.Context, c Config) (*Provider, error) {
 		sdktrace.WithBatcher(abortable{exp, abortCtx}, sdktrace.WithExportTimeout(c.ExportTimeout)),
 		sdktrace.WithSampler(Sampler(c.SamplingRatePerMillion)),
 		sdktrace.WithResource(res),
+		sdktrace.WithSpanLimits(spanLimits()),
 	)
 	return &Provider{sdk: sdk, abort: abort}, nil
+}
+
+// MaxAttributeBytes bounds each string attribute of a span, in bytes: a plugin's name,
+// endpoint or error text, a handler's trap, as the daemon received them (most are bounded
+// before, some only here); the SDK keeps a longer one cut to this length. With the SDK's
+// queue of 2,048 spans, the spans waiting for the collector hold a bounded amount whatever
+// plugins and handlers send; the SDK's own default is no limit.
+const MaxAttributeBytes = 1024
+
+// spanLimits are the SDK's defaults (128 attributes and events a span), with string
+// attributes cut at MaxAttributeBytes.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	l.AttributeValueLengthLimit = MaxAttributeBytes
+	return l
 }
 
 // failureLog is the OpenTelemetry SDK's error handler (a process-wide one: the daemon has one

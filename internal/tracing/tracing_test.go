@@ -8,13 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/wasmhost/wasmhost/internal/tracing"
+	"github.com/wasmhost/wasmhost/internal/tracing/tracingtest"
 )
 
 // TestOffCostsNothing: without an endpoint, or with a rate of 0 as the kubelet's default, the
@@ -115,6 +118,37 @@ func TestShutdownWithCollectorHung(t *testing.T) {
 		s.End() // the queue fills and drops; End never waits
 	}
 	_ = p.Shutdown(context.Background())
+}
+
+// TestAttributesBounded: a string attribute as long as a plugin can make it reaches the
+// collector cut to tracing.MaxAttributeBytes; the others as they were.
+func TestAttributesBounded(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	col := tracingtest.Start(t)
+	p, err := tracing.New(t.Context(), tracing.Config{Endpoint: col.Addr, SamplingRatePerMillion: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s := tracing.StartRoot(context.Background(), p.Tracer(), tracing.SpanRegister)
+	s.SetAttributes(attribute.String("wasmhost.plugin.name", strings.Repeat("n", 1<<20)), attribute.String("wasmhost.outcome", "registered"))
+	s.End()
+	var got []*tracepb.Span
+	for len(got) == 0 {
+		var changed <-chan struct{}
+		got, changed = col.Spans()
+		if len(got) == 0 {
+			<-changed
+		}
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+	if n := len(tracingtest.Str(got[0], "wasmhost.plugin.name")); n != tracing.MaxAttributeBytes {
+		t.Errorf("a 1 MiB attribute reached the collector as %d bytes, want %d", n, tracing.MaxAttributeBytes)
+	}
+	if v := tracingtest.Str(got[0], "wasmhost.outcome"); v != "registered" {
+		t.Errorf("a short attribute is %q", v)
+	}
 }
 
 // TestInjectAsTraceContext: Inject writes what OpenTelemetry's W3C propagator writes, sampled
