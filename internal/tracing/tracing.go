@@ -143,7 +143,7 @@ func New(ctx context.Context, c Config) (*Provider, error) {
 		sdktrace.WithBatcher(abortable{exp, abortCtx}, sdktrace.WithExportTimeout(c.ExportTimeout)),
 		sdktrace.WithSampler(Sampler(c.SamplingRatePerMillion)),
 		sdktrace.WithResource(res),
-		sdktrace.WithSpanLimits(spanLimits()),
+		sdktrace.WithRawSpanLimits(spanLimits()),
 	)
 	return &Provider{sdk: sdk, abort: abort}, nil
 }
